@@ -1,0 +1,5 @@
+"""dista_gevent: the gevent binding (roles arrive with the runtime issue)."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,124 @@
+"""dista_proto: the pure sans-IO core of Dista.
+
+Bytes in, events and decisions out. Nothing here touches a socket, a clock, a thread or a
+random source: time and randomness are arguments, so one core serves every event loop and
+whole clusters run inside a test. The wire format itself is `dista_proto.frame`.
+"""
+
+from __future__ import annotations
+
+from . import frame
+from ._codec import decode_event, encode_event
+from ._connection import NEED_DATA, Connection, ConnectionState, NeedData
+from ._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from ._events import (
+    ActorCall,
+    ActorCreate,
+    ActorKill,
+    ActorRestore,
+    Address,
+    Adopt,
+    Adopted,
+    Cancel,
+    Checkpoint,
+    Checkpointed,
+    Claim,
+    ConnectionClosed,
+    Covered,
+    Drain,
+    Error,
+    Event,
+    Fetch,
+    Free,
+    HeadStats,
+    Hello,
+    Holding,
+    HoldingEntry,
+    InlineInput,
+    Located,
+    LocatedInput,
+    Part,
+    Release,
+    Result,
+    Resume,
+    Resumed,
+    Span,
+    Stats,
+    Status,
+    Stop,
+    Stored,
+    Task,
+    TaskAfter,
+    TaskInput,
+    TaskInputs,
+    TaskMany,
+    Timeline,
+    TimelineRecord,
+    Welcome,
+)
+from ._roles import Role, allowed_kinds
+
+__all__ = [
+    "NEED_DATA",
+    "ActorCall",
+    "ActorCreate",
+    "ActorKill",
+    "ActorRestore",
+    "Address",
+    "Adopt",
+    "Adopted",
+    "Cancel",
+    "Checkpoint",
+    "Checkpointed",
+    "Claim",
+    "Connection",
+    "ConnectionClosed",
+    "ConnectionState",
+    "Covered",
+    "Drain",
+    "Error",
+    "Event",
+    "Fetch",
+    "Free",
+    "HeadStats",
+    "Hello",
+    "Holding",
+    "HoldingEntry",
+    "InlineInput",
+    "LocalProtocolError",
+    "Located",
+    "LocatedInput",
+    "NeedData",
+    "Part",
+    "ProtocolError",
+    "Release",
+    "RemoteProtocolError",
+    "Result",
+    "Resume",
+    "Resumed",
+    "Role",
+    "Span",
+    "Stats",
+    "Status",
+    "Stop",
+    "Stored",
+    "Task",
+    "TaskAfter",
+    "TaskInput",
+    "TaskInputs",
+    "TaskMany",
+    "Timeline",
+    "TimelineRecord",
+    "Welcome",
+    "allowed_kinds",
+    "decode_event",
+    "encode_event",
+    "frame",
+]
+
+# Public classes say where users import them from (as httpcore does).
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) and _obj.__module__.startswith("dista_proto._"):
+        _obj.__module__ = __name__
+del _name, _obj

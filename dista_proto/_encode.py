@@ -1,0 +1,366 @@
+"""Encoding events into frame payloads, kind by kind.
+
+An encoder returns the frame's kind and IDs and its payload as a small ``prefix`` (the fixed
+fields, built here) plus an optional ``tail`` (an argument, a value, a part's data) that is
+sent from where it lies, so a large payload is never copied to be framed. Every range and
+every direction rule is checked before anything is returned: an event the protocol cannot
+carry raises `LocalProtocolError` and nothing is written.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any, Final
+
+from . import frame as F
+from ._errors import LocalProtocolError
+from ._events import (
+    ActorCall,
+    ActorCreate,
+    ActorKill,
+    ActorRestore,
+    Address,
+    Adopt,
+    Adopted,
+    Cancel,
+    Checkpoint,
+    Checkpointed,
+    Claim,
+    Covered,
+    Drain,
+    Error,
+    Fetch,
+    Free,
+    Hello,
+    Holding,
+    InlineInput,
+    Located,
+    Part,
+    Release,
+    Result,
+    Resumed,
+    Span,
+    Stats,
+    Status,
+    Stop,
+    Stored,
+    Task,
+    TaskAfter,
+    TaskInputs,
+    TaskMany,
+    Timeline,
+    Welcome,
+)
+from .frame import Bytes
+
+__all__ = ["Encoded", "encode_payload"]
+
+#: (kind, object_id, task_id, prefix, tail): the payload is the prefix, then the tail.
+Encoded = tuple[int, int, int, bytes, Bytes | None]
+
+_U64_MAX: Final = (1 << 64) - 1
+_U64: Final = struct.Struct("<Q")
+_I64: Final = struct.Struct("<q")
+_EMPTY: Final = b""
+
+
+def _bad(kind: int, field: str, why: str) -> LocalProtocolError:
+    return LocalProtocolError(f"{F.kind_name(kind)}: {field}: {why}", kind=kind, field=field)
+
+
+def _u64(kind: int, field: str, value: int) -> bytes:
+    if not 0 <= value <= _U64_MAX:
+        raise _bad(kind, field, f"{value} is not a u64")
+    return _U64.pack(value)
+
+
+def _addr(kind: int, field: str, address: Address) -> bytes:
+    try:
+        return F.encode_addr(address.host, address.port)
+    except LocalProtocolError as e:
+        raise _bad(kind, field, str(e)) from None
+
+
+def _text(text: str) -> bytes:
+    return text.encode("utf-8", "replace")
+
+
+def _e_task(e: Task, from_head: bool) -> Encoded:
+    return F.KIND_TASK, e.object_id, e.task_id, _EMPTY, e.argument
+
+
+def _e_result(e: Result, from_head: bool) -> Encoded:
+    return F.KIND_RESULT, e.object_id, 0, _EMPTY, e.value
+
+
+def _e_error(e: Error, from_head: bool) -> Encoded:
+    return F.KIND_ERROR, e.object_id, 0, _EMPTY, _text(e.message)
+
+
+def _e_hello(e: Hello, from_head: bool) -> Encoded:
+    k = F.KIND_HELLO
+    if e.role not in (F.ROLE_DRIVER, F.ROLE_WORKER, F.ROLE_CLIENT, F.ROLE_OBSERVER):
+        raise _bad(k, "role", f"unknown role {e.role}")
+    out = bytes([e.role]) + _u64(k, "registry_hash", e.registry_hash)
+    if (e.role == F.ROLE_WORKER) != (e.address is not None):
+        raise _bad(k, "address", "a worker's hello carries its address, and only a worker's")
+    if e.address is not None:
+        out += _addr(k, "address", e.address)
+    if e.resume is not None:
+        if e.role != F.ROLE_DRIVER:
+            raise _bad(k, "resume", "only a driver resumes")
+        out += _u64(k, "resume.number", e.resume.number) + _u64(k, "resume.epoch", e.resume.epoch)
+    return k, 0, 0, out, None
+
+
+def _e_welcome(e: Welcome, from_head: bool) -> Encoded:
+    k = F.KIND_WELCOME
+    return k, 0, 0, _u64(k, "number", e.number) + _u64(k, "epoch", e.epoch), None
+
+
+def _flags_and_counts(
+    k: int, gather: bool, value: Bytes | None, results: int | None, n: int
+) -> bytearray:
+    if not gather and n != 1:
+        raise _bad(k, "inputs", f"without gather a task takes exactly 1 input, not {n}")
+    flags = (F.GATHER if gather else 0) | (F.WITH_VALUE if value is not None else 0)
+    out = bytearray()
+    if results is not None:
+        if results < 1:
+            raise _bad(k, "results", f"a TaskMany has at least one result, not {results}")
+        out.append(flags | F.MANY)
+        out += _u64(k, "results", results)
+    else:
+        out.append(flags)
+    out += _u64(k, "count", n)
+    return out
+
+
+def _e_task_after(e: TaskAfter, from_head: bool) -> Encoded:
+    k = F.KIND_TASK_AFTER
+    out = _flags_and_counts(k, e.gather, e.value, e.results, len(e.inputs))
+    for input_id in e.inputs:
+        out += _u64(k, "inputs", input_id)
+    if e.value is None:
+        return k, e.object_id, e.task_id, bytes(out), None
+    out += _U64.pack(len(e.value))
+    return k, e.object_id, e.task_id, bytes(out), e.value
+
+
+def _e_stored(e: Stored, from_head: bool) -> Encoded:
+    return F.KIND_STORED, e.object_id, 0, _u64(F.KIND_STORED, "size", e.size), None
+
+
+def _e_located(e: Located, from_head: bool) -> Encoded:
+    k = F.KIND_LOCATED
+    return k, e.object_id, 0, _addr(k, "address", e.address), None
+
+
+def _e_fetch(e: Fetch, from_head: bool) -> Encoded:
+    k = F.KIND_FETCH
+    if e.part == 0:
+        return k, e.object_id, 0, _EMPTY, None
+    if e.part < 0:
+        raise _bad(k, "part", f"must be 0 (whole) or a positive size, not {e.part}")
+    return k, e.object_id, 0, _u64(k, "part", e.part), None
+
+
+def _e_task_inputs(e: TaskInputs, from_head: bool) -> Encoded:
+    k = F.KIND_TASK_INPUTS
+    out = _flags_and_counts(k, e.gather, e.value, e.results, len(e.inputs))
+    for item in e.inputs:
+        if isinstance(item, InlineInput):
+            out.append(0)
+            out += _u64(k, "inputs.object_id", item.object_id)
+            out += _U64.pack(len(item.data))
+            out += item.data
+        else:
+            out.append(1)
+            out += _u64(k, "inputs.object_id", item.object_id)
+            out += _addr(k, "inputs.address", item.address)
+    if e.value is None:
+        return k, e.object_id, e.task_id, bytes(out), None
+    out += _U64.pack(len(e.value))
+    return k, e.object_id, e.task_id, bytes(out), e.value
+
+
+def _e_id_only(e: Release | Free | Claim | ActorKill | Cancel, from_head: bool) -> Encoded:
+    return e.kind, e.object_id, 0, _EMPTY, None
+
+
+def _e_nothing(e: Resumed | Stop | Drain, from_head: bool) -> Encoded:
+    return e.kind, 0, 0, _EMPTY, None
+
+
+def _e_stats(e: Stats, from_head: bool) -> Encoded:
+    k = F.KIND_STATS
+    if not from_head:
+        if e.counts is not None:
+            raise _bad(k, "counts", "only the head's reply carries counts")
+        return k, 0, 0, _EMPTY, None
+    if e.counts is None:
+        raise _bad(k, "counts", "the head's reply carries the five counts")
+    out = b"".join(_u64(k, f"counts.{n}", v) for n, v in e.counts._asdict().items())
+    return k, 0, 0, out, None
+
+
+def _e_holding(e: Holding, from_head: bool) -> Encoded:
+    k = F.KIND_HOLDING
+    out = bytearray(_U64.pack(len(e.entries)))
+    for entry in e.entries:
+        out += _u64(k, "entries.object_id", entry.object_id)
+        out += _addr(k, "entries.address", entry.address)
+    return k, 0, 0, bytes(out), None
+
+
+def _e_span(e: Span, from_head: bool) -> Encoded:
+    k = F.KIND_SPAN
+    out = _u64(k, "arrived", e.arrived) + _u64(k, "started", e.started)
+    return k, e.object_id, 0, out + _u64(k, "ended", e.ended), None
+
+
+def _e_timeline(e: Timeline, from_head: bool) -> Encoded:
+    k = F.KIND_TIMELINE
+    if not from_head:
+        if e.records is not None:
+            raise _bad(k, "records", "only the head's reply carries records")
+        return k, 0, 0, _EMPTY, None
+    if e.records is None:
+        raise _bad(k, "records", "the head's reply carries the records (maybe none)")
+    out = bytearray(_U64.pack(len(e.records)))
+    for record in e.records:
+        for name, value in zip(record._fields[:9], record[:9], strict=True):
+            out += _u64(k, f"records.{name}", value)
+        out += _addr(k, "records.address", record.address)
+    return k, 0, 0, bytes(out), None
+
+
+def _e_actor_create(e: ActorCreate, from_head: bool) -> Encoded:
+    k = F.KIND_ACTOR_CREATE
+    if from_head:
+        if e.checkpoint_every is not None:
+            raise _bad(k, "checkpoint_every", "the head's actor-create doesn't carry it")
+        return k, e.object_id, e.task_id, _EMPTY, e.argument
+    if e.checkpoint_every is None:
+        raise _bad(k, "checkpoint_every", "a driver's actor-create carries it (0 for never)")
+    every = _u64(k, "checkpoint_every", e.checkpoint_every)
+    return k, e.object_id, e.task_id, every, e.argument
+
+
+def _e_actor_call(e: ActorCall, from_head: bool) -> Encoded:
+    k = F.KIND_ACTOR_CALL
+    return k, e.object_id, e.task_id, _u64(k, "actor_id", e.actor_id), e.argument
+
+
+def _e_checkpoint(e: Checkpoint, from_head: bool) -> Encoded:
+    k = F.KIND_CHECKPOINT
+    if from_head:
+        if e.actor_id is not None:
+            raise _bad(k, "actor_id", "the head's checkpoint names the actor by object_id")
+        covers = -1 if e.restore_covers is None else e.restore_covers
+        if not 0 <= covers + 1 <= _U64_MAX // 2:
+            raise _bad(k, "restore_covers", f"{covers} is not a call count")
+        return k, e.object_id, e.task_id, _I64.pack(covers), None
+    if e.actor_id is None or e.restore_covers is not None:
+        raise _bad(k, "actor_id", "a driver's checkpoint carries the actor's ID, and only that")
+    return k, e.object_id, e.task_id, _u64(k, "actor_id", e.actor_id), None
+
+
+def _e_checkpointed(e: Checkpointed, from_head: bool) -> Encoded:
+    k = F.KIND_CHECKPOINTED
+    if e.failure is None:
+        return k, e.object_id, e.task_id, _EMPTY, None
+    if not e.failure:
+        raise _bad(k, "failure", "say why the checkpoint failed (empty means written)")
+    return k, e.object_id, e.task_id, _EMPTY, _text(e.failure)
+
+
+def _e_actor_restore(e: ActorRestore, from_head: bool) -> Encoded:
+    k = F.KIND_ACTOR_RESTORE
+    return k, e.object_id, e.task_id, _u64(k, "covers", e.covers), None
+
+
+def _e_covered(e: Covered, from_head: bool) -> Encoded:
+    k = F.KIND_COVERED
+    return k, e.object_id, 0, _u64(k, "newest", e.newest), None
+
+
+def _e_status(e: Status, from_head: bool) -> Encoded:
+    k = F.KIND_STATUS
+    if from_head != (e.text is not None):
+        raise _bad(k, "text", "the head's reply carries text, an observer's request none")
+    return k, 0, 0, _EMPTY, None if e.text is None else _text(e.text)
+
+
+def _e_task_many(e: TaskMany, from_head: bool) -> Encoded:
+    k = F.KIND_TASK_MANY
+    if e.results < 1:
+        raise _bad(k, "results", f"a TaskMany has at least one result, not {e.results}")
+    return k, e.object_id, e.task_id, _u64(k, "results", e.results), e.argument
+
+
+def _e_adopt(e: Adopt, from_head: bool) -> Encoded:
+    k = F.KIND_ADOPT
+    return k, e.object_id, 0, _addr(k, "address", e.address), None
+
+
+def _e_adopted(e: Adopted, from_head: bool) -> Encoded:
+    k = F.KIND_ADOPTED
+    if e.address is not None:
+        return k, e.object_id, 0, b"\x01" + _addr(k, "address", e.address), None
+    return k, e.object_id, 0, b"\x00", _text(e.failure)
+
+
+def _e_part(e: Part, from_head: bool) -> Encoded:
+    k = F.KIND_PART
+    if not 0 <= e.size <= F.MAX_OBJECT:
+        raise _bad(k, "size", f"{e.size} is over MAX_OBJECT ({F.MAX_OBJECT})")
+    if e.offset < 0 or e.offset + len(e.data) > e.size:
+        raise _bad(k, "offset", f"{len(e.data)} bytes at {e.offset} overrun {e.size}")
+    return k, e.object_id, 0, _U64.pack(e.size) + _U64.pack(e.offset), e.data
+
+
+ENCODERS: Final[dict[type[Any], Callable[[Any, bool], Encoded]]] = {
+    Task: _e_task,
+    Result: _e_result,
+    Error: _e_error,
+    Hello: _e_hello,
+    Welcome: _e_welcome,
+    TaskAfter: _e_task_after,
+    Stored: _e_stored,
+    Located: _e_located,
+    Fetch: _e_fetch,
+    TaskInputs: _e_task_inputs,
+    Release: _e_id_only,
+    Free: _e_id_only,
+    Stats: _e_stats,
+    Holding: _e_holding,
+    Claim: _e_id_only,
+    Resumed: _e_nothing,
+    Span: _e_span,
+    Timeline: _e_timeline,
+    ActorCreate: _e_actor_create,
+    ActorCall: _e_actor_call,
+    ActorKill: _e_id_only,
+    Checkpoint: _e_checkpoint,
+    Checkpointed: _e_checkpointed,
+    ActorRestore: _e_actor_restore,
+    Covered: _e_covered,
+    Status: _e_status,
+    Stop: _e_nothing,
+    TaskMany: _e_task_many,
+    Drain: _e_nothing,
+    Adopt: _e_adopt,
+    Adopted: _e_adopted,
+    Cancel: _e_id_only,
+    Part: _e_part,
+}
+
+
+def encode_payload(event: object, from_head: bool) -> Encoded:
+    """The kind, IDs and payload (prefix, tail) for ``event`` sent in this direction."""
+    encoder = ENCODERS.get(type(event))
+    if encoder is None:
+        raise LocalProtocolError(f"{event!r} is not a frame event")
+    return encoder(event, from_head)

@@ -1,0 +1,53 @@
+"""The checks every change must pass: core purity, types, lint and formatting."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FORBIDDEN = {"socket", "asyncio", "selectors", "ssl", "threading", "time", "random", "os"}
+
+
+def test_core_imports_nothing_impure() -> None:
+    offenders = []
+    for path in sorted((ROOT / "dista_proto").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [
+                f"{path.relative_to(ROOT)}:{node.lineno} imports {name}"
+                for name in names
+                if name.split(".")[0] in FORBIDDEN
+            ]
+    assert offenders == []
+
+
+def _run(tool: str, *args: str) -> None:
+    exe = shutil.which(tool, path=str(Path(sys.executable).parent)) or shutil.which(tool)
+    if exe is None:
+        pytest.fail(f"{tool} is not installed: pip install -e '.[test]'")
+    result = subprocess.run(
+        [exe, *args], check=False, cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict() -> None:
+    _run("mypy")
+
+
+def test_ruff_check() -> None:
+    _run("ruff", "check", ".")
+
+
+def test_ruff_format() -> None:
+    _run("ruff", "format", "--check", ".")
