@@ -1,0 +1,136 @@
+"""What the role machines ask their binding to do: small immutable values.
+
+A role machine (`Head`, `Worker`, `Driver`) never blocks and never calls back into user
+code. After every input the binding takes its decisions and carries them out in order:
+write buffers to a link, open or close a link, run a task, or hand a result to the user.
+Links are small integers the machine allocates; the binding maps them to its sockets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._events import Address, HeadStats, TimelineRecord
+from .frame import Bytes
+
+__all__ = [
+    "Close",
+    "Connect",
+    "Decision",
+    "Exit",
+    "ObjectFailed",
+    "ObjectLocated",
+    "ObjectValue",
+    "RunTask",
+    "StatsReceived",
+    "TimelineReceived",
+    "Welcomed",
+    "Write",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Write ``buffers``, in order, to ``link``."""
+
+    link: int
+    buffers: list[Bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Connect:
+    """Open a TCP connection to ``address`` for ``link``; report `connected` or lost."""
+
+    link: int
+    address: Address
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close ``link`` once its pending writes are flushed; ``reason`` is for logs."""
+
+    link: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """The machine is done (a worker told to stop, a head told to stop)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunTask:
+    """Run task ``task_id`` for its results ``object_id`` .. ``object_id + results - 1``.
+
+    ``argument`` is the task frame's encoded argument, or for a task-after the encoded
+    value (None without WITH_VALUE); ``inputs`` are the input objects' bytes in order and
+    ``gather`` says whether they form a Seq. ``after`` is False for a plain task or task-many.
+    """
+
+    object_id: int
+    task_id: int
+    results: int
+    argument: Bytes | None
+    inputs: tuple[Bytes, ...] = ()
+    gather: bool = False
+    after: bool = False
+    arrived: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Welcomed:
+    """The head numbered this driver."""
+
+    number: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectValue:
+    """An object's encoded value reached the driver."""
+
+    object_id: int
+    value: Bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectFailed:
+    """An object failed; ``message`` says why."""
+
+    object_id: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectLocated:
+    """An object lives on a worker; `Driver.fetch` brings its value."""
+
+    object_id: int
+    address: Address
+
+
+@dataclass(frozen=True, slots=True)
+class StatsReceived:
+    counts: HeadStats
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineReceived:
+    records: tuple[TimelineRecord, ...]
+
+
+Decision = (
+    Write
+    | Connect
+    | Close
+    | Exit
+    | RunTask
+    | Welcomed
+    | ObjectValue
+    | ObjectFailed
+    | ObjectLocated
+    | StatsReceived
+    | TimelineReceived
+)

@@ -1,0 +1,677 @@
+"""The head: a sans-IO scheduler and reference counter.
+
+Theory of operation
+-------------------
+The binding reports links (`connection_made`, `receive_data`, `connection_lost`), always
+with the current time in nanoseconds, and carries out `decisions()` after each call. The
+head numbers drivers, queues their tasks, dispatches each ready task to a worker slot whose
+registry hash matches the driver's, routes every answer to the driver that owns the object,
+and counts references:
+
+    "The head counts references to every object: its driver's, until a release, and one
+    per submitted task that takes it as input, until that task settles. At zero it forgets
+    the object, and sends free to the worker holding it."
+
+An object is also kept while its own task is unsettled, so a late answer still finds it.
+A task is WAITING for inputs, QUEUED for a slot, RUNNING on a worker, then DONE. A failed
+input fails every task that depends on it, transitively, naming the input; the cascade is a
+loop, not recursion, so a chain of any length fails cleanly. A worker that is lost has its
+running tasks retried elsewhere (at most ``max_retries`` times) and the objects only it held
+fail with an error naming it. Ready tasks wait in one `FairQueue` per registry (round-robin
+between drivers); idle worker slots wait in one deque per registry; a task whose largest
+stored input sits on an idle worker goes there.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+from . import frame as F
+from ._decisions import Decision, Exit
+from ._events import (
+    Address,
+    Cancel,
+    Error,
+    Event,
+    Free,
+    HeadStats,
+    Hello,
+    InlineInput,
+    Located,
+    LocatedInput,
+    Release,
+    Result,
+    Span,
+    Stats,
+    Status,
+    Stop,
+    Stored,
+    Task,
+    TaskAfter,
+    TaskInput,
+    TaskInputs,
+    TaskMany,
+    Timeline,
+    TimelineRecord,
+    Welcome,
+)
+from ._fairqueue import FairQueue
+from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
+from ._head_status import status_text
+from ._links import Links
+from ._roles import Role
+from .frame import Bytes
+
+__all__ = ["Head"]
+
+_NUMBER_SPACE: Final = 1 << 24  # driver numbers are in [1, 2**24)
+_ID_BITS: Final = 40
+_ID_MASK: Final = (1 << _ID_BITS) - 1
+#: The default cap on timeline records the head keeps; the oldest are dropped first.
+TIMELINE_CAP: Final = 100_000
+
+_PENDING: Final = ObjState.PENDING
+_INLINE: Final = ObjState.INLINE
+_STORED: Final = ObjState.STORED
+_FAILED: Final = ObjState.FAILED
+_WAITING: Final = TaskState.WAITING
+_QUEUED: Final = TaskState.QUEUED
+_RUNNING: Final = TaskState.RUNNING
+_DONE: Final = TaskState.DONE
+
+
+class Head:
+    """The head's whole state; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        epoch: int,
+        first_number: int,
+        max_retries: int = 3,
+        worker_slots: int = 1,
+        timeline_cap: int = TIMELINE_CAP,
+    ) -> None:
+        if not 1 <= first_number < _NUMBER_SPACE:
+            raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
+        self.epoch: Final = epoch
+        self.max_retries = max_retries
+        self.worker_slots = worker_slots
+        self._next_number = first_number
+        self._links = Links()
+        self._peers: dict[int, Peer] = {}
+        self._numbers: dict[int, Peer] = {}  # driver number -> its peer
+        self._objects: dict[int, TrackedObject] = {}
+        self._ready: dict[int, FairQueue[TaskRecord]] = {}  # registry -> ready tasks
+        self._idle: dict[int, deque[Peer]] = {}  # registry -> workers with a free slot
+        self._timeline: deque[tuple[int, TimelineRecord]] = deque(maxlen=timeline_cap)
+        self.held_bytes = 0
+        self.pending = 0  # tasks WAITING or QUEUED
+        self.running = 0
+        self.stopping = False
+        self._now = 0
+
+    # -- the binding's side -------------------------------------------------------------------
+
+    def connection_made(self, now: int) -> int:
+        """A peer connected: the link number to use for it from now on."""
+        link = self._links.open(Role.HEAD)
+        self._peers[link] = Peer(link)
+        return link
+
+    def receive_data(self, link: int, data: Bytes, now: int) -> None:
+        """Bytes read from ``link``."""
+        self._now = now
+        events, error = self._links.receive(link, data)
+        peer = self._peers.get(link)
+        if peer is None:
+            return
+        peers = self._peers
+        for event in events:
+            if peers.get(link) is not peer:
+                return  # refused mid-batch: the rest of its frames are moot
+            self._on_event(peer, event)
+        if error is not None:
+            self._lose(peer, f"protocol error: {error}")
+            self._links.close(link, f"protocol error: {error}")
+
+    def connection_lost(self, link: int, now: int) -> None:
+        """The binding's connection for ``link`` closed (or failed)."""
+        self._now = now
+        peer = self._peers.get(link)
+        self._links.forget(link)
+        if peer is not None:
+            self._lose(peer, "connection lost")
+
+    def decisions(self) -> list[Decision]:
+        """What to do now: writes, closes, exit; in order."""
+        return self._links.decisions()
+
+    @property
+    def drivers(self) -> int:
+        """Connected drivers (clients excluded): a local head lives while there are any."""
+        return sum(1 for p in self._peers.values() if p.role == Role.DRIVER)
+
+    def stats(self) -> HeadStats:
+        workers = sum(1 for p in self._peers.values() if p.role == Role.WORKER and not p.draining)
+        return HeadStats(len(self._objects), self.held_bytes, self.pending, self.running, workers)
+
+    def status(self) -> str:
+        return status_text(self, self._peers.values(), self._ready)
+
+    # -- dispatch of incoming events -----------------------------------------------------------
+
+    def _on_event(self, peer: Peer, event: Event) -> None:
+        role = peer.role
+        if role is None:
+            assert isinstance(event, Hello)  # the connection lets nothing else through first
+            self._on_hello(peer, event)
+        elif role == Role.WORKER:
+            self._on_worker_event(peer, event)
+        elif role == Role.OBSERVER:
+            self._on_observer_event(peer, event)
+        else:
+            self._on_driver_event(peer, event)
+
+    def _on_hello(self, peer: Peer, hello: Hello) -> None:
+        role = Role(hello.role)
+        peer.role = role
+        peer.registry = hello.registry_hash
+        if role == Role.WORKER:
+            assert hello.address is not None
+            peer.address = hello.address
+            peer.free = self.worker_slots
+            self._make_idle(peer)
+            self._pump(peer.registry)
+        elif role in (Role.DRIVER, Role.CLIENT):
+            number = self._assign_number(peer, hello)
+            if number == 0:
+                return
+            peer.number = number
+            self._numbers[number] = peer
+            self._links.send(peer.link, Welcome(number, self.epoch))
+
+    def _assign_number(self, peer: Peer, hello: Hello) -> int:
+        resume = hello.resume
+        if resume is not None:
+            # A driver of an earlier head keeps its number, so its object IDs stay valid.
+            holder = self._numbers.get(resume.number)
+            if holder is None and 1 <= resume.number < _NUMBER_SPACE:
+                return resume.number
+            self._refuse(peer, f"driver number {resume.number} is in use by another driver")
+            return 0
+        for _ in range(_NUMBER_SPACE):
+            number = self._next_number
+            self._next_number = number + 1 if number + 1 < _NUMBER_SPACE else 1
+            if number not in self._numbers:
+                return number
+        self._refuse(peer, "every driver number is in use")  # pragma: no cover
+        return 0
+
+    def _refuse(self, peer: Peer, why: str) -> None:
+        self._links.send(peer.link, Error(0, why))
+        self._links.close(peer.link, why)
+        self._peers.pop(peer.link, None)
+
+    def _on_driver_event(self, peer: Peer, event: Event) -> None:
+        if isinstance(event, Task):
+            self._submit(peer, event.object_id, event.task_id, 1, event)
+        elif isinstance(event, Release):
+            self._release(peer, event.object_id)
+        elif isinstance(event, TaskAfter):
+            self._submit_after(peer, event)
+        elif isinstance(event, TaskMany):
+            self._submit(peer, event.object_id, event.task_id, event.results, event)
+        elif isinstance(event, Cancel):
+            self._cancel(peer, event.object_id)
+        elif isinstance(event, Stats):
+            self._links.send(peer.link, Stats(self.stats()))
+        elif isinstance(event, Timeline):
+            self._links.send(peer.link, Timeline(self._take_timeline(peer.number)))
+        else:
+            oid = getattr(event, "object_id", 0)
+            name = F.kind_name(event.kind)
+            self._links.send(peer.link, Error(oid, f"{name} is not supported by this head"))
+
+    def _on_worker_event(self, peer: Peer, event: Event) -> None:
+        if isinstance(event, Result):
+            self._on_answer(peer, event.object_id, event, None)
+        elif isinstance(event, Span):
+            self._on_span(peer, event)
+        elif isinstance(event, Stored):
+            self._on_answer(peer, event.object_id, event, None)
+        elif isinstance(event, Error):
+            self._on_answer(peer, event.object_id, None, event.message)
+        elif event.kind == F.KIND_DRAIN:
+            peer.draining = True
+            self._maybe_release_drained(peer)
+        # holding, checkpointed, adopted: handled by the recovery and actor machinery
+
+    def _on_observer_event(self, peer: Peer, event: Event) -> None:
+        if isinstance(event, Status):
+            self._links.send(peer.link, Status(self.status()))
+        elif isinstance(event, Timeline):
+            self._links.send(peer.link, Timeline(tuple(r for _, r in self._timeline)))
+        elif isinstance(event, Stop):
+            self._stop("stopped by an observer")
+
+    # -- submission ----------------------------------------------------------------------------
+
+    def _check_new_ids(self, peer: Peer, oid: int, results: int) -> bool:
+        """Whether ``results`` IDs from ``oid`` are this driver's and unused; else say why."""
+        if oid >> _ID_BITS != peer.number or not oid & _ID_MASK:
+            why = f"object ID {oid:#x} is not numbered for driver {peer.number}"
+        elif (oid & _ID_MASK) + results - 1 > _ID_MASK:
+            why = f"object IDs {oid:#x} + {results} run past this driver's range"
+        elif (results == 1 and oid not in self._objects) or not any(
+            i in self._objects for i in range(oid, oid + results)
+        ):
+            return True
+        else:
+            why = f"object ID {oid:#x} is already in use"
+        self._links.send(peer.link, Error(oid, why))
+        return False
+
+    def _submit(
+        self, peer: Peer, oid: int, task_id: int, results: int, event: Task | TaskMany | None
+    ) -> TaskRecord | None:
+        if not self._check_new_ids(peer, oid, results):
+            return None
+        task = TaskRecord(oid, task_id, peer.link, peer.registry, results, event, self._now)
+        objects = self._objects
+        for i in range(oid, oid + results):
+            objects[i] = TrackedObject(i, peer.link, task)
+        self.pending += 1
+        if event is not None:
+            self._enqueue(task)
+        return task
+
+    def _submit_after(self, peer: Peer, event: TaskAfter) -> None:
+        results = event.results or 1
+        task = self._submit(peer, event.object_id, event.task_id, results, None)
+        if task is None:
+            return
+        task.many = event.results is not None
+        task.gather = event.gather
+        task.value = event.value
+        missing = None
+        inputs = []
+        for input_id in event.inputs:
+            obj = self._objects.get(input_id)
+            if obj is None:
+                missing = input_id
+                continue
+            obj.refs += 1
+            inputs.append(obj)
+        task.inputs = tuple(inputs)
+        if missing is not None:
+            why = f"input {missing:#x} is unknown to the head (released, or never submitted)"
+            self._fail_tasks([(task, why)])
+            return
+        failed = None
+        for obj in inputs:
+            if obj.state is _PENDING:
+                task.waiting += 1
+                if obj.waiters is None:
+                    obj.waiters = [task]
+                else:
+                    obj.waiters.append(task)
+            elif obj.state is _FAILED and failed is None:
+                failed = obj
+        if failed is not None:
+            self._fail_tasks([(task, f"input {failed.oid:#x} failed: {failed.error}")])
+        elif task.waiting == 0:
+            self._enqueue(task)
+
+    def _enqueue(self, task: TaskRecord) -> None:
+        task.state = _QUEUED
+        task.queued = self._now
+        queue = self._ready.get(task.registry)
+        if queue is None:
+            queue = self._ready[task.registry] = FairQueue()
+        queue.push(task)
+        self._pump(task.registry)
+
+    # -- scheduling ----------------------------------------------------------------------------
+
+    def _make_idle(self, worker: Peer) -> None:
+        if worker.idle or worker.free <= 0 or worker.draining:
+            return
+        worker.idle = True
+        idle = self._idle.get(worker.registry)
+        if idle is None:
+            idle = self._idle[worker.registry] = deque()
+        idle.append(worker)
+
+    def _pump(self, registry: int) -> None:
+        """Dispatch ready tasks of ``registry`` while it has free worker slots."""
+        queue = self._ready.get(registry)
+        idle = self._idle.get(registry)
+        if not queue or not idle:
+            return
+        peers = self._peers
+        while idle and queue:
+            worker = idle[0]
+            if worker.free <= 0 or worker.draining or peers.get(worker.link) is not worker:
+                idle.popleft()
+                worker.idle = False
+                continue
+            task = queue.pop()
+            if task is None:
+                return
+            self._dispatch(task, self._preferred(task) or worker)
+
+    def _preferred(self, task: TaskRecord) -> Peer | None:
+        """The idle worker holding the task's largest stored input, if any (locality)."""
+        best = None
+        size = -1
+        for obj in task.inputs:
+            if obj.state is _STORED and obj.size > size and obj.holder is not None:
+                holder = obj.holder
+                if holder.free > 0 and not holder.draining and holder.registry == task.registry:
+                    best, size = holder, obj.size
+        return best
+
+    def _dispatch(self, task: TaskRecord, worker: Peer) -> None:
+        event = task.event
+        if event is None:
+            built = self._task_inputs(task)
+            if isinstance(built, str):
+                self._fail_tasks([(task, built)])
+                return
+            frame: Task | TaskMany | TaskInputs = built
+        else:
+            frame = event
+        worker.free -= 1
+        task.state = _RUNNING
+        task.worker = worker
+        task.dispatched = self._now
+        task.answers_left = task.results
+        worker.running[task.oid] = task
+        self.pending -= 1
+        self.running += 1
+        self._links.send(worker.link, frame)
+
+    def _task_inputs(self, task: TaskRecord) -> TaskInputs | str:
+        inputs: list[TaskInput] = []
+        for obj in task.inputs:
+            if obj.state is _INLINE:
+                inputs.append(InlineInput(obj.oid, obj.value))
+            elif obj.state is _STORED and obj.holder is not None:
+                inputs.append(LocatedInput(obj.oid, obj.holder.address))
+            else:
+                return f"input {obj.oid:#x} failed: {obj.error}"
+        many = task.results if task.many else None
+        return TaskInputs(task.oid, task.task_id, tuple(inputs), task.gather, task.value, many)
+
+    # -- answers from workers -----------------------------------------------------------------
+
+    def _on_span(self, worker: Peer, span: Span) -> None:
+        obj = self._objects.get(span.object_id)
+        if obj is not None and obj.task is not None and obj.task.worker is worker:
+            obj.task.span = (span.arrived, span.started, span.ended)
+
+    def _on_answer(
+        self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
+    ) -> None:
+        obj = self._objects.get(oid)
+        task = obj.task if obj is not None else None
+        if obj is None or task is None or task.worker is not worker or obj.answered:
+            # Stale: a dropped task, a retried one's old worker. Free what it stored.
+            if isinstance(answer, Stored):
+                self._links.send(worker.link, Free(oid))
+            return
+        obj.answered = True
+        task.answers_left -= 1
+        if obj.state is _PENDING and not task.dropped:
+            if error is not None:
+                self._fail_objects(task, [obj], error)
+            elif isinstance(answer, Result):
+                obj.state = _INLINE
+                obj.value = answer.value
+                obj.size = len(answer.value)
+                self.held_bytes += obj.size
+                if obj.held:
+                    self._links.send(obj.owner, answer)
+            else:
+                assert answer is not None
+                obj.state = _STORED
+                obj.size = answer.size
+                obj.holder = worker
+                worker.holds.add(oid)
+                if obj.held:
+                    self._links.send(obj.owner, Located(oid, worker.address))
+            if obj.state is not _FAILED:
+                self._wake(obj)
+        elif isinstance(answer, Stored):
+            self._links.send(worker.link, Free(oid))
+        if task.answers_left == 0:
+            self._finish_run(task)
+
+    def _finish_run(self, task: TaskRecord) -> None:
+        """The worker has answered every result of ``task``: settle it, free the slot."""
+        worker = task.worker
+        assert worker is not None
+        worker.running.pop(task.oid, None)
+        worker.free += 1
+        self.running -= 1
+        task.worker = None
+        if not task.dropped:
+            arrived, started, ended = task.span
+            self._timeline.append(
+                (
+                    task.owner,
+                    TimelineRecord(
+                        task.oid,
+                        task.task_id,
+                        task.submitted,
+                        task.queued,
+                        task.dispatched,
+                        self._now,
+                        arrived,
+                        started,
+                        ended,
+                        worker.address,
+                    ),
+                )
+            )
+        self._settle(task)
+        if worker.draining:
+            self._maybe_release_drained(worker)
+        elif self._peers.get(worker.link) is worker:
+            self._make_idle(worker)
+            self._pump(worker.registry)
+
+    def _wake(self, obj: TrackedObject) -> None:
+        waiters = obj.waiters
+        if waiters is None:
+            return
+        obj.waiters = None
+        for task in waiters:
+            if task.state is _WAITING:
+                task.waiting -= 1
+                if task.waiting == 0:
+                    self._enqueue(task)
+
+    # -- settling, failing, forgetting ---------------------------------------------------------
+
+    def _settle(self, task: TaskRecord) -> None:
+        """``task`` will never answer again: release its inputs and its hold on its results."""
+        task.state = _DONE
+        objects = self._objects
+        for oid in range(task.oid, task.oid + task.results):
+            obj = objects.get(oid)
+            if obj is not None and obj.task is task:
+                obj.task = None
+                if obj.state is _PENDING:  # a retried task-many never re-answered this one
+                    obj.state = _FAILED
+                    obj.error = "its task ended without answering it"
+                if obj.refs == 0:
+                    self._forget(obj)
+        for obj in task.inputs:
+            self._unref(obj)
+
+    def _unref(self, obj: TrackedObject) -> None:
+        obj.refs -= 1
+        if obj.refs == 0 and obj.task is None:
+            self._forget(obj)
+
+    def _forget(self, obj: TrackedObject) -> None:
+        del self._objects[obj.oid]
+        if obj.state is _INLINE:
+            self.held_bytes -= obj.size
+            obj.value = b""
+        elif obj.state is _STORED and obj.holder is not None:
+            obj.holder.holds.discard(obj.oid)
+            self._links.send(obj.holder.link, Free(obj.oid))
+
+    def _fail_objects(self, task: TaskRecord, objs: list[TrackedObject], why: str) -> None:
+        """Fail these results of ``task`` and, transitively, every task waiting on them."""
+        stack: list[tuple[TaskRecord, str]] = []
+        self._fail_results(objs, why, stack)
+        self._fail_tasks(stack)
+
+    def _fail_results(
+        self, objs: list[TrackedObject], why: str, stack: list[tuple[TaskRecord, str]]
+    ) -> None:
+        for obj in objs:
+            if obj.state is not _PENDING:
+                continue
+            obj.state = _FAILED
+            obj.error = why
+            if obj.held:
+                self._links.send(obj.owner, Error(obj.oid, why))
+            waiters, obj.waiters = obj.waiters, None
+            if waiters:
+                because = f"input {obj.oid:#x} failed: {why}"
+                stack.extend((t, because) for t in waiters if t.state is _WAITING)
+
+    def _fail_tasks(self, stack: list[tuple[TaskRecord, str]]) -> None:
+        """Fail tasks that have not run (or whose run is dropped), cascading without recursion."""
+        objects = self._objects
+        while stack:
+            task, why = stack.pop()
+            if task.state is _DONE:
+                continue
+            results = [
+                objects[i] for i in range(task.oid, task.oid + task.results) if i in objects
+            ]
+            self._fail_results(results, why, stack)
+            if task.state is _RUNNING:
+                task.dropped = True  # it finishes; its answers are dropped
+                continue
+            self.pending -= 1
+            self._settle(task)
+
+    def _release(self, peer: Peer, oid: int) -> None:
+        obj = self._objects.get(oid)
+        if obj is None or obj.owner != peer.link or not obj.held:
+            self._links.send(peer.link, Error(oid, f"release of {oid:#x}, which you don't hold"))
+            return
+        obj.held = False
+        self._unref(obj)
+
+    def _cancel(self, peer: Peer, oid: int) -> None:
+        obj = self._objects.get(oid)
+        if obj is None or obj.owner != peer.link:
+            return  # already settled and released: nothing left to cancel
+        task = obj.task
+        if task is not None and task.state is not _DONE:
+            self._fail_tasks([(task, "cancelled")])
+
+    # -- losing peers --------------------------------------------------------------------------
+
+    def _lose(self, peer: Peer, why: str) -> None:
+        if self._peers.pop(peer.link, None) is None:
+            return
+        if peer.role == Role.WORKER:
+            self._lose_worker(peer, why)
+        elif peer.role in (Role.DRIVER, Role.CLIENT):
+            self._lose_driver(peer)
+
+    def _lose_worker(self, worker: Peer, why: str) -> None:
+        name = worker.name
+        for task in list(worker.running.values()):
+            worker.running.pop(task.oid, None)
+            self.running -= 1
+            task.worker = None
+            if task.dropped:
+                self.pending += 1  # _settle via _fail_tasks expects a not-yet-run task
+                task.state = _QUEUED
+                self._fail_tasks([(task, "cancelled")])
+                continue
+            task.retries += 1
+            if task.retries > self.max_retries:
+                self.pending += 1
+                task.state = _QUEUED
+                why_task = (
+                    f"{name} was lost ({why}) while running this task; "
+                    f"gave up after {task.retries} attempts"
+                )
+                self._fail_tasks([(task, why_task)])
+                continue
+            for oid in range(task.oid, task.oid + task.results):
+                obj = self._objects.get(oid)
+                if obj is not None:
+                    obj.answered = False
+            self.pending += 1
+            task.state = _QUEUED
+            self._ready[task.registry].push(task, front=True)
+        stack: list[tuple[TaskRecord, str]] = []
+        lost = [self._objects[oid] for oid in worker.holds if oid in self._objects]
+        for obj in lost:
+            obj.holder = None
+            obj.state = _PENDING  # so that _fail_results takes it
+            self._fail_results([obj], f"object lost: {name} disconnected ({why})", stack)
+        worker.holds.clear()
+        self._fail_tasks(stack)
+        self._pump(worker.registry)
+
+    def _lose_driver(self, driver: Peer) -> None:
+        self._numbers.pop(driver.number, None)
+        mine = [obj for obj in self._objects.values() if obj.owner == driver.link]
+        stack = [
+            (obj.task, "its driver disconnected")
+            for obj in mine
+            if obj.task is not None and obj.task.oid == obj.oid
+        ]
+        for obj in mine:
+            obj.held = False  # no Error frames to a driver that is gone
+        self._fail_tasks(stack)
+        for obj in mine:
+            if obj.oid in self._objects:
+                self._unref(obj)
+
+    def _maybe_release_drained(self, worker: Peer) -> None:
+        if not worker.running and self._peers.get(worker.link) is worker:
+            self._links.send(worker.link, Stop())
+
+    def _stop(self, why: str) -> None:
+        self.stopping = True
+        for peer in list(self._peers.values()):
+            if peer.role == Role.WORKER:
+                self._links.send(peer.link, Stop())
+                self._links.close(peer.link, why)
+            elif peer.role in (Role.DRIVER, Role.CLIENT):
+                self._links.send(peer.link, Error(0, f"the head is stopping: {why}"))
+                self._links.close(peer.link, why)
+        self._links.queue(Exit(why))
+
+    def _take_timeline(self, number: int) -> tuple[TimelineRecord, ...]:
+        peer = self._numbers.get(number)
+        link = peer.link if peer is not None else -1
+        mine = tuple(r for owner, r in self._timeline if owner == link)
+        if mine:
+            kept = [(o, r) for o, r in self._timeline if o != link]
+            self._timeline.clear()
+            self._timeline.extend(kept)
+        return mine
+
+    def tracked(self, oid: int) -> bool:
+        """Whether the head still counts references for ``oid`` (for tests and status)."""
+        return oid in self._objects
+
+    def worker_address(self, link: int) -> Address | None:
+        peer = self._peers.get(link)
+        return peer.address if peer is not None and peer.role == Role.WORKER else None

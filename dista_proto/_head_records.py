@@ -1,0 +1,165 @@
+"""The head's records: peers, objects and tasks, as small mutable slotted classes.
+
+They are plain classes rather than dataclasses because a queued task costs one of each and
+a million queued tasks must stay well under a GiB (see benchmarks/head_core.py).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+from ._events import Address, Task, TaskMany
+from ._roles import Role
+from .frame import Bytes
+
+__all__ = ["ObjState", "Peer", "TaskRecord", "TaskState", "TrackedObject"]
+
+NO_ADDRESS: Final = Address("0.0.0.0", 0)
+
+
+class ObjState(enum.Enum):
+    PENDING = "pending"  # its task has not answered
+    INLINE = "inline"  # the head holds the value
+    STORED = "stored"  # a worker holds the value
+    FAILED = "failed"  # ``error`` says why
+
+
+class TaskState(enum.Enum):
+    WAITING = "waiting"  # for inputs
+    QUEUED = "queued"  # ready, waiting for a worker slot
+    RUNNING = "running"  # dispatched to ``worker``
+    DONE = "done"  # settled: answered, failed or dropped
+
+
+class Peer:
+    """One connection to the head: a driver, client, worker or observer."""
+
+    __slots__ = (
+        "address",
+        "draining",
+        "free",
+        "holds",
+        "idle",
+        "link",
+        "number",
+        "registry",
+        "role",
+        "running",
+    )
+
+    def __init__(self, link: int) -> None:
+        self.link = link
+        self.role: Role | None = None  # until hello
+        self.registry = 0
+        self.number = 0  # drivers and clients
+        self.address = NO_ADDRESS  # workers
+        self.free = 0  # worker slots not running a task
+        self.idle = False  # in its registry's idle deque
+        self.draining = False
+        self.running: dict[int, TaskRecord] = {}  # first result ID -> task, workers
+        self.holds: set[int] = set()  # stored objects, workers
+
+    @property
+    def name(self) -> str:
+        if self.role in (Role.DRIVER, Role.CLIENT):
+            return f"driver {self.number}"
+        if self.role == Role.WORKER:
+            return f"worker {self.address}"
+        return f"peer {self.link}"
+
+
+class TrackedObject:
+    """An object the head counts references for."""
+
+    __slots__ = (
+        "answered",
+        "error",
+        "held",
+        "holder",
+        "oid",
+        "owner",
+        "refs",
+        "size",
+        "state",
+        "task",
+        "value",
+        "waiters",
+    )
+
+    def __init__(self, oid: int, owner: int, task: TaskRecord | None) -> None:
+        self.oid = oid
+        self.owner = owner  # the owning driver's link
+        self.held = True  # the driver's reference, until release
+        self.refs = 1  # the driver's, plus one per unsettled task taking it as input
+        self.state = ObjState.PENDING
+        self.value: Bytes = b""
+        self.size = 0
+        self.holder: Peer | None = None
+        self.error = ""
+        self.waiters: list[TaskRecord] | None = None
+        self.task = task  # the producing task, until it settles
+        self.answered = False  # by the current attempt's worker
+
+
+class TaskRecord:
+    """A submitted task, from submission until it settles."""
+
+    __slots__ = (
+        "answers_left",
+        "dispatched",
+        "dropped",
+        "event",
+        "gather",
+        "inputs",
+        "many",
+        "oid",
+        "owner",
+        "queued",
+        "registry",
+        "results",
+        "retries",
+        "span",
+        "state",
+        "submitted",
+        "task_id",
+        "value",
+        "waiting",
+        "worker",
+    )
+
+    def __init__(
+        self,
+        oid: int,
+        task_id: int,
+        owner: int,
+        registry: int,
+        results: int,
+        event: Task | TaskMany | None,
+        now: int,
+    ) -> None:
+        self.oid = oid
+        self.task_id = task_id
+        self.owner = owner
+        self.registry = registry
+        self.results = results
+        self.event = event  # forwarded as is; None for a task-after
+        self.inputs: tuple[TrackedObject, ...] = ()
+        self.gather = False
+        self.many = False  # a task-after with MANY: task-inputs carries the result count
+        self.value: Bytes | None = None
+        self.waiting = 0
+        self.state = TaskState.WAITING
+        self.worker: Peer | None = None
+        self.retries = 0
+        self.answers_left = 0
+        self.dropped = False  # cancelled or orphaned while running: drop its answers
+        self.submitted = now
+        self.queued = 0
+        self.dispatched = 0
+        self.span: tuple[int, int, int] = (0, 0, 0)
+
+    @property
+    def live(self) -> bool:
+        """Still worth dispatching (the fair queue skips the rest)."""
+        return self.state is TaskState.QUEUED

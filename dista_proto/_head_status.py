@@ -1,0 +1,55 @@
+"""The head's status text, as `dista status` prints it (the format is in docs/protocol.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from ._fairqueue import FairQueue
+from ._head_records import Peer, TaskRecord
+from ._roles import Role
+
+if TYPE_CHECKING:
+    from ._head import Head
+
+__all__ = ["status_text"]
+
+
+def status_text(
+    head: Head, peers: Iterable[Peer], ready: Mapping[int, FairQueue[TaskRecord]]
+) -> str:
+    peers = list(peers)
+    stats = head.stats()
+    drivers = [p for p in peers if p.role in (Role.DRIVER, Role.CLIENT)]
+    workers = [p for p in peers if p.role == Role.WORKER]
+    observers = sum(1 for p in peers if p.role == Role.OBSERVER)
+    lines = [
+        f"dista head: epoch {head.epoch:#x}{' (stopping)' if head.stopping else ''}",
+        f"drivers: {len(drivers)}  workers: {len(workers)}  observers: {observers}",
+        (
+            f"objects: {stats.objects}  held bytes: {stats.held_bytes}  "
+            f"pending: {stats.pending}  running: {stats.running}"
+        ),
+    ]
+    registries = {p.registry for p in drivers} | {p.registry for p in workers}
+    for registry in sorted(registries):
+        serving = [w for w in workers if w.registry == registry and not w.draining]
+        queued = len(ready[registry]) if registry in ready else 0
+        users = sum(1 for d in drivers if d.registry == registry)
+        line = (
+            f"registry {registry:#018x}: drivers {users}, workers {len(serving)}, queued {queued}"
+        )
+        if users and not serving:
+            line += "  NO WORKER has this registry: its tasks wait (start workers that import it)"
+        lines.append(line)
+    for worker in sorted(workers, key=lambda w: str(w.address)):
+        state = "draining" if worker.draining else "ready"
+        busy = len(worker.running)
+        lines.append(
+            f"worker {worker.address}: {state}, running {busy}, holding {len(worker.holds)}, "
+            f"registry {worker.registry:#018x}"
+        )
+    for driver in sorted(drivers, key=lambda d: d.number):
+        kind = "client" if driver.role == Role.CLIENT else "driver"
+        lines.append(f"{kind} {driver.number}: registry {driver.registry:#018x}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,103 @@
+"""The links a role machine holds, and the decisions queued for its binding.
+
+Every role machine owns a set of `Connection`s keyed by link number. Sending marks a link
+dirty; `decisions()` turns every dirty link's buffers into one `Write` (so a burst of frames
+becomes one write), after the other decisions queued before it, in order.
+"""
+
+from __future__ import annotations
+
+from ._connection import Connection, ConnectionState
+from ._decisions import Close, Decision, Write
+from ._errors import RemoteProtocolError
+from ._events import Event
+from ._roles import Role
+from .frame import Bytes
+
+__all__ = ["Links"]
+
+
+class Links:
+    """Link bookkeeping shared by `Head`, `Worker` and `Driver`."""
+
+    def __init__(self) -> None:
+        self._conns: dict[int, Connection] = {}
+        self._dirty: dict[int, None] = {}  # insertion-ordered set
+        self._queued: list[Decision] = []
+        self._next_link = 1
+
+    def open(self, role: Role, link: int | None = None) -> int:
+        if link is None:
+            link = self._next_link
+            self._next_link += 1
+        self._conns[link] = Connection(role)
+        return link
+
+    def conn(self, link: int) -> Connection | None:
+        return self._conns.get(link)
+
+    def send(self, link: int, event: Event) -> None:
+        conn = self._conns.get(link)
+        if conn is None:
+            return  # the link is gone; whatever it was owed is moot
+        conn.send(event)
+        self._dirty[link] = None
+
+    def receive(self, link: int, data: Bytes) -> tuple[list[Event], str | None]:
+        """The events in ``link``'s bytes, and the protocol error that ended it, if any.
+
+        Good frames before a bad one are still returned. On an error the connection has
+        queued any error frame it owes; the caller closes the link after the events.
+        End of stream is not data: bindings report it as the link being lost.
+        """
+        conn = self._conns.get(link)
+        if conn is None or not data:
+            return [], None
+        conn.receive_data(data)
+        try:
+            events = conn.next_events()
+        except RemoteProtocolError as e:
+            self._dirty[link] = None
+            return [], str(e)
+        if conn.their_state is ConnectionState.ERROR:
+            try:
+                conn.next_events()
+            except RemoteProtocolError as e:
+                self._dirty[link] = None
+                return events, str(e)
+        return events, None
+
+    def close(self, link: int, reason: str) -> None:
+        conn = self._conns.pop(link, None)
+        if conn is None:
+            return
+        self._flush(link, conn)
+        self._dirty.pop(link, None)
+        self._queued.append(Close(link, reason))
+
+    def forget(self, link: int) -> None:
+        """The binding lost the link: drop it without a close decision."""
+        self._conns.pop(link, None)
+        self._dirty.pop(link, None)
+
+    def queue(self, decision: Decision) -> None:
+        self._flush_all()
+        self._queued.append(decision)
+
+    def _flush(self, link: int, conn: Connection) -> None:
+        buffers = conn.data_to_send()
+        if buffers:
+            self._queued.append(Write(link, buffers))
+
+    def _flush_all(self) -> None:
+        for link in self._dirty:
+            conn = self._conns.get(link)
+            if conn is not None:
+                self._flush(link, conn)
+        self._dirty.clear()
+
+    def decisions(self) -> list[Decision]:
+        """Everything queued since the last call, in order, with writes coalesced."""
+        self._flush_all()
+        out, self._queued = self._queued, []
+        return out
