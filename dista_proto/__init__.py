@@ -10,6 +10,21 @@ from __future__ import annotations
 from . import frame
 from ._codec import decode_event, encode_event
 from ._connection import NEED_DATA, Connection, ConnectionState, NeedData
+from ._decisions import (
+    Close,
+    Connect,
+    Decision,
+    Exit,
+    ObjectFailed,
+    ObjectLocated,
+    ObjectValue,
+    RunTask,
+    StatsReceived,
+    TimelineReceived,
+    Welcomed,
+    Write,
+)
+from ._driver import Driver
 from ._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._events import (
     ActorCall,
@@ -56,10 +71,29 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
+from ._head import TIMELINE_CAP, Head
 from ._roles import Role, allowed_kinds
+from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
 __all__ = [
+    "DEFAULT_INLINE_THRESHOLD",
     "NEED_DATA",
+    "TIMELINE_CAP",
+    "Close",
+    "Connect",
+    "Decision",
+    "Driver",
+    "Exit",
+    "Head",
+    "ObjectFailed",
+    "ObjectLocated",
+    "ObjectValue",
+    "RunTask",
+    "StatsReceived",
+    "TimelineReceived",
+    "Welcomed",
+    "Worker",
+    "Write",
     "ActorCall",
     "ActorCreate",
     "ActorKill",

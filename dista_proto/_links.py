@@ -25,13 +25,21 @@ class Links:
         self._dirty: dict[int, None] = {}  # insertion-ordered set
         self._queued: list[Decision] = []
         self._next_link = 1
+        self._connecting: set[int] = set()  # links whose writes wait for `connected`
 
-    def open(self, role: Role, link: int | None = None) -> int:
+    def open(self, role: Role, link: int | None = None, *, connecting: bool = False) -> int:
         if link is None:
             link = self._next_link
             self._next_link += 1
         self._conns[link] = Connection(role)
+        if connecting:
+            self._connecting.add(link)
         return link
+
+    def connected(self, link: int) -> None:
+        if link in self._connecting:
+            self._connecting.discard(link)
+            self._dirty[link] = None
 
     def conn(self, link: int) -> Connection | None:
         return self._conns.get(link)
@@ -71,7 +79,9 @@ class Links:
         conn = self._conns.pop(link, None)
         if conn is None:
             return
-        self._flush(link, conn)
+        if link not in self._connecting:
+            self._flush(link, conn)
+        self._connecting.discard(link)
         self._dirty.pop(link, None)
         self._queued.append(Close(link, reason))
 
@@ -79,6 +89,7 @@ class Links:
         """The binding lost the link: drop it without a close decision."""
         self._conns.pop(link, None)
         self._dirty.pop(link, None)
+        self._connecting.discard(link)
 
     def queue(self, decision: Decision) -> None:
         self._flush_all()
@@ -90,11 +101,15 @@ class Links:
             self._queued.append(Write(link, buffers))
 
     def _flush_all(self) -> None:
+        waiting = self._connecting
         for link in self._dirty:
             conn = self._conns.get(link)
-            if conn is not None:
+            if conn is not None and link not in waiting:
                 self._flush(link, conn)
-        self._dirty.clear()
+        if waiting:
+            self._dirty = {link: None for link in self._dirty if link in waiting}
+        else:
+            self._dirty.clear()
 
     def decisions(self) -> list[Decision]:
         """Everything queued since the last call, in order, with writes coalesced."""

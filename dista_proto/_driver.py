@@ -1,0 +1,202 @@
+"""The driver: submits tasks under its own number and routes answers to its objects.
+
+Theory of operation
+-------------------
+Link 0 is the head. `start` sends hello; the head's welcome gives the driver its number,
+and from then on every object ID it mints is ``number << 40 | n`` with ``n`` counting from
+1, so IDs never collide between drivers and stay valid across a head restart. A task-many
+takes ``results`` consecutive IDs. Answers from the head become decisions for the runtime:
+`ObjectValue` (inline), `ObjectLocated` (on a worker: `fetch` brings it, in parts past one
+frame) and `ObjectFailed`. The driver never blocks; `submit` and friends queue frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from . import frame as F
+from ._decisions import (
+    Decision,
+    ObjectFailed,
+    ObjectLocated,
+    ObjectValue,
+    StatsReceived,
+    TimelineReceived,
+    Welcomed,
+)
+from ._errors import LocalProtocolError
+from ._events import (
+    Address,
+    Cancel,
+    Error,
+    Event,
+    Hello,
+    Located,
+    Release,
+    Result,
+    Resume,
+    Stats,
+    Task,
+    TaskAfter,
+    TaskMany,
+    Timeline,
+    Welcome,
+)
+from ._fetcher import Fetcher
+from ._links import Links
+from ._roles import Role
+from .frame import Bytes
+
+__all__ = ["Driver"]
+
+HEAD_LINK: Final = 0
+_ID_BITS: Final = 40
+_ID_LIMIT: Final = 1 << _ID_BITS
+
+
+class Driver:
+    def __init__(
+        self,
+        *,
+        registry_hash: int,
+        role: Role = Role.DRIVER,
+        part: int = F.PART_SIZE,
+        allocate: Callable[[int], bytearray] = bytearray,
+    ) -> None:
+        if role not in (Role.DRIVER, Role.CLIENT):
+            raise ValueError(f"a Driver is a driver or a client, not {role.name.lower()}")
+        self.role: Final = role
+        self.registry_hash = registry_hash
+        self.number = 0
+        self.epoch = 0
+        self._next = 1
+        self._links = Links()
+        self._fetcher = Fetcher(self._links, part, allocate)
+        self._located: dict[int, Address] = {}
+        self.closed_reason = ""
+
+    @property
+    def ready(self) -> bool:
+        """Welcomed: the driver has a number and may submit."""
+        return self.number != 0
+
+    # -- the binding's side -------------------------------------------------------------------
+
+    def start(self, now: int, resume: Resume | None = None) -> None:
+        """The connection to the head is up: say hello (resuming an old number if given)."""
+        self._links.open(self.role, HEAD_LINK)
+        self._links.send(HEAD_LINK, Hello(int(self.role), self.registry_hash, None, resume))
+
+    def connected(self, link: int, now: int) -> None:
+        self._links.connected(link)
+
+    def receive_data(self, link: int, data: Bytes, now: int) -> None:
+        events, error = self._links.receive(link, data)
+        if link == HEAD_LINK:
+            for event in events:
+                self._on_head_event(event)
+        else:
+            for oid, value, why in self._fetcher.receive(link, events):
+                self._fetched(oid, value, why)
+        if error is not None:
+            self._links.close(link, f"protocol error: {error}")
+            self.connection_lost(link, now)
+
+    def connection_lost(self, link: int, now: int) -> None:
+        self._links.forget(link)
+        if link == HEAD_LINK:
+            self.closed_reason = self.closed_reason or "the head connection was lost"
+        else:
+            for oid, value, why in self._fetcher.lost(link, "connection lost"):
+                self._fetched(oid, value, why)
+
+    def decisions(self) -> list[Decision]:
+        return self._links.decisions()
+
+    # -- submitting ----------------------------------------------------------------------------
+
+    def _mint(self, count: int = 1) -> int:
+        if not self.number:
+            raise LocalProtocolError("the head has not welcomed this driver yet: wait for it")
+        n = self._next
+        if n + count > _ID_LIMIT:
+            raise LocalProtocolError(f"driver {self.number} has used up its object IDs")
+        self._next = n + count
+        return self.number << _ID_BITS | n
+
+    def submit(self, task_id: int, argument: Bytes) -> int:
+        """Queue a task; the object ID of its result."""
+        oid = self._mint()
+        self._links.send(HEAD_LINK, Task(oid, task_id, argument))
+        return oid
+
+    def submit_many(self, task_id: int, argument: Bytes, results: int) -> int:
+        """Queue a task-many; its results are the returned ID and the ``results - 1`` after."""
+        oid = self._mint(results)
+        self._links.send(HEAD_LINK, TaskMany(oid, task_id, results, argument))
+        return oid
+
+    def submit_after(
+        self,
+        task_id: int,
+        inputs: Sequence[int],
+        *,
+        gather: bool = False,
+        value: Bytes | None = None,
+        results: int | None = None,
+    ) -> int:
+        """Queue a task whose argument is built from other objects (see task-after)."""
+        oid = self._mint(results or 1)
+        event = TaskAfter(oid, task_id, tuple(inputs), gather, value, results)
+        self._links.send(HEAD_LINK, event)
+        return oid
+
+    def release(self, oid: int) -> None:
+        self._located.pop(oid, None)
+        self._links.send(HEAD_LINK, Release(oid))
+
+    def cancel(self, oid: int) -> None:
+        self._links.send(HEAD_LINK, Cancel(oid))
+
+    def request_stats(self) -> None:
+        self._links.send(HEAD_LINK, Stats())
+
+    def request_timeline(self) -> None:
+        self._links.send(HEAD_LINK, Timeline())
+
+    def fetch(self, oid: int) -> None:
+        """Bring a located object's value from its worker: an `ObjectValue` or failure."""
+        address = self._located.get(oid)
+        if address is None:
+            self._links.queue(ObjectFailed(oid, f"object {oid:#x} is not located on a worker"))
+            return
+        self._fetcher.request(oid, address)
+
+    # -- answers -------------------------------------------------------------------------------
+
+    def _on_head_event(self, event: Event) -> None:
+        queue = self._links.queue
+        if isinstance(event, Result):
+            queue(ObjectValue(event.object_id, event.value))
+        elif isinstance(event, Located):
+            self._located[event.object_id] = event.address
+            queue(ObjectLocated(event.object_id, event.address))
+        elif isinstance(event, Error):
+            if event.object_id == 0:
+                self.closed_reason = f"the head refused or dropped us: {event.message}"
+            self._located.pop(event.object_id, None)
+            queue(ObjectFailed(event.object_id, event.message))
+        elif isinstance(event, Welcome):
+            self.number, self.epoch = event.number, event.epoch
+            queue(Welcomed(event.number, event.epoch))
+        elif isinstance(event, Stats) and event.counts is not None:
+            queue(StatsReceived(event.counts))
+        elif isinstance(event, Timeline) and event.records is not None:
+            queue(TimelineReceived(event.records))
+
+    def _fetched(self, oid: int, value: Bytes | None, why: str) -> None:
+        if value is None:
+            self._links.queue(ObjectFailed(oid, why))
+        else:
+            self._links.queue(ObjectValue(oid, value))

@@ -1,0 +1,101 @@
+"""Fetching objects from workers' object servers, for drivers and workers alike.
+
+One fetcher link per object-server address, opened on first use and reused. Each request
+sends a fetch asking for parts of ``part`` bytes; the answer is a result frame, an error
+frame, or part frames that fill one buffer allocated once (`frame.Parts`). Answers on one
+link come in the order of the requests, but the fetcher keys them by object ID anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import frame as F
+from ._decisions import Connect
+from ._errors import RemoteProtocolError
+from ._events import Address, Error, Event, Fetch, Part, Result
+from ._links import Links
+from ._roles import Role
+from .frame import Bytes
+
+__all__ = ["Fetched", "Fetcher"]
+
+#: (object ID, its bytes, or None and why not)
+Fetched = tuple[int, Bytes | None, str]
+
+
+class Fetcher:
+    def __init__(
+        self,
+        links: Links,
+        part: int = F.PART_SIZE,
+        allocate: Callable[[int], bytearray] = bytearray,
+    ) -> None:
+        self._links = links
+        self.part = part
+        self._allocate = allocate
+        self._by_address: dict[Address, int] = {}
+        self._address: dict[int, Address] = {}
+        self._wanted: dict[int, set[int]] = {}  # link -> object IDs asked for
+        self._parts: dict[tuple[int, int], F.Parts] = {}
+
+    def owns(self, link: int) -> bool:
+        return link in self._address
+
+    def request(self, oid: int, address: Address) -> None:
+        link = self._by_address.get(address)
+        if link is None:
+            link = self._links.open(Role.FETCHER, connecting=True)
+            self._by_address[address] = link
+            self._address[link] = address
+            self._wanted[link] = set()
+            self._links.queue(Connect(link, address))
+        wanted = self._wanted[link]
+        if oid in wanted:
+            return  # already on its way
+        wanted.add(oid)
+        self._links.send(link, Fetch(oid, self.part))
+
+    def receive(self, link: int, events: list[Event]) -> list[Fetched]:
+        done: list[Fetched] = []
+        wanted = self._wanted.get(link, set())
+        address = self._address.get(link)
+        for event in events:
+            oid = getattr(event, "object_id", 0)
+            if oid not in wanted:
+                continue  # nothing we asked for: ignore
+            if isinstance(event, Result):
+                wanted.discard(oid)
+                done.append((oid, event.value, ""))
+            elif isinstance(event, Error):
+                wanted.discard(oid)
+                done.append((oid, None, f"fetch from {address} failed: {event.message}"))
+            elif isinstance(event, Part):
+                key = (link, oid)
+                parts = self._parts.get(key)
+                if parts is None:
+                    parts = self._parts[key] = F.Parts(self._allocate)
+                try:
+                    whole = parts.add_part(event.size, event.offset, event.data)
+                except RemoteProtocolError as e:
+                    del self._parts[key]
+                    wanted.discard(oid)
+                    done.append((oid, None, f"fetch from {address}: bad parts: {e}"))
+                    continue
+                if whole:
+                    del self._parts[key]
+                    wanted.discard(oid)
+                    done.append((oid, parts.take(), ""))
+        return done
+
+    def lost(self, link: int, why: str) -> list[Fetched]:
+        """The link to an object server is gone: everything asked of it fails."""
+        address = self._address.pop(link, None)
+        if address is None:
+            return []
+        self._by_address.pop(address, None)
+        wanted = self._wanted.pop(link, set())
+        for oid in wanted:
+            self._parts.pop((link, oid), None)
+        self._links.forget(link)
+        return [(oid, None, f"fetch from {address} failed: {why}") for oid in sorted(wanted)]

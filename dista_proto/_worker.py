@@ -1,0 +1,280 @@
+"""The worker: tasks in, "run this" out; answers back; an object server for what it keeps.
+
+Theory of operation
+-------------------
+Link 0 is the head. `start` sends hello with the registry hash and the object server's
+address. A task or task-many becomes a `RunTask` decision at once; a task-inputs first
+gathers its inputs: inline ones are in the frame, stored ones are fetched (from this
+worker's own store when the location is its own address, else over a fetcher link), and
+the `RunTask` follows when the last one arrives. If an input cannot be fetched, every
+result of the task fails with an error naming the input and where it was.
+
+When the binding reports a task done (`task_done` / `task_failed`) the worker sends span,
+then one answer per result: a result frame inline, or, above ``inline_threshold``, the
+value stays in the store and a stored frame says its size. Fetches arriving at the object
+server are answered from where the value lies: one result frame, or part frames of the
+size the fetcher asked for; an empty fetch of an object too large for one frame gets an
+error frame. Free deletes; stop ends the worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from . import frame as F
+from ._decisions import Decision, Exit, RunTask
+from ._events import (
+    Address,
+    Error,
+    Event,
+    Fetch,
+    Free,
+    Hello,
+    InlineInput,
+    Part,
+    Result,
+    Span,
+    Stop,
+    Stored,
+    Task,
+    TaskInputs,
+    TaskMany,
+)
+from ._fetcher import Fetcher
+from ._links import Links
+from ._roles import Role
+from .frame import Bytes
+
+__all__ = ["DEFAULT_INLINE_THRESHOLD", "Worker"]
+
+#: Results above this many bytes stay on the worker (stored) instead of going inline.
+DEFAULT_INLINE_THRESHOLD: Final = 64 * 1024
+HEAD_LINK: Final = 0
+
+
+class _Gathering:
+    """A task-inputs waiting for its stored inputs."""
+
+    __slots__ = ("event", "missing", "values")
+
+    def __init__(self, event: TaskInputs) -> None:
+        self.event = event
+        self.values: list[Bytes | None] = [None] * len(event.inputs)
+        self.missing = 0
+
+
+class Worker:
+    def __init__(
+        self,
+        *,
+        registry_hash: int,
+        address: Address,
+        inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
+        part: int = F.PART_SIZE,
+        allocate: Callable[[int], bytearray] = bytearray,
+    ) -> None:
+        if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
+            raise ValueError(
+                f"inline_threshold must be in [0, MAX_PAYLOAD], not {inline_threshold}"
+            )
+        self.registry_hash = registry_hash
+        self.address = address
+        self.inline_threshold = inline_threshold
+        self._links = Links()
+        self._fetcher = Fetcher(self._links, part, allocate)
+        self._servers: set[int] = set()
+        self.store: dict[int, Bytes] = {}
+        self._jobs: dict[int, tuple[int, int]] = {}  # first result ID -> (results, arrived)
+        self._gathering: dict[int, _Gathering] = {}  # first result ID -> its inputs so far
+        self._waiting_for: dict[int, list[tuple[_Gathering, int]]] = {}  # input ID -> slots
+        self.stopped = False
+
+    # -- the binding's side -------------------------------------------------------------------
+
+    def start(self, now: int) -> None:
+        """The connection to the head is up: say hello."""
+        self._links.open(Role.WORKER, HEAD_LINK)
+        self._links.send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address))
+
+    def connection_made(self, now: int) -> int:
+        """A fetcher connected to our object server: the link to use for it."""
+        link = self._links.open(Role.OBJECT_SERVER)
+        self._servers.add(link)
+        return link
+
+    def connected(self, link: int, now: int) -> None:
+        """A link we asked for with `Connect` is up."""
+        self._links.connected(link)
+
+    def receive_data(self, link: int, data: Bytes, now: int) -> None:
+        events, error = self._links.receive(link, data)
+        if link == HEAD_LINK:
+            for event in events:
+                self._on_head_event(event, now)
+        elif link in self._servers:
+            for event in events:
+                if isinstance(event, Fetch):
+                    self._serve(link, event)
+        elif self._fetcher.owns(link):
+            for oid, value, why in self._fetcher.receive(link, events):
+                self._fetched(oid, value, why)
+        if error is not None:
+            self._links.close(link, f"protocol error: {error}")
+            self.connection_lost(link, now)
+
+    def connection_lost(self, link: int, now: int) -> None:
+        self._links.forget(link)
+        if link == HEAD_LINK:
+            self._links.queue(Exit("the head connection was lost"))
+        elif link in self._servers:
+            self._servers.discard(link)
+        else:
+            for oid, value, why in self._fetcher.lost(link, "connection lost"):
+                self._fetched(oid, value, why)
+
+    def decisions(self) -> list[Decision]:
+        return self._links.decisions()
+
+    # -- tasks ---------------------------------------------------------------------------------
+
+    def _on_head_event(self, event: Event, now: int) -> None:
+        if isinstance(event, Task):
+            self._run(event.object_id, event.task_id, 1, event.argument, (), False, False, now)
+        elif isinstance(event, TaskInputs):
+            self._gather(event, now)
+        elif isinstance(event, TaskMany):
+            self._run(
+                event.object_id,
+                event.task_id,
+                event.results,
+                event.argument,
+                (),
+                False,
+                False,
+                now,
+            )
+        elif isinstance(event, Free):
+            self.store.pop(event.object_id, None)
+        elif isinstance(event, Stop):
+            self.stopped = True
+            self._links.close(HEAD_LINK, "stopped by the head")
+            self._links.queue(Exit("stopped by the head"))
+
+    def _run(
+        self,
+        oid: int,
+        task_id: int,
+        results: int,
+        argument: Bytes | None,
+        inputs: tuple[Bytes, ...],
+        gather: bool,
+        after: bool,
+        now: int,
+    ) -> None:
+        self._jobs[oid] = (results, now)
+        self._links.queue(RunTask(oid, task_id, results, argument, inputs, gather, after, now))
+
+    def _gather(self, event: TaskInputs, now: int) -> None:
+        job = _Gathering(event)
+        for index, item in enumerate(event.inputs):
+            if isinstance(item, InlineInput):
+                job.values[index] = item.data
+            elif item.address == self.address:
+                value = self.store.get(item.object_id)
+                if value is None:
+                    why = f"input {item.object_id:#x} is not on this worker ({self.address})"
+                    self._fail_job(event, why, now)
+                    return
+                job.values[index] = value
+            else:
+                job.missing += 1
+                self._waiting_for.setdefault(item.object_id, []).append((job, index))
+                self._fetcher.request(item.object_id, item.address)
+        if job.missing:
+            self._gathering[event.object_id] = job
+            self._jobs[event.object_id] = (event.results or 1, now)
+        else:
+            self._start_gathered(job, now)
+
+    def _start_gathered(self, job: _Gathering, now: int) -> None:
+        event = job.event
+        values = tuple(v for v in job.values if v is not None)
+        results = event.results or 1
+        self._run(
+            event.object_id, event.task_id, results, event.value, values, event.gather, True, now
+        )
+
+    def _fetched(self, oid: int, value: Bytes | None, why: str) -> None:
+        for job, index in self._waiting_for.pop(oid, []):
+            first = job.event.object_id
+            if first not in self._gathering:
+                continue  # already failed by another input
+            if value is None:
+                del self._gathering[first]
+                self._fail_job(job.event, f"input {oid:#x} could not be fetched: {why}", 0)
+                continue
+            job.values[index] = value
+            job.missing -= 1
+            if job.missing == 0:
+                del self._gathering[first]
+                arrived = self._jobs[first][1]
+                self._start_gathered(job, arrived)
+
+    def _fail_job(self, event: TaskInputs, why: str, now: int) -> None:
+        self._jobs[event.object_id] = (event.results or 1, now)
+        self.task_failed(event.object_id, why, now, now)
+
+    def task_done(self, oid: int, values: Sequence[Bytes], started: int, ended: int) -> None:
+        """The task whose first result is ``oid`` returned ``values``, one per result."""
+        job = self._jobs.pop(oid, None)
+        if job is None:
+            return
+        results, arrived = job
+        if len(values) != results:
+            self._jobs[oid] = job
+            why = f"the task returned {len(values)} values for its {results} results"
+            self.task_failed(oid, why, started, ended)
+            return
+        send = self._links.send
+        send(HEAD_LINK, Span(oid, arrived, started, ended))
+        threshold = self.inline_threshold
+        for i, value in enumerate(values):
+            if len(value) > threshold:
+                self.store[oid + i] = value
+                send(HEAD_LINK, Stored(oid + i, len(value)))
+            else:
+                send(HEAD_LINK, Result(oid + i, value))
+
+    def task_failed(self, oid: int, message: str, started: int, ended: int) -> None:
+        """The task whose first result is ``oid`` raised: every result fails with ``message``."""
+        job = self._jobs.pop(oid, None)
+        if job is None:
+            return
+        results, arrived = job
+        self._links.send(HEAD_LINK, Span(oid, arrived, started, ended))
+        for i in range(results):
+            self._links.send(HEAD_LINK, Error(oid + i, message))
+
+    # -- the object server ---------------------------------------------------------------------
+
+    def _serve(self, link: int, fetch: Fetch) -> None:
+        oid = fetch.object_id
+        value = self.store.get(oid)
+        send = self._links.send
+        if value is None:
+            send(link, Error(oid, f"object {oid:#x} is not on this worker ({self.address})"))
+            return
+        size = len(value)
+        part = fetch.part
+        if part == 0 or (size <= part and size <= F.MAX_PAYLOAD):
+            if size > F.MAX_PAYLOAD:
+                why = f"object {oid:#x} is {size} bytes, too large for one frame: fetch in parts"
+                send(link, Error(oid, why))
+            else:
+                send(link, Result(oid, value))
+            return
+        step = F.part_payload_size(part)
+        view = memoryview(value).cast("B")
+        for offset in range(0, size, step):
+            send(link, Part(oid, size, offset, view[offset : offset + step]))

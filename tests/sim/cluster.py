@@ -1,0 +1,234 @@
+"""A deterministic in-memory cluster over the sans-IO cores: one head, workers, drivers.
+
+Every byte moves through in-memory pipes; a seeded `random.Random` decides chunk sizes,
+which pipe moves next, when running tasks finish, and when a worker crashes. Nothing here
+sleeps or opens a socket, so thousands of seeds run in seconds and a failing seed replays
+exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+import dista_proto as dp
+
+PART = 1000  # small parts so that large objects cross in many pieces
+THRESHOLD = 256  # small inline threshold so that stored results are common
+TASK_ID = 7
+
+
+def compute(argument: bytes | None, inputs: tuple[bytes, ...], gather: bool) -> bytes:
+    """The sim's task: a digest of everything it was given, stretched to a chosen size."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(argument or b"-")
+    h.update(b"G" if gather else b"S")
+    for value in inputs:
+        h.update(hashlib.blake2b(value, digest_size=16).digest())
+    size = struct.unpack_from("<I", argument)[0] if argument and len(argument) >= 4 else 16
+    digest = h.digest()
+    return (digest * (size // 16 + 1))[:size]
+
+
+@dataclass
+class Pipe:
+    """One direction of one connection: bytes waiting to be delivered."""
+
+    target: object
+    link: int
+    chunks: deque[bytes] = field(default_factory=deque)
+    closed: bool = False
+
+
+class SimWorker:
+    def __init__(self, sim: Sim, index: int) -> None:
+        self.sim = sim
+        self.address = dp.Address(f"10.0.0.{index + 1}", 7000)
+        self.core = dp.Worker(
+            registry_hash=sim.registry, address=self.address, inline_threshold=THRESHOLD, part=PART
+        )
+        self.running: list[dp.RunTask] = []
+        self.alive = True
+
+
+class SimDriver:
+    def __init__(self, sim: Sim, index: int) -> None:
+        self.sim = sim
+        self.index = index
+        self.core = dp.Driver(registry_hash=sim.registry, part=PART)
+        self.expected: dict[int, bytes | None] = {}  # None: expected to fail
+        self.got: dict[int, bytes] = {}
+        self.failed: dict[int, str] = {}
+        self.live: list[int] = []  # held, not released
+        self.located: set[int] = set()
+        self.cancelled: set[int] = set()
+        self.stats: list[dp.HeadStats] = []
+        self.timeline: list[dp.TimelineRecord] = []
+
+
+class Sim:
+    def __init__(self, seed: int, workers: int = 3, drivers: int = 2) -> None:
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.registry = 0xD15A
+        self.now = 1_000
+        self.head = dp.Head(epoch=seed, first_number=self.rng.randrange(1, 1 << 24))
+        self.pipes: list[Pipe] = []
+        self.ends: dict[tuple[int, int], Pipe] = {}  # (id(machine), link) -> pipe to the peer
+        self.workers = [SimWorker(self, i) for i in range(workers)]
+        self.drivers = [SimDriver(self, i) for i in range(drivers)]
+        self.by_address = {w.address: w for w in self.workers}
+        for w in self.workers:
+            self._connect_to_head(w.core)
+            w.core.start(self.now)
+            self._run_decisions(w.core)
+        for d in self.drivers:
+            self._connect_to_head(d.core)
+            d.core.start(self.now)
+            self._run_decisions(d.core)
+
+    # -- wiring ----------------------------------------------------------------------------
+
+    def _pair(self, a: object, a_link: int, b: object, b_link: int) -> None:
+        to_b = Pipe(b, b_link)
+        to_a = Pipe(a, a_link)
+        self.pipes += [to_b, to_a]
+        self.ends[(id(a), a_link)] = to_b
+        self.ends[(id(b), b_link)] = to_a
+
+    def _connect_to_head(self, core: dp.Worker | dp.Driver) -> None:
+        link = self.head.connection_made(self.now)
+        self._pair(core, 0, self.head, link)
+
+    def _machine(self, core: object) -> SimWorker | SimDriver | None:
+        for w in self.workers:
+            if w.core is core:
+                return w
+        for d in self.drivers:
+            if d.core is core:
+                return d
+        return None
+
+    def _run_decisions(self, core: dp.Head | dp.Worker | dp.Driver) -> None:
+        # Acting on a decision (a driver fetching what was located) may queue more.
+        while decisions := core.decisions():
+            for decision in decisions:
+                self._act(core, decision)
+
+    def _act(self, core: dp.Head | dp.Worker | dp.Driver, decision: dp.Decision) -> None:
+        if isinstance(decision, dp.Write):
+            pipe = self.ends.get((id(core), decision.link))
+            if pipe is not None and not pipe.closed:
+                pipe.chunks.append(b"".join(bytes(b) for b in decision.buffers))
+        elif isinstance(decision, dp.Close):
+            self._close(core, decision.link)
+        elif isinstance(decision, dp.Connect):
+            self._open_fetch(core, decision.link, decision.address)
+        elif isinstance(decision, dp.RunTask):
+            machine = self._machine(core)
+            assert isinstance(machine, SimWorker)
+            machine.running.append(decision)
+        elif isinstance(decision, dp.Exit):
+            pass
+        else:
+            machine = self._machine(core)
+            assert isinstance(machine, SimDriver)
+            self._driver_decision(machine, decision)
+
+    def _open_fetch(self, core: object, link: int, address: dp.Address) -> None:
+        target = self.by_address.get(address)
+        assert isinstance(core, (dp.Worker, dp.Driver))
+        if target is None or not target.alive:
+            core.connection_lost(link, self.now)
+            self._run_decisions(core)
+            return
+        server_link = target.core.connection_made(self.now)
+        self._pair(core, link, target.core, server_link)
+        core.connected(link, self.now)
+        self._run_decisions(core)
+
+    def _close(self, core: object, link: int) -> None:
+        """``core`` closes ``link``: the peer sees end of stream once the bytes drain."""
+        pipe = self.ends.pop((id(core), link), None)
+        if pipe is not None:
+            pipe.closed = True  # delivered bytes still flow, then the peer is told
+
+    def _driver_decision(self, d: SimDriver, decision: dp.Decision) -> None:
+        if isinstance(decision, dp.ObjectValue):
+            d.got[decision.object_id] = bytes(decision.value)
+        elif isinstance(decision, dp.ObjectFailed):
+            if decision.object_id:
+                d.failed[decision.object_id] = decision.message
+        elif isinstance(decision, dp.ObjectLocated):
+            d.located.add(decision.object_id)
+            if decision.object_id in d.live:
+                d.core.fetch(decision.object_id)
+        elif isinstance(decision, dp.StatsReceived):
+            d.stats.append(decision.counts)
+        elif isinstance(decision, dp.TimelineReceived):
+            d.timeline.extend(decision.records)
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def deliver(self, pipe: Pipe) -> None:
+        target = pipe.target
+        assert isinstance(target, (dp.Head, dp.Worker, dp.Driver))
+        if pipe.chunks:
+            chunk = pipe.chunks.popleft()
+            cut = self.rng.choice([1, 7, 64, len(chunk), len(chunk)])
+            if cut < len(chunk):
+                pipe.chunks.appendleft(chunk[cut:])
+                chunk = chunk[:cut]
+            target.receive_data(pipe.link, chunk, self.now)
+        elif pipe.closed:
+            self.pipes.remove(pipe)
+            target.connection_lost(pipe.link, self.now)
+            self.ends.pop((id(target), pipe.link), None)
+        self._run_decisions(target)
+
+    def finish_task(self, w: SimWorker) -> None:
+        task = w.running.pop(self.rng.randrange(len(w.running)))
+        started = self.now
+        self.now += self.rng.randrange(1, 1000)
+        value = compute(task.argument, task.inputs, task.gather)
+        values = [value + bytes([i]) for i in range(task.results)] if task.results > 1 else [value]
+        w.core.task_done(task.object_id, values, started, self.now)
+        self._run_decisions(w.core)
+
+    def crash(self, w: SimWorker) -> None:
+        """SIGKILL: every pipe to or from the worker breaks at once."""
+        w.alive = False
+        w.running.clear()
+        for pipe in list(self.pipes):
+            if pipe.target is w.core:
+                self.pipes.remove(pipe)
+        for (machine, link), pipe in list(self.ends.items()):
+            if machine == id(w.core):
+                del self.ends[(machine, link)]
+                pipe.chunks.clear()
+                pipe.closed = True
+
+    def step(self) -> bool:
+        """Move one thing; False when nothing can move."""
+        self.now += 1
+        busy = [p for p in self.pipes if p.chunks or p.closed]
+        runnable = [w for w in self.workers if w.alive and w.running]
+        if not busy and not runnable:
+            return False
+        if runnable and (not busy or self.rng.random() < 0.2):
+            self.finish_task(self.rng.choice(runnable))
+        else:
+            self.deliver(self.rng.choice(busy))
+        return True
+
+    def settle(self, limit: int = 200_000) -> None:
+        for _ in range(limit):
+            if not self.step():
+                return
+        raise AssertionError(f"seed {self.seed}: the cluster did not settle in {limit} steps")
+
+    def driver_call(self, d: SimDriver) -> None:
+        self._run_decisions(d.core)
