@@ -69,6 +69,32 @@ class SimDriver:
         self.timeline: list[dp.TimelineRecord] = []
 
 
+class SimObserver:
+    """`dista status` / `timeline` / `stop`: a bare Connection, as the CLI would use."""
+
+    def __init__(self, sim: Sim) -> None:
+        self.conn = dp.Connection(dp.Role.OBSERVER)
+        self.events: list[dp.Event] = []
+        self.link = sim.head.connection_made(sim.now)
+        self.conn.send(dp.Hello(dp.frame.ROLE_OBSERVER))
+        self.sim = sim
+
+    def ask(self, event: dp.Event) -> dp.Event:
+        self.conn.send(event)
+        head = self.sim.head
+        for buffer in self.conn.data_to_send():
+            head.receive_data(self.link, bytes(buffer), self.sim.now)
+        for decision in head.decisions():
+            if isinstance(decision, dp.Write) and decision.link == self.link:
+                for buffer in decision.buffers:
+                    self.conn.receive_data(bytes(buffer))
+            else:
+                self.sim._act(head, decision)
+        events = self.conn.next_events()
+        assert len(events) == 1, events
+        return events[0]
+
+
 class Sim:
     def __init__(self, seed: int, workers: int = 3, drivers: int = 2) -> None:
         self.rng = random.Random(seed)
@@ -202,14 +228,7 @@ class Sim:
         """SIGKILL: every pipe to or from the worker breaks at once."""
         w.alive = False
         w.running.clear()
-        for pipe in list(self.pipes):
-            if pipe.target is w.core:
-                self.pipes.remove(pipe)
-        for (machine, link), pipe in list(self.ends.items()):
-            if machine == id(w.core):
-                del self.ends[(machine, link)]
-                pipe.chunks.clear()
-                pipe.closed = True
+        self.crash_machine(w.core)
 
     def step(self) -> bool:
         """Move one thing; False when nothing can move."""
@@ -229,6 +248,20 @@ class Sim:
             if not self.step():
                 return
         raise AssertionError(f"seed {self.seed}: the cluster did not settle in {limit} steps")
+
+    def disconnect(self, d: SimDriver) -> None:
+        """A driver process dies: its connection to the head breaks."""
+        self.crash_machine(d.core)
+
+    def crash_machine(self, core: object) -> None:
+        for pipe in list(self.pipes):
+            if pipe.target is core:
+                self.pipes.remove(pipe)
+        for (machine, link), pipe in list(self.ends.items()):
+            if machine == id(core):
+                del self.ends[(machine, link)]
+                pipe.chunks.clear()
+                pipe.closed = True
 
     def driver_call(self, d: SimDriver) -> None:
         self._run_decisions(d.core)

@@ -11,7 +11,7 @@ import sys
 
 import dista_proto as dp
 
-from .cluster import TASK_ID, Sim, SimDriver, compute
+from .cluster import TASK_ID, Sim, SimDriver, SimObserver, compute
 
 
 class Scenario:
@@ -22,6 +22,9 @@ class Scenario:
         self.inputs: dict[int, list[int]] = {}  # object -> its task's inputs
         self.siblings: dict[int, range] = {}  # object -> every result of its task
         self.crashed = False
+        self.gone: list[SimDriver] = []  # drivers that died mid-run
+        self.crash_at = self.rng.randrange(5, 60) if seed % 3 == 0 else -1
+        self.leave_at = self.rng.randrange(5, 60) if seed % 5 == 0 else -1
 
     def size(self) -> bytes:
         size = self.rng.choice([4, 16, 100, 300, 3000])
@@ -87,8 +90,14 @@ class Scenario:
         sim.settle()
         for d in sim.drivers:
             assert d.core.ready, f"seed {sim.seed}: driver {d.index} was never welcomed"
-        for _ in range(self.rng.randrange(5, 40)):
-            d = self.rng.choice(sim.drivers)
+        for step in range(self.rng.randrange(20, 80)):
+            if step == self.crash_at:
+                self.crash_one()
+            if step == self.leave_at and len(sim.drivers) - len(self.gone) > 1:
+                leaving = self.rng.choice([d for d in sim.drivers if d not in self.gone])
+                self.gone.append(leaving)
+                sim.disconnect(leaving)
+            d = self.rng.choice([d for d in sim.drivers if d not in self.gone])
             roll = self.rng.random()
             if roll < 0.7:
                 self.submit(d)
@@ -103,7 +112,10 @@ class Scenario:
                     break
         sim.settle()
         self.check_values()
+        self.check_timeline()
         self.check_clean()
+        if sim.seed % 2:
+            self.check_stop()
 
     def is_uncertain(self, oid: int) -> bool:
         # Inputs always have smaller IDs than their task's results within one driver.
@@ -112,6 +124,8 @@ class Scenario:
     def check_values(self) -> None:
         seed = self.sim.seed
         for d in self.sim.drivers:
+            if d in self.gone:
+                continue
             for oid in d.live:
                 expected = d.expected[oid]
                 got = d.got.get(oid)
@@ -128,9 +142,53 @@ class Scenario:
                 allowed = self.is_uncertain(oid) or self.crashed
                 assert allowed, f"seed {seed}: object {oid:#x} failed unexpectedly: {failed}"
 
+    def check_timeline(self) -> None:
+        """An observer sees every finished task and leaves them; a driver takes its own."""
+        sim = self.sim
+        observer = SimObserver(sim)
+        status = observer.ask(dp.Status())
+        assert isinstance(status, dp.Status) and status.text and "dista head" in status.text
+        seen = observer.ask(dp.Timeline())
+        assert isinstance(seen, dp.Timeline) and seen.records is not None
+        again = observer.ask(dp.Timeline())
+        assert isinstance(again, dp.Timeline) and again.records == seen.records
+        mine = 0
+        for d in sim.drivers:
+            if d in self.gone:
+                continue
+            d.timeline.clear()
+            d.core.request_timeline()
+            sim.driver_call(d)
+            sim.settle()
+            for r in d.timeline:
+                assert r.object_id >> 40 == d.core.number, "a driver gets only its own records"
+                assert r.submitted <= r.queued <= r.dispatched <= r.settled, r
+                assert r.arrived <= r.started <= r.ended, r
+            mine += len(d.timeline)
+            d.timeline.clear()
+            d.core.request_timeline()
+            sim.driver_call(d)
+            sim.settle()
+            assert d.timeline == [], "a driver's timeline request takes its records"
+        assert mine <= len(seen.records)
+
+    def check_stop(self) -> None:
+        sim = self.sim
+        SimObserver(sim).ask(dp.Status())  # connects and checks the head still answers
+        observer = SimObserver(sim)
+        observer.conn.send(dp.Stop())
+        for buffer in observer.conn.data_to_send():
+            sim.head.receive_data(observer.link, bytes(buffer), sim.now)
+        sim._run_decisions(sim.head)
+        sim.settle()
+        for w in sim.workers:
+            assert not w.alive or w.core.stopped, f"seed {sim.seed}: {w.address} not stopped"
+
     def check_clean(self) -> None:
         sim = self.sim
         for d in sim.drivers:
+            if d in self.gone:
+                continue
             for oid in d.live:
                 d.core.release(oid)
             d.live.clear()
@@ -142,7 +200,7 @@ class Scenario:
         for w in sim.workers:
             if w.alive:
                 assert not w.core.store, f"seed {sim.seed}: {w.address} still holds objects"
-        d = sim.drivers[0]
+        d = next(d for d in sim.drivers if d not in self.gone)
         d.core.request_stats()
         sim.driver_call(d)
         sim.settle()

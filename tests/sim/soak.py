@@ -1,6 +1,6 @@
 """Soak: run many seeds (default 100,000) and print every failing one for replay.
 
-    python -m tests.sim.soak [COUNT] [START]
+python -m tests.sim.soak [COUNT] [START]
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ def main() -> int:
             failed += 1
             print(f"FAIL seed {seed}: {e}", flush=True)
         if (seed - start + 1) % 1000 == 0:
-            print(f"{seed - start + 1} seeds, {failed} failed, {time.perf_counter() - began:.0f} s")
+            print(
+                f"{seed - start + 1} seeds, {failed} failed, {time.perf_counter() - began:.0f} s"
+            )
     print(f"done: {count} seeds, {failed} failed")
     return 1 if failed else 0
 

@@ -1,0 +1,182 @@
+"""Head rules shown one at a time on a small in-memory cluster, deterministic end to end."""
+
+from __future__ import annotations
+
+import struct
+
+import dista_proto as dp
+
+from .cluster import TASK_ID, Sim, SimDriver, SimObserver, compute
+
+
+def _arg(size: int, tag: int = 0) -> bytes:
+    return struct.pack("<II", size, tag)
+
+
+def _deliver_all(sim: Sim) -> None:
+    """Move bytes only (no task finishes)."""
+    while True:
+        busy = [p for p in sim.pipes if p.chunks or p.closed]
+        if not busy:
+            return
+        sim.deliver(busy[0])
+
+
+def test_input_keeps_object_alive_until_its_task_settles() -> None:
+    sim = Sim(seed=1, workers=1, drivers=1)
+    sim.settle()
+    d = sim.drivers[0]
+    a = d.core.submit(TASK_ID, _arg(300))  # stored on the worker
+    sim.driver_call(d)
+    sim.settle()
+    b = d.core.submit_after(TASK_ID, [a])
+    d.core.release(a)  # the driver lets go; task b still holds a
+    sim.driver_call(d)
+    _deliver_all(sim)
+    assert sim.head.tracked(a)
+    sim.settle()
+    assert d.got[b] == compute(None, (compute(_arg(300), (), False),), False)
+    assert not sim.head.tracked(a)
+    assert a not in sim.workers[0].core.store  # free reached the worker
+    d.core.release(b)
+    sim.driver_call(d)
+    sim.settle()
+    assert sim.head.stats() == dp.HeadStats(0, 0, 0, 0, 1)
+
+
+def test_error_fails_dependents_naming_the_input() -> None:
+    sim = Sim(seed=2, workers=1, drivers=1)
+    sim.settle()
+    d = sim.drivers[0]
+    a = d.core.submit(TASK_ID, _arg(16))
+    b = d.core.submit_after(TASK_ID, [a])
+    c = d.core.submit_after(TASK_ID, [b], gather=True)
+    sim.driver_call(d)
+    _deliver_all(sim)
+    w = sim.workers[0]
+    task = w.running.pop()
+    w.core.task_failed(task.object_id, "ValueError: boom", 1, 2)
+    sim._run_decisions(w.core)
+    sim.settle()
+    assert d.failed[a] == "ValueError: boom"
+    assert d.failed[b] == f"input {a:#x} failed: ValueError: boom"
+    assert d.failed[c] == f"input {b:#x} failed: input {a:#x} failed: ValueError: boom"
+
+
+def test_lost_worker_retries_then_gives_up_naming_it() -> None:
+    sim = Sim(seed=3, workers=1, drivers=1)
+    sim.head.max_retries = 0
+    sim.settle()
+    d = sim.drivers[0]
+    a = d.core.submit(TASK_ID, _arg(16))
+    sim.driver_call(d)
+    _deliver_all(sim)
+    sim.crash(sim.workers[0])
+    sim.settle()
+    assert "worker 10.0.0.1:7000 was lost" in d.failed[a]
+    assert "gave up after 1 attempts" in d.failed[a]
+
+
+def test_lost_worker_task_is_retried_on_another() -> None:
+    sim = Sim(seed=4, workers=2, drivers=1)
+    sim.settle()
+    d = sim.drivers[0]
+    a = d.core.submit(TASK_ID, _arg(16))
+    sim.driver_call(d)
+    _deliver_all(sim)
+    runner = next(w for w in sim.workers if w.running)
+    sim.crash(runner)
+    sim.settle()
+    assert d.got[a] == compute(_arg(16), (), False)
+
+
+def test_objects_only_a_lost_worker_held_fail_naming_it() -> None:
+    sim = Sim(seed=5, workers=2, drivers=1)
+    sim.settle()
+    d = sim.drivers[0]
+    a = d.core.submit(TASK_ID, _arg(300))
+    sim.driver_call(d)
+    sim.settle()
+    holder = next(w for w in sim.workers if a in w.core.store)
+    sim.crash(holder)
+    sim.settle()
+    assert d.failed[a].startswith(f"object lost: worker {holder.address} disconnected")
+
+
+def test_cancel_of_a_queued_task_means_it_never_runs() -> None:
+    sim = Sim(seed=6, workers=1, drivers=1)
+    sim.settle()
+    d = sim.drivers[0]
+    first = d.core.submit(TASK_ID, _arg(16, 1))
+    second = d.core.submit(TASK_ID, _arg(16, 2))  # queued behind the only slot
+    d.core.cancel(second)
+    sim.driver_call(d)
+    sim.settle()
+    assert d.failed[second] == "cancelled"
+    assert first in d.got
+    records = SimObserver(sim).ask(dp.Timeline())
+    assert isinstance(records, dp.Timeline) and records.records is not None
+    assert [r.object_id for r in records.records] == [first]
+
+
+def test_work_goes_only_to_workers_with_the_drivers_registry() -> None:
+    sim = Sim(seed=7, workers=1, drivers=1)
+    sim.settle()
+    d = sim.drivers[0]
+    other = SimDriver(sim, 1)
+    other.core = stranger = dp.Driver(registry_hash=0xBAD)
+    sim.drivers.append(other)
+    link = sim.head.connection_made(sim.now)
+    sim._pair(stranger, 0, sim.head, link)
+    stranger.start(sim.now)
+    sim._run_decisions(stranger)
+    sim.settle()
+    oid = stranger.submit(TASK_ID, _arg(16))
+    sim._run_decisions(stranger)
+    sim.settle()
+    assert sim.workers[0].running == []
+    assert sim.head.stats().pending == 1
+    status = SimObserver(sim).ask(dp.Status())
+    assert isinstance(status, dp.Status) and status.text is not None
+    assert "registry 0x0000000000000bad: drivers 1, workers 0, queued 1" in status.text
+    assert "NO WORKER" in status.text
+    assert sim.head.tracked(oid)
+    _ = d
+
+
+def test_ids_outside_the_drivers_number_are_refused() -> None:
+    sim = Sim(seed=8, workers=1, drivers=1)
+    sim.settle()
+    d = sim.drivers[0]
+    foreign = (d.core.number ^ 1) << 40 | 1
+    conn = d.core._links.conn(0)
+    assert conn is not None
+    d.core._links.send(0, dp.Task(foreign, TASK_ID, b""))
+    sim.driver_call(d)
+    sim.settle()
+    assert (
+        d.failed[foreign] == f"object ID {foreign:#x} is not numbered for driver {d.core.number}"
+    )
+    assert sim.head.stats().objects == 0
+
+
+def test_drivers_share_workers_fairly() -> None:
+    sim = Sim(seed=9, workers=1, drivers=2)
+    sim.settle()
+    first, second = sim.drivers
+    a = [first.core.submit(TASK_ID, _arg(16, i)) for i in range(5)]
+    sim.driver_call(first)
+    _deliver_all(sim)
+    b = [second.core.submit(TASK_ID, _arg(16, 10 + i)) for i in range(5)]
+    sim.driver_call(second)
+    _deliver_all(sim)
+    w = sim.workers[0]
+    order = []
+    while w.running:
+        order.append(w.running[0].object_id)
+        sim.finish_task(w)
+        _deliver_all(sim)
+    # After the first driver's head start, the two alternate.
+    owners = ["a" if oid in a else "b" for oid in order]
+    assert "".join(owners[1:9]) in ("babababa", "abababab"), owners
+    assert sorted(order) == sorted(a + b)
