@@ -214,11 +214,11 @@ class Connection:
                 length, kind, object_id, task_id = unpack(data, pos)
                 if length < F.HEADER or length > F.MAX_FRAME:
                     F.frame_length(data[pos : pos + 4])  # raises, saying which bound
+                if kind not in allowed:
+                    self._refuse(kind)  # at once: never buffer a frame we will refuse
                 end = pos + 4 + length
                 if end > n:
                     break
-                if kind not in allowed:
-                    self._refuse(kind)
                 if length - F.HEADER < BIG_PAYLOAD:
                     payload: Bytes = data[pos + _FULL : end]
                 else:

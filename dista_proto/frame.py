@@ -444,7 +444,8 @@ class Parts:
                 kind=KIND_PART,
                 field="offset",
             )
-        self.data[offset:end] = data
+        # Through a memoryview: bytearray slice assignment would copy ``data`` to a temporary.
+        memoryview(self.data)[offset:end] = data
         self.received = end
         return end == size
 
