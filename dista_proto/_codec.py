@@ -20,7 +20,9 @@ def encode_event(event: Event, *, from_head: bool = False) -> bytes:
     """The whole frame (length prefix included) that carries ``event``."""
     kind, object_id, task_id, prefix, tail = encode_payload(event, from_head)
     out = bytearray()
-    size = len(prefix) + (len(memoryview(tail).cast("B")) if tail is not None else 0)
+    if tail is not None:
+        tail = F.flat(tail)
+    size = len(prefix) + (len(tail) if tail is not None else 0)
     F.append_header(out, kind, object_id, task_id, size)
     out += prefix
     if tail is not None:

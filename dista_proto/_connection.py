@@ -331,12 +331,8 @@ class Connection:
     def _queue(
         self, kind: int, object_id: int, task_id: int, prefix: bytes, tail: Bytes | None
     ) -> None:
-        if (
-            tail is not None
-            and isinstance(tail, memoryview)
-            and (tail.itemsize != 1 or tail.ndim != 1)
-        ):
-            tail = tail.cast("B")
+        if tail is not None and isinstance(tail, memoryview):
+            tail = F.flat(tail)
         size = len(prefix) + (len(tail) if tail is not None else 0)
         if size > F.MAX_PAYLOAD:
             raise LocalProtocolError(

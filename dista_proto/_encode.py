@@ -144,8 +144,9 @@ def _e_task_after(e: TaskAfter, from_head: bool) -> Encoded:
         out += _u64(k, "inputs", input_id)
     if e.value is None:
         return k, e.object_id, e.task_id, bytes(out), None
-    out += _U64.pack(len(e.value))
-    return k, e.object_id, e.task_id, bytes(out), e.value
+    value = F.flat(e.value)
+    out += _U64.pack(len(value))
+    return k, e.object_id, e.task_id, bytes(out), value
 
 
 def _e_stored(e: Stored, from_head: bool) -> Encoded:
@@ -173,16 +174,18 @@ def _e_task_inputs(e: TaskInputs, from_head: bool) -> Encoded:
         if isinstance(item, InlineInput):
             out.append(0)
             out += _u64(k, "inputs.object_id", item.object_id)
-            out += _U64.pack(len(item.data))
-            out += item.data
+            data = F.flat(item.data)
+            out += _U64.pack(len(data))
+            out += data
         else:
             out.append(1)
             out += _u64(k, "inputs.object_id", item.object_id)
             out += _addr(k, "inputs.address", item.address)
     if e.value is None:
         return k, e.object_id, e.task_id, bytes(out), None
-    out += _U64.pack(len(e.value))
-    return k, e.object_id, e.task_id, bytes(out), e.value
+    value = F.flat(e.value)
+    out += _U64.pack(len(value))
+    return k, e.object_id, e.task_id, bytes(out), value
 
 
 def _e_id_only(e: Release | Free | Claim | ActorKill | Cancel, from_head: bool) -> Encoded:

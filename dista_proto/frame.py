@@ -71,6 +71,7 @@ __all__ = [
     "Bytes",
     "Frame",
     "Parts",
+    "WITH_VALUE",
     "append_frame",
     "append_header",
     "append_part_header",
@@ -78,6 +79,7 @@ __all__ = [
     "check_payload",
     "decode_addr",
     "encode_addr",
+    "flat",
     "fetch_part",
     "fetch_payload",
     "frame_length",
@@ -222,6 +224,15 @@ class Frame:
         return self.payload
 
 
+def flat(payload: Bytes) -> Bytes:
+    """``payload`` as a flat run of bytes: a 1-D byte view, copying only if not contiguous."""
+    if isinstance(payload, memoryview) and (payload.ndim != 1 or payload.itemsize != 1):
+        return payload.cast("B") if payload.c_contiguous else payload.tobytes()
+    if isinstance(payload, memoryview) and not payload.c_contiguous:
+        return payload.tobytes()
+    return payload
+
+
 def message(payload: Bytes) -> str:
     """An error frame's text; bytes that aren't UTF-8 become replacement characters."""
     return bytes(payload).decode("utf-8", "replace")
@@ -258,6 +269,7 @@ def append_header(out: bytearray, kind: int, object_id: int, task_id: int, size:
 
 def append_frame(out: bytearray, kind: int, object_id: int, task_id: int, payload: Bytes) -> None:
     """Append one whole frame; raise, appending nothing, if the payload is too large."""
+    payload = flat(payload)
     append_header(out, kind, object_id, task_id, len(payload))
     out += payload
 
