@@ -126,6 +126,11 @@ class Connection:
         if not data:
             self._eof = True
             return
+        if self._error is not None:
+            return  # the stream is already broken: don't buffer what follows
+        if not isinstance(data, bytes):
+            # The caller may reuse its buffer, and a memoryview may not be of bytes: own a copy.
+            data = bytes(data)
         if self._pieces is not None:
             self._pieces.append(data)
             self._pieces_size += len(data)
@@ -147,7 +152,7 @@ class Connection:
                 self._pos = 0
             self._data += data
             return
-        self._data = data if isinstance(data, bytes) else bytes(data)
+        self._data = data
         self._pos = 0
 
     def next_event(self) -> Event | ConnectionClosed | NeedData:
@@ -245,6 +250,11 @@ class Connection:
             self._need = F.PREFIX
             return
         length = _U32.unpack_from(rest)[0]  # checked by _parse_into
+        if len(rest) < _FULL:
+            # Parse again once the header is here: a forbidden kind is refused from it.
+            self._partial = bytearray(rest)
+            self._need = _FULL
+            return
         self._need = F.PREFIX + length
         if self._need >= _BIG_FRAME:
             self._pieces = [rest]
@@ -259,7 +269,9 @@ class Connection:
         if self.their_state == ConnectionState.AWAIT_HELLO:
             raise RemoteProtocolError(f"the first frame must be hello, not {name}", kind=kind)
         if self.their_state == ConnectionState.AWAIT_WELCOME:
-            raise RemoteProtocolError(f"the head must answer hello with welcome, not {name}")
+            raise RemoteProtocolError(
+                f"the head must answer hello with welcome, not {name}", kind=kind
+            )
         sender = self.their_role.name.lower() if self.their_role else "peer"
         receiver = self.our_role.name.lower().replace("_", " ")
         raise RemoteProtocolError(f"a {sender} may not send {name} to a {receiver}", kind=kind)

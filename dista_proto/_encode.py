@@ -262,7 +262,7 @@ def _e_checkpoint(e: Checkpoint, from_head: bool) -> Encoded:
         if e.actor_id is not None:
             raise _bad(k, "actor_id", "the head's checkpoint names the actor by object_id")
         covers = -1 if e.restore_covers is None else e.restore_covers
-        if not 0 <= covers + 1 <= _U64_MAX // 2:
+        if not -1 <= covers <= _U64_MAX // 2:
             raise _bad(k, "restore_covers", f"{covers} is not a call count")
         return k, e.object_id, e.task_id, _I64.pack(covers), None
     if e.actor_id is None or e.restore_covers is not None:
@@ -311,6 +311,8 @@ def _e_adopt(e: Adopt, from_head: bool) -> Encoded:
 def _e_adopted(e: Adopted, from_head: bool) -> Encoded:
     k = F.KIND_ADOPTED
     if e.address is not None:
+        if e.failure:
+            raise _bad(k, "failure", "an adopted frame carries an address or a failure, not both")
         return k, e.object_id, 0, b"\x01" + _addr(k, "address", e.address), None
     return k, e.object_id, 0, b"\x00", _text(e.failure)
 

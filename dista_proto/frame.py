@@ -7,7 +7,7 @@ the wire is little-endian.
 
 Functions that prepare bytes to send raise `LocalProtocolError` and write nothing when the
 frame cannot be carried; functions that read bytes from a peer raise `RemoteProtocolError`.
-The typed events in `dista_proto.events` are built on top of this module.
+The typed events and `Connection` exported by `dista_proto` are built on this module.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import mmap
+import random
 import struct
 from array import array
 from typing import Any
@@ -652,6 +653,83 @@ def test_next_events_is_empty_while_data_is_missing() -> None:
     assert head.next_event() is NEED_DATA
 
 
+# -- receiving: the caller keeps its buffers ---------------------------------------------------
+
+
+def _reused_buffer_feed(data: bytes, chunk: int) -> list[Any]:
+    """Feed ``data`` the way a binding reusing one receive buffer does (``recv_into``)."""
+    head = _head_after(D)
+    buf = bytearray(chunk)
+    out: list[Any] = []
+    for i in range(0, len(data), chunk):
+        piece = data[i : i + chunk]
+        buf[: len(piece)] = piece
+        head.receive_data(memoryview(buf)[: len(piece)])
+        out += _events(head)
+        buf[:] = bytes(chunk)  # the next recv_into overwrites it
+    return out
+
+
+@pytest.mark.parametrize(
+    "size",
+    [
+        10,
+        200_000,  # under 1 MiB: grown in one buffer
+        2 << 20,  # collected as pieces; regression: these once kept the caller's buffer
+    ],
+)
+def test_receive_data_does_not_keep_the_callers_buffer(size: int) -> None:
+    payload = random.Random(size).randbytes(size)  # not periodic: a reused chunk shows
+    data = encode_event(Task(1, 2, payload)) + encode_event(Task(3, 4, b"next"))
+    assert _reused_buffer_feed(data, 65536) == [Task(1, 2, payload), Task(3, 4, b"next")]
+
+
+def test_receive_data_counts_bytes_of_any_memoryview() -> None:
+    # Regression: a large frame's pieces were once counted in items, not bytes.
+    payload = random.Random(3).randbytes(2 << 20)
+    data = encode_event(Task(1, 2, payload))
+    head = _head_after(D)
+    head.receive_data(data[:100])
+    assert head.next_event() is NEED_DATA
+    rest = data[100:]
+    aligned = len(rest) // 4 * 4
+    head.receive_data(memoryview(array("I", rest[:aligned])))
+    head.receive_data(rest[aligned:])
+    assert head.next_event() == Task(1, 2, payload)
+
+
+def test_receive_data_takes_bytearrays_and_views() -> None:
+    data = encode_event(Task(1, 2, b"abc")) * 3
+    head = _head_after(D)
+    head.receive_data(bytearray(data[:30]))
+    head.receive_data(memoryview(data)[30:50])
+    head.receive_data(memoryview(bytearray(data[50:])))
+    assert _events(head) == [Task(1, 2, b"abc")] * 3
+
+
+def test_forbidden_kind_is_refused_from_its_header() -> None:
+    # The body of a frame that will be refused is never waited for, let alone buffered.
+    head = _head_after(W)
+    head.receive_data(struct.pack("<IBQQ", 1 << 30, frame.KIND_TASK, 1, 2))
+    with pytest.raises(RemoteProtocolError) as info:
+        head.next_event()
+    assert info.value.kind == frame.KIND_TASK
+    assert "a worker may not send task to a head" in str(info.value)
+
+
+@pytest.mark.parametrize("cut", [4, 5, 12, 20])
+def test_forbidden_kind_is_refused_from_its_header_even_when_split(cut: int) -> None:
+    # Regression: a header arriving after its length prefix was once collected whole (up to
+    # 1 GiB, before any hello) and refused only then.
+    head = Connection(H)  # before hello: nothing but hello is allowed
+    header = struct.pack("<IBQQ", 1 << 30, frame.KIND_TASK, 1, 2)
+    head.receive_data(header[:cut])
+    assert head.next_event() is NEED_DATA
+    head.receive_data(header[cut:])
+    with pytest.raises(RemoteProtocolError):
+        head.next_event()
+
+
 # -- sending: coalescing and zero copy -------------------------------------------------------
 
 
@@ -799,13 +877,8 @@ def test_payload_of_exactly_max_payload_is_passed_through() -> None:
     _with_map(MAX_PAYLOAD, check)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Connection._queue appends the header before a non-contiguous memoryview "
-    "tail fails with TypeError: a half frame stays queued and the error is not a "
-    "LocalProtocolError",
-)
 def test_non_contiguous_payload_is_sent_whole_or_refused_cleanly() -> None:
+    # Regression: a strided view once raised TypeError with its header already queued.
     driver = _peer_after(D)
     strided = memoryview(b"abcdef")[::2]
     try:
@@ -816,12 +889,15 @@ def test_non_contiguous_payload_is_sent_whole_or_refused_cleanly() -> None:
         assert _sent(driver) == _header(1, 1, 2, 3) + b"ace"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: encode_event casts a non-contiguous memoryview with .cast('B') and raises "
-    "TypeError instead of encoding it or raising LocalProtocolError",
-)
+def test_large_non_contiguous_payload_is_sent_whole() -> None:
+    source = bytes(range(256)) * 1024  # 256 KiB; every other byte is 128 KiB
+    driver = _peer_after(D)
+    driver.send(Task(1, 2, memoryview(source)[::2]))
+    assert _sent(driver) == _header(1, 1, 2, len(source) // 2) + source[::2]
+
+
 def test_encode_event_of_a_non_contiguous_payload() -> None:
+    # Regression: encode_event once raised TypeError from memoryview.cast("B").
     strided = memoryview(b"abcdef")[::2]
     try:
         data = encode_event(Task(1, 2, strided))
