@@ -212,7 +212,8 @@ class Worker:
                 continue  # already failed by another input
             if value is None:
                 del self._gathering[first]
-                self._fail_job(job.event, f"input {oid:#x} could not be fetched: {why}", 0)
+                arrived = self._jobs[first][1]
+                self._fail_job(job.event, f"input {oid:#x} could not be fetched: {why}", arrived)
                 continue
             job.values[index] = value
             job.missing -= 1
