@@ -71,7 +71,7 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
-from ._head import TIMELINE_CAP, Head
+from ._head import TIMELINE_CAP, Head, retry_limit
 from ._roles import Role, allowed_kinds
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
@@ -85,6 +85,7 @@ __all__ = [
     "Driver",
     "Exit",
     "Head",
+    "retry_limit",
     "ObjectFailed",
     "ObjectLocated",
     "ObjectValue",

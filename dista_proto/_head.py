@@ -81,6 +81,16 @@ _RUNNING: Final = TaskState.RUNNING
 _DONE: Final = TaskState.DONE
 
 
+def retry_limit(task_id: int, default: int) -> int:
+    """How often a task is retried after losing its worker: the task ID's top 4 bits.
+
+    0 means the head's default; n in 1..15 means n - 1 retries. A runtime that hashes task
+    names into the low 60 bits can so carry a per-task limit without a frame field.
+    """
+    nibble = task_id >> 60
+    return default if nibble == 0 else nibble - 1
+
+
 class Head:
     """The head's whole state; see the module docstring."""
 
@@ -92,12 +102,16 @@ class Head:
         max_retries: int = 3,
         worker_slots: int = 1,
         timeline_cap: int = TIMELINE_CAP,
+        exit_without_drivers: bool = False,
     ) -> None:
         if not 1 <= first_number < _NUMBER_SPACE:
             raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
         self.epoch: Final = epoch
         self.max_retries = max_retries
         self.worker_slots = worker_slots
+        # A local head lives while a driver is connected (clients don't count), then stops
+        # itself and its workers.
+        self.exit_without_drivers = exit_without_drivers
         self._next_number = first_number
         self._links = Links()
         self._peers: dict[int, Peer] = {}
@@ -589,6 +603,8 @@ class Head:
             self._lose_worker(peer, why)
         elif peer.role in (Role.DRIVER, Role.CLIENT):
             self._lose_driver(peer)
+            if self.exit_without_drivers and peer.role == Role.DRIVER and not self.drivers:
+                self._stop("the last driver left")
 
     def _lose_worker(self, worker: Peer, why: str) -> None:
         name = worker.name
@@ -602,7 +618,7 @@ class Head:
                 self._fail_tasks([(task, "cancelled")])
                 continue
             task.retries += 1
-            if task.retries > self.max_retries:
+            if task.retries > retry_limit(task.task_id, self.max_retries):
                 self.pending += 1
                 task.state = _QUEUED
                 why_task = (
@@ -667,6 +683,12 @@ class Head:
             self._timeline.clear()
             self._timeline.extend(kept)
         return mine
+
+    def stop(self, why: str, now: int) -> None:
+        """Stop as an observer's stop would: workers told to stop, drivers told why, Exit."""
+        self._now = now
+        if not self.stopping:
+            self._stop(why)
 
     def tracked(self, oid: int) -> bool:
         """Whether the head still counts references for ``oid`` (for tests and status)."""

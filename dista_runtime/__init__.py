@@ -1,5 +1,58 @@
-"""dista_runtime: the user API (arrives with the runtime issue)."""
+"""dista_runtime: Dista's typed user API.
+
+import dista_runtime as dista
+
+@dista.task
+def add(a: int, b: int) -> int:
+    return a + b
+
+with dista.init():                     # a local cluster: a head and a worker per core
+    ref = add.remote(1, 2)             # ObjectRef[int], at once
+    print(add.remote(ref, 3).get())    # 6: the ref became an input, no round trip
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from dista_proto import HeadStats, TimelineRecord
+
+from ._api import (
+    Cluster,
+    as_completed,
+    get,
+    init,
+    local_pids,
+    shutdown,
+    stats,
+    timeline,
+    wait,
+)
+from ._errors import DistaError, GetTimeoutError, TaskCancelledError, TaskError
+from ._ref import ObjectRef
+from ._task import RemoteFunction, RemoteFunction2, RemoteFunction3, RemoteFunctionN, task
+from ._trace import chrome_trace, write_chrome_trace
+
+__all__ = [
+    "Cluster",
+    "DistaError",
+    "GetTimeoutError",
+    "HeadStats",
+    "ObjectRef",
+    "RemoteFunction",
+    "RemoteFunction2",
+    "RemoteFunction3",
+    "RemoteFunctionN",
+    "TaskCancelledError",
+    "TaskError",
+    "TimelineRecord",
+    "as_completed",
+    "chrome_trace",
+    "get",
+    "init",
+    "local_pids",
+    "shutdown",
+    "stats",
+    "task",
+    "timeline",
+    "wait",
+    "write_chrome_trace",
+]

@@ -1,5 +1,33 @@
-"""dista_asyncio: the asyncio binding (roles arrive with the runtime issue)."""
+"""dista_asyncio: every Dista role over asyncio (uvloop when installed).
+
+From inside an asyncio app, join a cluster on the app's own loop and await refs there::
+
+    context = await dista_asyncio.connect("127.0.0.1", 7420)
+    value = await add.remote(1, 2)
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._connect import connect, connect_blocking
+from ._driver import DriverHost, connect_driver
+from ._head import HeadServer, serve_head
+from ._host import HIGH_WATER, LOW_WATER
+from ._loop import LoopThread, new_event_loop
+from ._observer import ask_head
+from ._worker import WorkerHost, run_worker
+
+__all__ = [
+    "HIGH_WATER",
+    "LOW_WATER",
+    "DriverHost",
+    "HeadServer",
+    "LoopThread",
+    "WorkerHost",
+    "ask_head",
+    "connect",
+    "connect_blocking",
+    "connect_driver",
+    "new_event_loop",
+    "run_worker",
+    "serve_head",
+]

@@ -1,0 +1,242 @@
+"""A worker over asyncio: the `Worker` core, its object server, and threads for user code.
+
+Plain tasks run in runner threads (one per slot the head gives, plus one more whenever a
+task blocks reading another task's result, so nested tasks cannot starve the worker);
+``async def`` tasks run on the loop. Finished tasks are handed back to the loop in
+batches: one wake-up of the loop for however many finished meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import dista_proto as dp
+import dista_runtime._session as session_module
+from dista_proto.frame import Bytes
+from dista_runtime import _context, _registry
+from dista_runtime._errors import message_from_exception
+from dista_runtime._execute import Call, Executor, encode_results
+
+from ._driver import DriverHost, connect_driver
+from ._host import Host, LinkProtocol
+
+__all__ = ["WorkerHost", "run_worker"]
+
+# (first result ID, encoded values or None, error text, started, ended)
+_Outcome = tuple[int, list[Bytes] | None, str, int, int]
+
+
+class _Runners:
+    """Threads that run user code; one more whenever a running task blocks on a ref."""
+
+    def __init__(self, worker: WorkerHost, threads: int) -> None:
+        self.worker = worker
+        self.base = threads
+        self.queue: queue.SimpleQueue[tuple[dp.RunTask, Call] | None] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.threads = 0
+        self.blocked = 0
+        self._mine = threading.local()
+        for _ in range(threads):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        self.threads += 1
+        threading.Thread(target=self._loop, name="dista-runner", daemon=True).start()
+
+    def _loop(self) -> None:
+        self._mine.runner = True
+        get = self.queue.get
+        finish = self.worker.finished
+        while True:
+            with self.lock:
+                if self.threads - self.blocked > self.base:
+                    self.threads -= 1  # a spare started while a task was blocked
+                    return
+            item = get()
+            if item is None:
+                return
+            task, call = item
+            finish(run_call(task, call))
+
+    @contextlib.contextmanager
+    def blocking(self) -> Iterator[None]:
+        if not getattr(self._mine, "runner", False):
+            yield
+            return
+        with self.lock:
+            self.blocked += 1
+            if self.threads - self.blocked < self.base:
+                self._spawn()
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.blocked -= 1
+
+
+def run_call(task: dp.RunTask, call: Call) -> _Outcome:
+    started = time.time_ns()
+    try:
+        values = encode_results(call.run(), task.results)
+    except Exception as e:
+        return task.object_id, None, message_from_exception(e), started, time.time_ns()
+    return task.object_id, values, "", started, time.time_ns()
+
+
+class WorkerHost(Host):
+    def __init__(self, loop: asyncio.AbstractEventLoop, core: dp.Worker, threads: int) -> None:
+        super().__init__(loop)
+        self.core = core
+        self.executor = Executor()
+        self.runners = _Runners(self, threads)
+        self._done: deque[_Outcome] = deque()
+        self._drain_scheduled = False
+        self.client: DriverHost | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def protocol(self) -> LinkProtocol:
+        return LinkProtocol(self, self.core.connection_made(time.time_ns()))
+
+    def feed(self, link: int, data: bytes) -> list[dp.Decision]:
+        self.core.receive_data(link, data, time.time_ns())
+        return self._decisions()
+
+    def lost(self, link: int) -> list[dp.Decision]:
+        self.core.connection_lost(link, time.time_ns())
+        return self._decisions()
+
+    def opened(self, link: int) -> list[dp.Decision]:
+        self.core.connected(link, time.time_ns())
+        return self._decisions()
+
+    def _decisions(self) -> list[dp.Decision]:
+        out: list[dp.Decision] = []
+        while decisions := self.core.decisions():
+            out.extend(decisions)
+        return out
+
+    def other(self, decision: dp.Decision) -> None:
+        if not isinstance(decision, dp.RunTask):
+            return
+        try:
+            call = self.executor.prepare(decision)
+        except Exception as e:
+            now = time.time_ns()
+            self.finished((decision.object_id, None, message_from_exception(e), now, now))
+            return
+        if call.is_async:
+            task = self.loop.create_task(self._run_async(decision, call))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            self.runners.queue.put((decision, call))
+
+    async def _run_async(self, task: dp.RunTask, call: Call) -> None:
+        started = time.time_ns()
+        try:
+            values = encode_results(await call.run(), task.results)
+        except Exception as e:
+            outcome: _Outcome = (task.object_id, None, message_from_exception(e), started, 0)
+        else:
+            outcome = (task.object_id, values, "", started, 0)
+        self.finished((*outcome[:4], time.time_ns()))
+
+    def finished(self, outcome: _Outcome) -> None:
+        """A task ended (any thread): queue it for the loop, waking the loop once a batch."""
+        self._done.append(outcome)
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:
+                pass  # the loop is gone: the worker is exiting
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        core = self.core
+        done = self._done
+        while done:
+            oid, values, error, started, ended = done.popleft()
+            if values is None:
+                core.task_failed(oid, error, started, ended)
+            else:
+                core.task_done(oid, values, started, ended)
+        self.act(self._decisions())
+
+
+def _advertised_host(head_host: str) -> str:
+    import ipaddress
+    import socket
+
+    try:
+        if ipaddress.ip_address(head_host).is_loopback:
+            return "127.0.0.1"
+    except ValueError:
+        head_host = socket.gethostbyname(head_host)
+        if ipaddress.ip_address(head_host).is_loopback:
+            return "127.0.0.1"
+    # The interface that routes to the head is the one the head's other peers can reach.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((head_host, 9))
+        host: str = probe.getsockname()[0]
+        return host
+
+
+async def run_worker(
+    head_host: str,
+    head_port: int,
+    *,
+    host: str | None = None,
+    threads: int = 1,
+    client: bool = True,
+    ready: asyncio.Future[Any] | None = None,
+) -> str:
+    """Serve the head at ``head_host:head_port`` until it stops us; the reason we stopped.
+
+    The registry is whatever tasks this process has imported by now. ``host`` is where the
+    object server listens and what the head tells fetchers (default: the interface that
+    reaches the head; loopback for a head on loopback).
+    """
+    loop = asyncio.get_running_loop()
+    bind = host or _advertised_host(head_host)
+    names, registry = _registry.snapshot()
+    box: list[WorkerHost] = []
+    server = await loop.create_server(lambda: box[0].protocol(), bind, 0)
+    port = server.sockets[0].getsockname()[1]
+    core = dp.Worker(registry_hash=registry, address=dp.Address(bind, port))
+    worker = WorkerHost(loop, core, threads)
+    box.append(worker)
+    session_module.on_block = worker.runners.blocking
+    try:
+        await loop.create_connection(lambda: LinkProtocol(worker, 0), head_host, head_port)
+    except OSError as e:
+        server.close()
+        raise ConnectionError(f"cannot reach the head at {head_host}:{head_port}: {e}") from e
+    core.start(time.time_ns())
+    worker.act(worker._decisions())
+    if client:
+        try:
+            worker.client = await connect_driver(head_host, head_port, registry, dp.Role.CLIENT)
+        except ConnectionError:
+            worker.client = None
+        else:
+            ctx = _context.Context(worker.client.session, names, (head_host, head_port))
+            _context.clear()
+            _context.install(ctx)
+    if ready is not None and not ready.done():
+        ready.set_result((bind, port))
+    reason: str = await worker.exited
+    server.close()
+    if worker.client is not None:
+        await worker.client.close()
+    worker.close_all()
+    await asyncio.sleep(0)
+    return reason

@@ -1,0 +1,211 @@
+"""The module-level API: `init`, `get`, `wait`, `as_completed`, `stats`, `timeline`."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, Self, TypeVar, overload
+
+import dista_proto as dp
+
+from . import _context, _registry
+from ._errors import DistaError, GetTimeoutError
+from ._local import LocalCluster
+from ._progress import Progress
+from ._ref import ObjectRef
+
+__all__ = [
+    "Cluster",
+    "as_completed",
+    "get",
+    "init",
+    "local_pids",
+    "shutdown",
+    "stats",
+    "timeline",
+    "wait",
+]
+
+T = TypeVar("T")
+
+
+class Cluster:
+    """What `init` returns: the connection (and the local cluster, if it started one)."""
+
+    def __init__(self, context: _context.Context, local: LocalCluster | None) -> None:
+        self.context = context
+        self.local = local
+
+    @property
+    def address(self) -> str:
+        host, port = self.context.address
+        return f"{host}:{port}"
+
+    def pids(self) -> list[int]:
+        """The local head's and workers' process IDs (empty when joined to a cluster)."""
+        return self.local.pids() if self.local is not None else []
+
+    def shutdown(self) -> None:
+        for close in self.context.close:
+            close()
+        self.context.close.clear()
+        self.context.session.close("shut down")
+        _context.clear(self.context)
+        if self.local is not None:
+            self.local.close()
+            self.local = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        kind = f"local, {len(self.pids()) - 1} workers" if self.local else "remote"
+        return f"<dista Cluster {self.address} ({kind})>"
+
+
+_cluster: Cluster | None = None
+
+
+def _parse(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"a head address is HOST:PORT, like 127.0.0.1:7420, not {address!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def init(
+    address: str | None = None, workers: int | None = None, *, timeout: float = 30.0
+) -> Cluster:
+    """Connect this process to a cluster and return it (a context manager).
+
+    With no ``address`` (and no ``DISTA_ADDRESS`` in the environment) start a local one: a
+    head and ``workers`` worker processes (default: one per core) on loopback, torn down at
+    exit. Tasks registered before this call are known to workers by name; the rest travel
+    by value.
+    """
+    global _cluster
+    if _cluster is not None and not _cluster.context.session.closed:
+        raise DistaError("dista.init() was already called: call dista.shutdown() first")
+    from dista_asyncio import connect_blocking
+
+    address = address or os.environ.get("DISTA_ADDRESS") or None
+    local: LocalCluster | None = None
+    if address is None:
+        names, _ = _registry.snapshot()
+        local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names))
+        host, port = local.address
+    else:
+        host, port = _parse(address)
+    try:
+        context = connect_blocking(host, port, timeout)
+    except BaseException:
+        if local is not None:
+            local.close(0)
+        raise
+    _context.install(context)
+    _cluster = Cluster(context, local)
+    return _cluster
+
+
+def shutdown() -> None:
+    """Disconnect; a local cluster stops with its workers. Safe to call twice."""
+    global _cluster
+    if _cluster is not None:
+        cluster, _cluster = _cluster, None
+        cluster.shutdown()
+
+
+atexit.register(shutdown)
+
+
+def local_pids() -> list[int]:
+    return _cluster.pids() if _cluster is not None else []
+
+
+@overload
+def get(refs: ObjectRef[T], *, timeout: float | None = None) -> T: ...
+@overload
+def get(refs: Sequence[ObjectRef[T]], *, timeout: float | None = None) -> list[T]: ...
+def get(refs: ObjectRef[Any] | Sequence[ObjectRef[Any]], *, timeout: float | None = None) -> Any:
+    """The value of one ref, or the values of many in order (a progress line if slow)."""
+    if isinstance(refs, ObjectRef):
+        return refs.get(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    values: list[Any] = []
+    with Progress(len(refs), "dista: get", stream=sys.stderr) as progress:
+        for i, ref in enumerate(refs):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            values.append(ref.get(left))
+            if i % 64 == 0:
+                progress.update(i + 1)
+        progress.update(len(refs))
+    return values
+
+
+def wait(
+    refs: Sequence[ObjectRef[T]], num_returns: int = 1, timeout: float | None = None
+) -> tuple[list[ObjectRef[T]], list[ObjectRef[T]]]:
+    """Wait until ``num_returns`` of ``refs`` are done (value, failure or stored on a
+    worker) or ``timeout`` passes: (done, not done), each in the order given."""
+    if not 0 <= num_returns <= len(refs):
+        raise ValueError(f"num_returns must be in [0, {len(refs)}], not {num_returns}")
+    arrived: queue.SimpleQueue[None] = queue.SimpleQueue()
+    count = 0
+    for ref in refs:
+        if not ref._session.on_done(ref.object_id, lambda: arrived.put(None)):
+            count += 1
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while count < num_returns:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            break
+        try:
+            arrived.get(timeout=left)
+        except queue.Empty:
+            break
+        count += 1
+    done = [r for r in refs if r.done()]
+    done_set = {r.object_id for r in done}
+    return done, [r for r in refs if r.object_id not in done_set]
+
+
+def as_completed(
+    refs: Sequence[ObjectRef[T]], timeout: float | None = None
+) -> Iterator[ObjectRef[T]]:
+    """Yield ``refs`` as they complete; `GetTimeoutError` if ``timeout`` passes first."""
+    arrived: queue.SimpleQueue[ObjectRef[T]] = queue.SimpleQueue()
+    waiting = 0
+    for ref in refs:
+        if ref._session.on_done(ref.object_id, lambda r=ref: arrived.put(r)):  # type: ignore[misc]
+            waiting += 1
+        else:
+            arrived.put(ref)
+            waiting += 1
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for _ in range(waiting):
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            yield arrived.get(timeout=left)
+        except queue.Empty:
+            raise GetTimeoutError(f"refs still pending after {timeout} s") from None
+
+
+def stats(timeout: float | None = 10.0) -> dp.HeadStats:
+    """The head's counts: objects, held bytes, pending and running tasks, workers."""
+    result: dp.HeadStats = _context.session().session.request("stats", timeout)
+    return result
+
+
+def timeline(timeout: float | None = 10.0) -> list[dp.TimelineRecord]:
+    """This driver's finished tasks since the last call (the head hands them over once)."""
+    records: tuple[dp.TimelineRecord, ...] = _context.session().session.request(
+        "timeline", timeout
+    )
+    return list(records)

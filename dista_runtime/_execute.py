@@ -1,0 +1,95 @@
+"""Running one task on a worker: find the function, rebuild its call, encode its results.
+
+Binding-agnostic: a binding calls `prepare` (cheap, on its I/O thread), runs the returned
+call where it runs user code (a thread, the loop for ``async def``, a greenlet), then
+`encode_results`. Failures become the error-frame text of `message_from_exception`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import cloudpickle
+
+import dista_proto as dp
+from dista_proto.frame import Bytes
+
+from ._registry import BY_VALUE_ID, lookup, split_by_value
+from ._values import decode_call, encode
+
+__all__ = ["Call", "Executor", "encode_results"]
+
+
+class Call:
+    """A task ready to run: ``function(*args, **kwargs)``."""
+
+    __slots__ = ("args", "function", "is_async", "kwargs", "results")
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+        results: int,
+    ) -> None:
+        self.function = function
+        self.args = args
+        self.kwargs = kwargs
+        self.results = results
+        self.is_async = inspect.iscoroutinefunction(function)
+
+    def run(self) -> Any:
+        return self.function(*self.args, **self.kwargs)
+
+
+class Executor:
+    def __init__(self) -> None:
+        self._by_digest: dict[bytes, Callable[..., Any]] = {}
+
+    def prepare(self, task: dp.RunTask) -> Call:
+        """The call for ``task``; raises with a message for the error frame if there is none."""
+        argument: Bytes | None = task.argument
+        inputs: Sequence[Bytes] = task.inputs
+        if task.task_id & ((1 << 60) - 1) == BY_VALUE_ID:
+            if argument is None:
+                raise ValueError("a by-value task came without its function")
+            digest, pickled, argument = split_by_value(argument)
+            function = self._by_digest.get(digest)
+            if function is None:
+                function = cloudpickle.loads(pickled)
+                self._by_digest[digest] = function
+        else:
+            found = lookup(task.task_id)
+            if found is None:
+                raise LookupError(
+                    f"task {task.task_id:#x} is not registered on this worker: start the "
+                    "worker with --import of the module that defines it"
+                )
+            function = found
+        function = getattr(function, "_fn", function)  # the user's function under @task
+        if argument is None:
+            # A task-after without a value: the input (or the Seq of them) is the argument.
+            values = [decode_call_value(v) for v in inputs]
+            args: tuple[object, ...] = (values,) if task.gather else tuple(values[:1])
+            return Call(function, args, {}, task.results)
+        args, kwargs = decode_call(argument, inputs if task.after else ())
+        return Call(function, args, kwargs, task.results)
+
+
+def decode_call_value(value: Bytes) -> object:
+    from ._values import decode
+
+    return decode(value)
+
+
+def encode_results(value: object, results: int) -> list[Bytes]:
+    if results == 1:
+        return [encode(value, "the task's result")]
+    if not isinstance(value, (tuple, list)) or len(value) != results:
+        got = f"{len(value)} values" if isinstance(value, (tuple, list)) else type(value).__name__
+        raise TypeError(
+            f"a task with num_returns={results} must return {results} values, not {got}"
+        )
+    return [encode(v, f"result {i}") for i, v in enumerate(value)]

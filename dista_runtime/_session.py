@@ -1,0 +1,333 @@
+"""A driver's (or a task's client's) view of the cluster: its objects and who waits on them.
+
+The `Driver` core runs on the binding's I/O thread; user threads submit, read and release
+through this class, which serialises them on one lock. A call from a user thread changes
+the core and asks the binding to flush (once per burst, not once per call); the binding
+feeds bytes in with `received` and carries out the I/O decisions it gets back. Values are
+decoded on the reader's thread, not the I/O thread, so a large result never stalls the
+loop. Releases from `ObjectRef.__del__` may run in any thread at any time (even inside this
+class, during garbage collection), so they only append to a queue the next flush drains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from functools import partial
+from typing import Any, Final, Protocol
+
+import dista_proto as dp
+from dista_proto.frame import Bytes
+
+from ._errors import DistaError, GetTimeoutError, error_from_message
+from ._values import decode
+
+__all__ = ["Session", "SessionIO"]
+
+_PENDING: Final = 0
+_LOCATED: Final = 1
+_VALUE: Final = 2
+_FAILED: Final = 3
+
+
+#: Entered around every blocking wait of `get_value`. A worker sets it so that a task
+#: blocked reading another task's result lends its thread slot to another runner.
+on_block: Callable[[], AbstractContextManager[object]] = nullcontext
+
+
+class SessionIO(Protocol):
+    """What the binding provides: a way onto its I/O thread."""
+
+    def schedule_flush(self) -> None:
+        """Soon, on the I/O thread, call `Session.flush` and carry out what it returns."""
+
+    def in_io_thread(self) -> bool: ...
+
+
+class _Slot:
+    __slots__ = ("callbacks", "fetching", "state", "value")
+
+    def __init__(self) -> None:
+        self.state = _PENDING
+        self.value: Bytes | str | None = None
+        self.fetching = False
+        self.callbacks: list[Callable[[], object]] = []
+
+
+IODecision = dp.Write | dp.Connect | dp.Close | dp.Exit
+
+
+class Session:
+    def __init__(self, core: dp.Driver, io: SessionIO) -> None:
+        self.core = core
+        self.io = io
+        self._lock = threading.Lock()
+        self._slots: dict[int, _Slot] = {}
+        self._releases: deque[int] = deque()
+        self._stats_waiters: deque[Callable[[dp.HeadStats | None], None]] = deque()
+        self._timeline_waiters: deque[Callable[[tuple[dp.TimelineRecord, ...] | None], None]]
+        self._timeline_waiters = deque()
+        self.welcomed = threading.Event()
+        self.closed: str = ""
+
+    # -- the binding's side (I/O thread) ----------------------------------------------------
+
+    def start(self, resume: dp.Resume | None = None) -> list[IODecision]:
+        """The connection to the head is up: say hello."""
+        with self._lock:
+            self.core.start(time.time_ns(), resume)
+            return self._decide([])
+
+    def received(self, link: int, data: Bytes) -> list[IODecision]:
+        fire: list[Callable[[], object]] = []
+        with self._lock:
+            self.core.receive_data(link, data, time.time_ns())
+            out = self._decide(fire)
+        _run(fire)
+        return out
+
+    def lost(self, link: int) -> list[IODecision]:
+        fire: list[Callable[[], object]] = []
+        with self._lock:
+            self.core.connection_lost(link, time.time_ns())
+            out = self._decide(fire)
+            if link == 0:
+                self._close_locked(self.core.closed_reason or "the head connection was lost", fire)
+        _run(fire)
+        return out
+
+    def connected(self, link: int) -> list[IODecision]:
+        with self._lock:
+            self.core.connected(link, time.time_ns())
+            return self._decide([])
+
+    def flush(self) -> list[IODecision]:
+        fire: list[Callable[[], object]] = []
+        with self._lock:
+            self._drain_releases()
+            out = self._decide(fire)
+        _run(fire)
+        return out
+
+    def _drain_releases(self) -> None:
+        releases = self._releases
+        while releases:
+            oid = releases.popleft()
+            if self._slots.pop(oid, None) is not None and not self.closed:
+                self.core.release(oid)
+
+    def close(self, why: str) -> None:
+        fire: list[Callable[[], object]] = []
+        with self._lock:
+            self._close_locked(why, fire)
+        _run(fire)
+
+    def _close_locked(self, why: str, fire: list[Callable[[], object]]) -> None:
+        if self.closed:
+            return
+        self.closed = why
+        self.welcomed.set()
+        for oid, slot in self._slots.items():
+            if slot.state in (_PENDING, _LOCATED):
+                slot.state = _FAILED
+                slot.value = f"object {oid:#x} is lost: {why}"
+            fire.extend(slot.callbacks)
+            slot.callbacks = []
+        fire.extend(partial(w, None) for w in self._stats_waiters)
+        fire.extend(partial(w, None) for w in self._timeline_waiters)
+        self._stats_waiters.clear()
+        self._timeline_waiters.clear()
+
+    def _decide(self, fire: list[Callable[[], object]]) -> list[IODecision]:
+        out: list[IODecision] = []
+        while decisions := self.core.decisions():
+            for d in decisions:
+                if isinstance(d, (dp.Write, dp.Connect, dp.Close, dp.Exit)):
+                    out.append(d)
+                elif isinstance(d, dp.ObjectValue):
+                    self._settle(d.object_id, _VALUE, d.value, fire)
+                elif isinstance(d, dp.ObjectLocated):
+                    self._located(d.object_id, fire)
+                elif isinstance(d, dp.ObjectFailed):
+                    if d.object_id:
+                        self._settle(d.object_id, _FAILED, d.message, fire)
+                elif isinstance(d, dp.Welcomed):
+                    self.welcomed.set()
+                elif isinstance(d, dp.StatsReceived):
+                    if self._stats_waiters:
+                        waiter = self._stats_waiters.popleft()
+                        fire.append(partial(waiter, d.counts))
+                elif isinstance(d, dp.TimelineReceived) and self._timeline_waiters:
+                    twaiter = self._timeline_waiters.popleft()
+                    fire.append(partial(twaiter, d.records))
+        return out
+
+    def _settle(
+        self, oid: int, state: int, value: Bytes | str, fire: list[Callable[[], object]]
+    ) -> None:
+        slot = self._slots.get(oid)
+        if slot is None:
+            return  # released meanwhile
+        slot.state = state
+        slot.value = value
+        if slot.callbacks:
+            fire.extend(slot.callbacks)
+            slot.callbacks = []
+
+    def _located(self, oid: int, fire: list[Callable[[], object]]) -> None:
+        slot = self._slots.get(oid)
+        if slot is None:
+            return
+        slot.state = _LOCATED
+        if slot.callbacks:
+            # Someone is already waiting for the value: bring it now.
+            slot.fetching = True
+            self.core.fetch(oid)
+            fire.extend(slot.callbacks)
+            slot.callbacks = []
+
+    # -- the user's side (any thread) ------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise DistaError(f"this Dista session is closed ({self.closed}); call dista.init()")
+
+    def submit(self, task_id: int, argument: Bytes, inputs: Sequence[int], results: int) -> int:
+        with self._lock:
+            self._check_open()
+            core = self.core
+            if inputs:
+                many = results if results > 1 else None
+                oid = core.submit_after(task_id, inputs, gather=True, value=argument, results=many)
+            elif results > 1:
+                oid = core.submit_many(task_id, argument, results)
+            else:
+                oid = core.submit(task_id, argument)
+            slots = self._slots
+            for i in range(results):
+                slots[oid + i] = _Slot()
+        self.io.schedule_flush()
+        return oid
+
+    def release(self, oid: int) -> None:
+        self._releases.append(oid)
+        self.io.schedule_flush()
+
+    release_later = release
+
+    def cancel(self, oid: int) -> None:
+        with self._lock:
+            self._check_open()
+            self.core.cancel(oid)
+        self.io.schedule_flush()
+
+    def is_done(self, oid: int) -> bool:
+        slot = self._slots.get(oid)
+        return slot is not None and slot.state != _PENDING
+
+    def on_done(self, oid: int, callback: Callable[[], object]) -> bool:
+        """Call ``callback`` once ``oid`` is located, has a value or failed; False if it is."""
+        with self._lock:
+            slot = self._slots.get(oid)
+            if slot is None or slot.state != _PENDING:
+                return False
+            slot.callbacks.append(callback)
+            return True
+
+    def _poll(self, oid: int, callback: Callable[[], object]) -> tuple[bool, Any]:
+        """(True, encoded value or failure) if ``oid`` is read; else register ``callback``."""
+        flush = False
+        with self._lock:
+            slot = self._slots.get(oid)
+            if slot is None:
+                raise ValueError(f"object {oid:#x} is not held by this session")
+            if slot.state == _VALUE or slot.state == _FAILED:
+                return True, slot
+            if slot.state == _LOCATED and not slot.fetching:
+                slot.fetching = True
+                self.core.fetch(oid)
+                flush = True
+            slot.callbacks.append(callback)
+        if flush:
+            self.io.schedule_flush()
+        return False, None
+
+    def get_value(self, oid: int, timeout: float | None) -> Any:
+        if self.io.in_io_thread():
+            raise RuntimeError(
+                "ref.get() would block the event loop that runs Dista: use `await ref`"
+            )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            event = threading.Event()
+            ready, slot = self._poll(oid, event.set)
+            if ready:
+                return _outcome(oid, slot)
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            with on_block():
+                arrived = event.wait(remaining)
+            if not arrived:
+                raise GetTimeoutError(f"object {oid:#x} was not ready within {timeout} s")
+
+    async def await_value(self, oid: int) -> Any:
+        loop = asyncio.get_running_loop()
+        while True:
+            future: asyncio.Future[None] = loop.create_future()
+
+            def wake(f: asyncio.Future[None] = future) -> None:
+                loop.call_soon_threadsafe(_resolve, f)
+
+            ready, slot = self._poll(oid, wake)
+            if ready:
+                return _outcome(oid, slot)
+            await future
+
+    def request(self, what: str, timeout: float | None) -> Any:
+        """A stats or timeline answer from the head, waiting at most ``timeout`` seconds."""
+        box: list[Any] = []
+        event = threading.Event()
+
+        def got(answer: object) -> None:
+            box.append(answer)
+            event.set()
+
+        with self._lock:
+            self._check_open()
+            self._drain_releases()  # so that the counts include every release made before
+            if what == "stats":
+                self._stats_waiters.append(got)
+                self.core.request_stats()
+            else:
+                self._timeline_waiters.append(got)
+                self.core.request_timeline()
+        self.io.schedule_flush()
+        if not event.wait(timeout):
+            raise GetTimeoutError(f"the head did not answer a {what} request within {timeout} s")
+        if box[0] is None:
+            raise DistaError(f"no {what}: the session closed ({self.closed})")
+        return box[0]
+
+    def held(self) -> int:
+        return len(self._slots)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _outcome(oid: int, slot: _Slot) -> Any:
+    if slot.state == _FAILED:
+        assert isinstance(slot.value, str)
+        raise error_from_message(slot.value, oid)
+    assert slot.value is not None and not isinstance(slot.value, str)
+    return decode(slot.value)
+
+
+def _run(callbacks: list[Callable[[], object]]) -> None:
+    for callback in callbacks:
+        callback()

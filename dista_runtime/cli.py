@@ -1,0 +1,327 @@
+"""The ``dista`` command: run a head or workers, ask a head questions, run a script.
+
+Imports stay inside the subcommands so that a worker or head process starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+DEFAULT_HEAD = "127.0.0.1:7420"
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT (like {DEFAULT_HEAD}), not {text!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def _die_with_parent(parent: int | None) -> None:
+    """Linux: the kernel kills us when the process that started us dies, even by SIGKILL."""
+    if parent is None:
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)  # the parent died before we could ask
+
+
+def _run(coro: object) -> object:
+    from dista_asyncio import new_event_loop
+
+    loop = new_event_loop()
+    try:
+        return loop.run_until_complete(coro)  # type: ignore[arg-type]
+    finally:
+        loop.close()
+
+
+# -- head ------------------------------------------------------------------------------------
+
+
+async def _head(args: argparse.Namespace) -> str:
+    import socket
+
+    from dista_asyncio import serve_head
+
+    sock = socket.socket(fileno=args.fd) if args.fd is not None else None
+    server = await serve_head(
+        args.host, args.port, sock=sock, local=args.local, worker_slots=args.worker_slots
+    )
+    host, port = server.address
+    if not args.local:
+        print(f"dista head listening on {host}:{port}", file=sys.stderr, flush=True)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, server.head_stop, "stopped by a signal")
+    if args.local:
+        loop.call_later(args.first_driver_within, server.stop_unless_driven)
+    return await server.wait_closed()
+
+
+def cmd_head(args: argparse.Namespace) -> int:
+    _die_with_parent(args.parent)
+    reason = _run(_head(args))
+    if not args.local:
+        print(f"dista head: {reason}", file=sys.stderr)
+    return 0
+
+
+# -- worker ----------------------------------------------------------------------------------
+
+
+def _import_all(modules: Sequence[str]) -> None:
+    import importlib
+
+    for spec in modules:
+        for name in filter(None, spec.split(",")):
+            importlib.import_module(name)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    _die_with_parent(args.parent)
+    if args.processes > 1:
+        return _worker_processes(args)
+    try:
+        _import_all(args.imports)
+    except Exception as e:
+        print(f"dista worker: cannot import the task modules: {e!r}", file=sys.stderr)
+        return 2
+    from dista_asyncio import run_worker
+
+    host, port = args.head
+    try:
+        _run(run_worker(host, port, host=args.host, threads=args.threads))
+    except ConnectionError as e:
+        print(f"dista worker: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def _worker_processes(args: argparse.Namespace) -> int:
+    import subprocess
+
+    command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head"]
+    command += [f"{args.head[0]}:{args.head[1]}", "--threads", str(args.threads)]
+    command += ["--parent", str(os.getpid())]
+    for module in args.imports:
+        command += ["--import", module]
+    if args.host:
+        command += ["--host", args.host]
+    children = [subprocess.Popen(command) for _ in range(args.processes)]
+
+    def forward(signum: int, frame: object) -> None:
+        for child in children:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    return max(child.wait() for child in children)
+
+
+# -- observer commands ---------------------------------------------------------------------
+
+
+def _ask(args: argparse.Namespace, request: object) -> object:
+    from dista_asyncio import ask_head
+
+    host, port = args.head
+    return _run(ask_head(host, port, request, args.timeout))  # type: ignore[arg-type]
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    import dista_proto as dp
+
+    try:
+        answer = _ask(args, dp.Status())
+    except ConnectionError as e:
+        print(f"dista status: {e}", file=sys.stderr)
+        return 1
+    assert isinstance(answer, dp.Status)
+    print(answer.text)
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    import dista_proto as dp
+
+    try:
+        answer = _ask(args, dp.Timeline())
+    except ConnectionError as e:
+        print(f"dista timeline: {e}", file=sys.stderr)
+        return 1
+    assert isinstance(answer, dp.Timeline)
+    records = answer.records or ()
+    if args.output:
+        from ._trace import write_chrome_trace
+
+        events = write_chrome_trace(records, args.output)
+        print(
+            f"wrote {len(records)} tasks ({events} trace events) to {args.output}; "
+            "open it in https://ui.perfetto.dev or chrome://tracing"
+        )
+        return 0
+    print(f"{'object':>18} {'task':>18} {'queued ms':>10} {'run ms':>9}  worker")
+    for r in records:
+        queued = (r.dispatched - r.submitted) / 1e6 if r.dispatched and r.submitted else 0.0
+        ran = (r.ended - r.started) / 1e6 if r.ended and r.started else 0.0
+        where = f"{r.address.host}:{r.address.port}"
+        print(f"{r.object_id:#18x} {r.task_id:#18x} {queued:10.3f} {ran:9.3f}  {where}")
+    print(f"{len(records)} finished tasks")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    import dista_proto as dp
+
+    try:
+        _ask(args, dp.Stop())
+    except ConnectionError as e:
+        print(f"dista stop: {e}", file=sys.stderr)
+        return 1
+    print(f"asked the head at {args.head[0]}:{args.head[1]} to stop")
+    return 0
+
+
+# -- run -------------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import runpy
+
+    from . import _api, _context
+
+    def start() -> object:
+        return _api.init(workers=args.workers)
+
+    _context.auto_init = start
+    sys.argv = [args.script, *args.args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))
+    try:
+        runpy.run_path(args.script, run_name="__main__")
+    except KeyboardInterrupt:
+        print("dista run: interrupted; stopping the local cluster", file=sys.stderr)
+        return 130
+    finally:
+        _api.shutdown()
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="dista",
+        description="Dista: a light, typed distributed task engine. "
+        "Start a head, point workers at it, then run drivers (dista.init(address=...)).",
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "head",
+        help="run a head (loopback by default)",
+        description="Run a head: the scheduler and reference counter.",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)",
+    )
+    p.add_argument("--port", type=int, default=7420, help="port to listen on (default 7420)")
+    p.add_argument(
+        "--worker-slots", type=int, default=2, help="tasks each worker gets at once (default 2)"
+    )
+    p.add_argument("--local", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--fd", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--first-driver-within", type=float, default=60.0, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_head)
+
+    p = sub.add_parser(
+        "worker",
+        help="run workers for a head",
+        description="Run worker processes that execute the tasks of the "
+        "modules given with --import.",
+    )
+    p.add_argument(
+        "--head",
+        type=_address,
+        default=DEFAULT_HEAD,
+        help=f"the head's HOST:PORT (default {DEFAULT_HEAD})",
+    )
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module defining tasks (repeat, or separate with commas)",
+    )
+    p.add_argument("--processes", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument(
+        "--threads", type=int, default=1, help="threads for user code per process (default 1)"
+    )
+    p.add_argument(
+        "--host",
+        help="address for this worker's object server "
+        "(default: the interface that reaches the head)",
+    )
+    p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_worker)
+
+    for name, func, text in [
+        ("status", cmd_status, "print what the head is doing"),
+        ("timeline", cmd_timeline, "print or save every driver's finished tasks"),
+        ("stop", cmd_stop, "stop the head and its workers"),
+    ]:
+        p = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        p.add_argument(
+            "--head",
+            type=_address,
+            default=DEFAULT_HEAD,
+            help=f"the head's HOST:PORT (default {DEFAULT_HEAD})",
+        )
+        p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default 10)")
+        if name == "timeline":
+            p.add_argument(
+                "--output",
+                "-o",
+                metavar="trace.json",
+                help="write a Chrome trace (Perfetto, chrome://tracing) instead",
+            )
+        p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "run",
+        help="run a Python script on a fresh local cluster",
+        description="Run SCRIPT with a local cluster (a head and workers on "
+        "loopback) that starts on first use and stops when the script ends.",
+    )
+    p.add_argument("script", help="the Python script")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    p.add_argument("--workers", type=int, help="worker processes (default: one per core)")
+    p.set_defaults(func=cmd_run)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
