@@ -350,13 +350,24 @@ class Head:
     # -- scheduling ----------------------------------------------------------------------------
 
     def _make_idle(self, worker: Peer) -> None:
+        if worker.idle and not worker.running:
+            # Already waiting with a slot free, now with nothing running: to the front,
+            # ahead of workers still busy with something (O(idle workers), only then).
+            idle = self._idle[worker.registry]
+            if idle[0] is not worker:
+                idle.remove(worker)
+                idle.appendleft(worker)
+            return
         if worker.idle or worker.free <= 0 or worker.draining:
             return
         worker.idle = True
         idle = self._idle.get(worker.registry)
         if idle is None:
             idle = self._idle[worker.registry] = deque()
-        idle.append(worker)
+        if worker.running:
+            idle.append(worker)
+        else:
+            idle.appendleft(worker)  # a worker with nothing to do goes first
 
     def _pump(self, registry: int) -> None:
         """Dispatch ready tasks of ``registry`` while it has free worker slots."""
@@ -375,6 +386,10 @@ class Head:
             if task is None:
                 return
             self._dispatch(task, self._preferred(task) or worker)
+            if len(idle) > 1 and idle[0] is worker:
+                # Spread: every idle worker gets its first task before any gets a second,
+                # so a short task does not wait behind a long one while a worker idles.
+                idle.rotate(-1)
 
     def _preferred(self, task: TaskRecord) -> Peer | None:
         """The idle worker holding the task's largest stored input, if any (locality)."""

@@ -117,10 +117,13 @@ def _both(
         _DUAL[cls] = dual
     try:
         error = dual.__new__(dual)
+        error.args = original.args
+        # Not TaskError.__init__: through the MRO it would call the user's __init__.
         error.__dict__.update(getattr(original, "__dict__", {}))
-        error.args = original.args
-        TaskError.__init__(error, summary, type_name, remote_tb, object_id)
-        error.args = original.args
+        error.message = summary
+        error.type_name = type_name
+        error.remote_traceback = remote_tb
+        error.object_id = object_id
     except Exception:
         return None
     return error

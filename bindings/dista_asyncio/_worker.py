@@ -27,10 +27,14 @@ from dista_runtime._execute import Call, Executor, encode_results
 from ._driver import DriverHost, connect_driver
 from ._host import Host, LinkProtocol
 
-__all__ = ["WorkerHost", "run_worker"]
+__all__ = ["CURRENT", "WorkerHost", "run_worker"]
 
 # (first result ID, encoded values or None, error text, started, ended)
 _Outcome = tuple[int, list[Bytes] | None, str, int, int]
+
+
+#: The worker this process runs, if any (for introspection from inside tasks).
+CURRENT: WorkerHost | None = None
 
 
 class _Runners:
@@ -214,6 +218,8 @@ async def run_worker(
     core = dp.Worker(registry_hash=registry, address=dp.Address(bind, port))
     worker = WorkerHost(loop, core, threads)
     box.append(worker)
+    global CURRENT
+    CURRENT = worker
     session_module.on_block = worker.runners.blocking
     try:
         await loop.create_connection(lambda: LinkProtocol(worker, 0), head_host, head_port)

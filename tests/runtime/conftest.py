@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import dista_runtime as dista
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[dista.Cluster]:
+    """A local cluster (a head and two workers) shared by a module's tests."""
+    from tests.runtime import tasks  # noqa: F401  (registered before init: known by name)
+
+    with dista.init(workers=2) as c:
+        wait_for_workers(2)
+        yield c
+    assert_gone(c_pids := c.pids() or [])  # noqa: F841
+
+
+def wait_for_workers(n: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while dista.stats().workers < n:
+        assert time.monotonic() < deadline, "the workers did not connect"
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def assert_gone(pids: list[int], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids):
+        assert time.monotonic() < deadline, (
+            f"processes still alive: {[p for p in pids if alive(p)]}"
+        )
+        time.sleep(0.05)
+
+
+class CliHead:
+    """`dista head` and `dista worker` as real subprocesses, for multi-driver tests."""
+
+    def __init__(self, workers: int = 2) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        self.head = subprocess.Popen(
+            [sys.executable, "-m", "dista_runtime.cli", "head", "--port", "0"],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.head.stderr is not None
+        line = self.head.stderr.readline()
+        assert "listening on" in line, line
+        self.address = line.rsplit(" ", 1)[1].strip()
+        self.workers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "dista_runtime.cli",
+                    "worker",
+                    "--head",
+                    self.address,
+                    "--import",
+                    "tests.runtime.tasks",
+                ],
+                env=env,
+            )
+            for _ in range(workers)
+        ]
+
+    def pids(self) -> list[int]:
+        return [self.head.pid, *(w.pid for w in self.workers)]
+
+    def close(self) -> None:
+        for p in [self.head, *self.workers]:
+            if p.poll() is None:
+                p.terminate()
+        for p in [self.head, *self.workers]:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if self.head.stderr is not None:
+            self.head.stderr.close()
+
+
+@pytest.fixture
+def cli_head() -> Iterator[CliHead]:
+    head = CliHead()
+    try:
+        yield head
+    finally:
+        head.close()
