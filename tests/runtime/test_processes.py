@@ -38,6 +38,7 @@ DRIVER = textwrap.dedent(
 def run_driver(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", code, *args],
+        check=False,
         capture_output=True,
         text=True,
         env=ENV,
@@ -49,6 +50,7 @@ def run_driver(code: str, *args: str, timeout: float = 120) -> subprocess.Comple
 def cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "dista_runtime.cli", *args],
+        check=False,
         capture_output=True,
         text=True,
         env=ENV,
@@ -193,6 +195,7 @@ def test_quickstart() -> None:
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "examples/quickstart.py"],
+        check=False,
         capture_output=True,
         text=True,
         env=ENV,
