@@ -353,10 +353,10 @@ class Head:
         if worker.idle and not worker.running:
             # Already waiting with a slot free, now with nothing running: to the front,
             # ahead of workers still busy with something (O(idle workers), only then).
-            idle = self._idle[worker.registry]
-            if idle[0] is not worker:
-                idle.remove(worker)
-                idle.appendleft(worker)
+            waiting = self._idle[worker.registry]
+            if waiting[0] is not worker:
+                waiting.remove(worker)
+                waiting.appendleft(worker)
             return
         if worker.idle or worker.free <= 0 or worker.draining:
             return

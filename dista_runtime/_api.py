@@ -111,6 +111,9 @@ def init(
         raise
     _context.install(context)
     _cluster = Cluster(context, local)
+    if local is not None:
+        # A worker that cannot import the tasks exits: fail the waits instead of hanging.
+        local.watch(context.session.close)
     return _cluster
 
 

@@ -15,7 +15,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 __all__ = ["LocalCluster"]
 
@@ -40,6 +42,7 @@ class LocalCluster:
         parent = str(os.getpid())
         cli = [sys.executable, "-m", "dista_runtime.cli"]
         self.processes: list[subprocess.Popen[bytes]] = []
+        self._closing = False
         try:
             fd = listener.fileno()
             self.processes.append(
@@ -62,6 +65,19 @@ class LocalCluster:
         finally:
             listener.close()
 
+    def watch(self, on_broken: Callable[[str], object], interval: float = 0.5) -> None:
+        """In the background: when the head, or every worker, has died, say why once."""
+
+        def run() -> None:
+            while not self._closing:
+                head, *workers = self.processes
+                if head.poll() is not None or all(w.poll() is not None for w in workers):
+                    on_broken(self.failed() or "the local cluster's processes exited")
+                    return
+                time.sleep(interval)
+
+        threading.Thread(target=run, name="dista-local-watch", daemon=True).start()
+
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
 
@@ -75,6 +91,7 @@ class LocalCluster:
 
     def close(self, grace: float = 3.0) -> None:
         """Wait up to ``grace`` seconds for the children to stop on their own, then kill."""
+        self._closing = True
         deadline = time.monotonic() + grace
         for p in self.processes:
             try:
