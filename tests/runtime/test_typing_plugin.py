@@ -1,0 +1,109 @@
+"""The mypy plugin widens ``.remote`` to take refs, and only refs of the right type.
+
+A guard against the plugin turning into "accept anything": mypy runs (in-process) on a
+small file with the plugin on, and must report exactly the wrong calls.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+mypy_api = pytest.importorskip("mypy.api")
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+SOURCE = """\
+from typing import TypeVar, assert_type
+from dista_runtime import ObjectRef, task
+
+T = TypeVar("T")
+N = TypeVar("N", bound=int)
+
+@task
+def add(a: int, b: int) -> int:
+    return a + b
+
+@task(num_returns=2)
+def split(x: float, *rest: int, **named: str) -> tuple[int, str]:
+    return 0, ""
+
+@task
+def ident(x: T) -> T:
+    return x
+
+@task
+def bump(x: N) -> N:
+    return x
+
+def right(r: ObjectRef[int], f: ObjectRef[float], s: ObjectRef[str]) -> None:
+    add.remote(r, 3)
+    add.remote(a=r, b=3)
+    add.remote(add.remote(1, 2), r)
+    split.remote(f, r, 2, k=s, j="v")
+    split.remote(r)
+    assert_type(ident.remote(r), ObjectRef[int])
+    assert_type(bump.remote(r), ObjectRef[int])
+
+def wrong(r: ObjectRef[int], f: ObjectRef[float], s: ObjectRef[str]) -> None:
+    add.remote(s, 3)  # WRONG arg-type
+    add.remote(a=1, b=s)  # WRONG arg-type
+    add.remote(f, 3)  # WRONG arg-type
+    add.remote("x", 3)  # WRONG arg-type
+    add.remote(r)  # WRONG call-arg
+    add.remote(r, 3, c=r)  # WRONG call-arg
+    split.remote(s)  # WRONG arg-type
+    split.remote(f, s)  # WRONG arg-type
+    split.remote(f, k=r)  # WRONG arg-type
+    add(r, 3)  # WRONG arg-type
+    bump.remote(s)  # WRONG type-var
+"""
+
+CONFIG = f"""\
+[mypy]
+strict = True
+plugins = dista_runtime.mypy_plugin
+mypy_path = {ROOT},{ROOT / "bindings"}
+follow_imports = silent
+
+[mypy-cloudpickle.*,uvloop.*,psutil.*]
+ignore_missing_imports = True
+"""
+
+
+@pytest.mark.timeout(60)
+def test_plugin_accepts_right_refs_and_rejects_wrong_ones(tmp_path: Path) -> None:
+    checked = tmp_path / "calls.py"
+    checked.write_text(SOURCE)
+    config = tmp_path / "mypy.ini"
+    config.write_text(CONFIG)
+    stdout, stderr, status = mypy_api.run(
+        [
+            "--config-file",
+            str(config),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--show-error-codes",
+            "--no-error-summary",
+            "--hide-error-context",
+            str(checked),
+        ]
+    )
+    assert stderr == ""
+    reported: dict[int, set[str]] = {}
+    for line in stdout.splitlines():
+        m = re.match(r".*calls\.py:(\d+): error: .*\[([a-z-]+)\]$", line)
+        assert m is not None or ": note: " in line, line
+        if m is not None:
+            reported.setdefault(int(m[1]), set()).add(m[2])
+    expected = {
+        n: {line.rsplit("WRONG ", 1)[1]}
+        for n, line in enumerate(SOURCE.splitlines(), 1)
+        if "# WRONG" in line
+    }
+    assert reported == expected, stdout
+    assert status == 1
+    # The messages name the widened type: the plugin ran (not merely a lenient mypy).
+    assert 'expected "int | ObjectRef[int]"' in stdout, stdout
