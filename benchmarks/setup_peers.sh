@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Create .venv-peers (a virtual environment apart from the project's own) with Dista installed
+# editable plus the peers the side-by-side benchmark compares it with: Ray, Dask distributed,
+# and numpy, psutil and matplotlib for the workloads, memory readings and the chart.
+#
+#   bash benchmarks/setup_peers.sh            # then: .venv-peers/bin/python -m benchmarks
+#   VENV=/some/where bash benchmarks/setup_peers.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${VENV:-.venv-peers}"
+python="${PYTHON:-python3}"
+if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install -q --upgrade pip
+"$venv/bin/python" -m pip install -e . -r benchmarks/requirements-peers.txt
+"$venv/bin/python" - <<'PY'
+from importlib.metadata import version
+
+import dask
+import distributed
+import ray
+
+print(f"ray {ray.__version__}, dask {dask.__version__}, distributed {distributed.__version__}")
+for name in ("numpy", "psutil", "matplotlib"):
+    print(name, version(name))
+PY
+echo "peers ready: $venv/bin/python -m benchmarks --quick"
