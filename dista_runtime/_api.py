@@ -6,6 +6,7 @@ import atexit
 import os
 import queue
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Self, TypeVar, overload
@@ -141,15 +142,38 @@ def get(refs: ObjectRef[Any] | Sequence[ObjectRef[Any]], *, timeout: float | Non
     if isinstance(refs, ObjectRef):
         return refs.get(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
-    values: list[Any] = []
     with Progress(len(refs), "dista: get", stream=sys.stderr) as progress:
-        for i, ref in enumerate(refs):
+        _wait_all(refs, deadline, progress)
+        values: list[Any] = []
+        for ref in refs:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             values.append(ref.get(left))
-            if i % 64 == 0:
-                progress.update(i + 1)
-        progress.update(len(refs))
     return values
+
+
+def _wait_all(refs: Sequence[ObjectRef[Any]], deadline: float | None, progress: Progress) -> None:
+    """Until every ref has an answer: one wake-up for the lot, not one per ref."""
+    lock = threading.Lock()
+    left = [1]  # 1 until every callback is registered, so an early answer can't finish us
+    event = threading.Event()
+
+    def one() -> None:
+        with lock:
+            left[0] -= 1
+            if left[0] == 0:
+                event.set()
+
+    for ref in refs:
+        if ref._session.on_done(ref.object_id, one):
+            with lock:
+                left[0] += 1
+    one()
+    total = len(refs)
+    while not event.wait(0.1):
+        progress.update(total - left[0])
+        if deadline is not None and time.monotonic() >= deadline:
+            return  # the per-ref reads below raise GetTimeoutError naming one
+    progress.update(total)
 
 
 def wait(
