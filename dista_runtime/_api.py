@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar, overload
 
 import dista_proto as dp
 
-from . import _context, _registry
+from . import _context, _registry, _session
 from ._errors import DistaError, GetTimeoutError
 from ._local import LocalCluster
 from ._progress import Progress
@@ -169,10 +169,11 @@ def _wait_all(refs: Sequence[ObjectRef[Any]], deadline: float | None, progress: 
                 left[0] += 1
     one()
     total = len(refs)
-    while not event.wait(0.1):
-        progress.update(total - left[0])
-        if deadline is not None and time.monotonic() >= deadline:
-            return  # the per-ref reads below raise GetTimeoutError naming one
+    with _session.on_block():  # in a task: lend this thread's slot while we wait
+        while not event.wait(0.1):
+            progress.update(total - left[0])
+            if deadline is not None and time.monotonic() >= deadline:
+                return  # the per-ref reads below raise GetTimeoutError naming one
     progress.update(total)
 
 
