@@ -8,7 +8,7 @@ decorated, and the calls sit in functions nobody calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, assert_type
 
 import dista_runtime as dista
@@ -80,6 +80,38 @@ def five() -> tuple[int, int, int, int, int]:
 
 def undecorated(a: int) -> int:
     return a
+
+
+@task
+def fan_in(values: list[int]) -> int:
+    return sum(values)
+
+
+@task
+def containers(
+    seq: Sequence[int] = (),
+    it: Iterable[float] = (),
+    tup: tuple[int, ...] = (),
+    pair: tuple[int, str] = (0, ""),
+    tags: set[str] | None = None,
+    frozen: frozenset[int] = frozenset(),
+) -> int:
+    return 0
+
+
+@task
+def mappings(d: dict[str, int], m: Mapping[str, int] | None = None) -> int:
+    return 0
+
+
+@task
+def grid(rows: list[list[int]], by_name: dict[str, list[int]] | None = None) -> int:
+    return 0
+
+
+@task
+def cube(xs: list[list[list[int]]]) -> int:
+    return 0
 
 
 @task
@@ -157,6 +189,60 @@ def check_remote(r: ObjectRef[int], s: ObjectRef[str], f: ObjectRef[float]) -> N
     split.remote(s)  # type: ignore[arg-type]
     five.remote(1)  # type: ignore[call-arg]
     fetch.remote(r)  # type: ignore[arg-type]
+
+
+def check_nested(
+    r: ObjectRef[int],
+    s: ObjectRef[str],
+    f: ObjectRef[float],
+    ints: list[int],
+    refs: list[ObjectRef[int]],
+    either: list[int | ObjectRef[int]],
+    ref_list: ObjectRef[list[int]],
+    bools: list[bool],
+    str_refs: list[ObjectRef[str]],
+) -> None:
+    # Refs inside containers, two levels down (the plugin): the worker receives the values.
+    assert_type(fan_in.remote([r, r]), ObjectRef[int])  # fan-in
+    assert_type(fan_in.remote([r, 3]), ObjectRef[int])
+    assert_type(fan_in.remote([1, 2]), ObjectRef[int])
+    assert_type(fan_in.remote([]), ObjectRef[int])
+    assert_type(fan_in.remote(ints), ObjectRef[int])
+    assert_type(fan_in.remote(refs), ObjectRef[int])  # list is invariant, and still fits
+    assert_type(fan_in.remote(either), ObjectRef[int])
+    assert_type(fan_in.remote(ref_list), ObjectRef[int])
+    assert_type(fan_in.remote(values=list(refs)), ObjectRef[int])
+    assert_type(fan_in.remote([add.remote(x, 1) for x in ints]), ObjectRef[int])
+    assert_type(fan_in.remote([add.remote(1, 2), add.remote(3, 4)]), ObjectRef[int])
+    assert_type(containers.remote((r, 3), [f, r, 1.5], (r, r), (r, s)), ObjectRef[int])
+    assert_type(containers.remote(refs, iter(refs), tup=(), tags={s, "x"}), ObjectRef[int])
+    assert_type(containers.remote(frozen=frozenset({r, 2})), ObjectRef[int])
+    assert_type(mappings.remote({"a": r, "b": 2}, {"c": r}), ObjectRef[int])
+    by_name = {str(n): add.remote(n, 1) for n in ints}  # dict[str, ObjectRef[int]]
+    assert_type(mappings.remote(by_name, m=None), ObjectRef[int])
+    assert_type(grid.remote([[r, 1], ref_list, refs, ints]), ObjectRef[int])
+    assert_type(grid.remote([], {"a": [r], "b": ref_list}), ObjectRef[int])
+    assert_type(cube.remote([[ints, [1], ref_list]]), ObjectRef[int])
+
+    # Still errors: a ref or value of the wrong type, at any level, or the wrong container.
+    fan_in.remote([s])  # type: ignore[list-item]
+    fan_in.remote(["x"])  # type: ignore[list-item]
+    fan_in.remote([r, "x"])  # type: ignore[list-item]
+    fan_in.remote(str_refs)  # type: ignore[arg-type]
+    fan_in.remote(bools)  # type: ignore[arg-type]  # a list[bool] is no list[int]
+    fan_in.remote((r, 3))  # type: ignore[arg-type]  # a tuple is no list
+    fan_in.remote({r})  # type: ignore[arg-type]
+    fan_in.remote([ref_list])  # type: ignore[list-item]  # no refs of lists among ints
+    containers.remote(pair=(s, s))  # type: ignore[arg-type]
+    containers.remote(tup=[r])  # type: ignore[arg-type]
+    containers.remote(tags=frozenset({s}))  # type: ignore[arg-type]
+    mappings.remote({"a": s})  # type: ignore[dict-item]
+    mappings.remote({1: r})  # type: ignore[dict-item]  # keys are not widened
+    grid.remote([(1, 2)])  # type: ignore[arg-type]  # an item of the wrong container
+    grid.remote([bools])  # type: ignore[arg-type]
+    grid.remote([], {"a": (r,)})  # type: ignore[arg-type]
+    grid.remote([[s]])  # type: ignore[list-item]
+    cube.remote([[[r]]])  # type: ignore[list-item]  # three levels down: not widened
 
 
 def check_generic(r: ObjectRef[int], s: ObjectRef[str], rs: ObjectRef[list[int]]) -> None:

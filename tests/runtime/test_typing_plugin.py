@@ -1,5 +1,7 @@
 """The mypy plugin widens ``.remote`` to take refs, and only refs of the right type.
 
+Top-level arguments and, two levels down, the items of lists, tuples, sets and dicts.
+
 A guard against the plugin turning into "accept anything": mypy runs (in-process) on a
 small file with the plugin on, and must report exactly the wrong calls.
 """
@@ -35,10 +37,21 @@ def ident(x: T) -> T:
     return x
 
 @task
+def total(values: list[int]) -> int:
+    return sum(values)
+
+@task
+def grid(rows: list[list[int]], named: dict[str, int] | None = None) -> int:
+    return 0
+
+@task
 def bump(x: N) -> N:
     return x
 
-def right(r: ObjectRef[int], f: ObjectRef[float], s: ObjectRef[str]) -> None:
+def right(
+    r: ObjectRef[int], f: ObjectRef[float], s: ObjectRef[str],
+    refs: list[ObjectRef[int]], either: list[int | ObjectRef[int]],
+) -> None:
     add.remote(r, 3)
     add.remote(a=r, b=3)
     add.remote(add.remote(1, 2), r)
@@ -46,8 +59,16 @@ def right(r: ObjectRef[int], f: ObjectRef[float], s: ObjectRef[str]) -> None:
     split.remote(r)
     assert_type(ident.remote(r), ObjectRef[int])
     assert_type(bump.remote(r), ObjectRef[int])
+    total.remote([r, r])
+    total.remote([r, 3])
+    total.remote(refs)
+    total.remote(either)
+    grid.remote([[r, 1], refs], {"k": r})
 
-def wrong(r: ObjectRef[int], f: ObjectRef[float], s: ObjectRef[str]) -> None:
+def wrong(
+    r: ObjectRef[int], f: ObjectRef[float], s: ObjectRef[str],
+    strs: list[ObjectRef[str]], bools: list[bool],
+) -> None:
     add.remote(s, 3)  # WRONG arg-type
     add.remote(a=1, b=s)  # WRONG arg-type
     add.remote(f, 3)  # WRONG arg-type
@@ -59,6 +80,13 @@ def wrong(r: ObjectRef[int], f: ObjectRef[float], s: ObjectRef[str]) -> None:
     split.remote(f, k=r)  # WRONG arg-type
     add(r, 3)  # WRONG arg-type
     bump.remote(s)  # WRONG type-var
+    total.remote([s])  # WRONG list-item
+    total.remote(["x"])  # WRONG list-item
+    total.remote(strs)  # WRONG arg-type
+    total.remote((r, 3))  # WRONG arg-type
+    total.remote(bools)  # WRONG arg-type
+    grid.remote([(r, 1)])  # WRONG arg-type
+    grid.remote([], {"k": s})  # WRONG dict-item
 """
 
 CONFIG = f"""\
@@ -107,3 +135,6 @@ def test_plugin_accepts_right_refs_and_rejects_wrong_ones(tmp_path: Path) -> Non
     assert status == 1
     # The messages name the widened type: the plugin ran (not merely a lenient mypy).
     assert 'expected "int | ObjectRef[int]"' in stdout, stdout
+    # Nested refs: the covariant reading of list[int], then the exact check of the values.
+    assert 'expected "Sequence[int | ObjectRef[int]] | ObjectRef[list[int]]"' in stdout, stdout
+    assert 'expected "list[int]" (refs read as their values)' in stdout, stdout
