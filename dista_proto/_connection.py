@@ -25,6 +25,20 @@ pieces is kept as a list of the pieces and joined once when whole, so a 1-byte-a
 stream costs linear time and a length prefix announcing 1 GiB allocates nothing until the
 bytes arrive. The send side copies small payloads into one buffer (fewer writes) and passes
 large ones through as views (no copy).
+
+Receiving into place
+--------------------
+Instead of `receive_data`, a binding may let the connection say where bytes go, as
+`asyncio.BufferedProtocol` does: `get_buffer` returns a writable view, the binding reads
+into it and calls `buffer_updated` with the count. Small frames land in one reused buffer
+(and leave it as bytes, so events own what they hold). A large frame's payload lands where
+it will stay: for a part frame, the view a *part sink* gives for it (`land`: a fetcher
+passes its `frame.Parts` buffer), for another frame of ``_BIG_FRAME`` or more, a buffer from
+the ``allocate`` given to `land`. The events are the ones `receive_data` gives for the same
+bytes, however they are cut into reads; a part that landed carries the sink's view as its
+``data``. Both paths ask the sink for every part frame with object bytes, in stream order,
+so a sink can check the order of what it hands out; a part it declines (None) is received
+as usual, and a sink may be asked again for a part it declined.
 """
 
 from __future__ import annotations
@@ -32,17 +46,32 @@ from __future__ import annotations
 import enum
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import Final
 
 from . import frame as F
 from ._decode import DECODERS
 from ._encode import encode_payload
 from ._errors import LocalProtocolError, RemoteProtocolError
-from ._events import ConnectionClosed, Error, Event, Hello
+from ._events import ConnectionClosed, Error, Event, Hello, Part
 from ._roles import Role, allowed_kinds, receives_welcome
 from .frame import Bytes
 
-__all__ = ["NEED_DATA", "Connection", "ConnectionState", "NeedData"]
+__all__ = [
+    "NEED_DATA",
+    "READ_SIZE",
+    "Allocate",
+    "Connection",
+    "ConnectionState",
+    "NeedData",
+    "PartSink",
+]
+
+#: Where a part frame's object bytes land: ``(object ID, object size, offset, n)`` -> a
+#: writable view of exactly ``n`` bytes, or None to receive the part as usual.
+PartSink = Callable[[int, int, int, int], memoryview | None]
+#: A writable buffer of at least ``n`` bytes for a large frame's payload to land in.
+Allocate = Callable[[int], bytearray | memoryview]
 
 
 class NeedData(enum.Enum):
@@ -70,6 +99,21 @@ _FULL: Final = F.PREFIX + F.HEADER
 BIG_PAYLOAD: Final = 64 * 1024
 #: A frame at least this large that arrives in pieces is collected as a list of pieces.
 _BIG_FRAME: Final = 1 << 20
+#: The receive-into buffer small frames land in; `get_buffer` offers at least _MIN_FREE.
+READ_SIZE: Final = 256 * 1024
+_MIN_FREE: Final = 64 * 1024
+#: A part with this many object bytes or more lands in its sink's view as it arrives.
+_LAND_AT: Final = BIG_PAYLOAD
+_PART_FULL: Final = _FULL + F.PART_HEADER
+_PART_FIELDS: Final = struct.Struct("<QQ")
+# What the view `get_buffer` last offered is: nothing, the reused buffer, a landing, scrap.
+_OFFERED_NONE: Final = 0
+_OFFERED_RBUF: Final = 1
+_OFFERED_DEST: Final = 2
+_OFFERED_SCRAP: Final = 3
+_d_part: Final = DECODERS[F.KIND_PART]
+#: The kind in _dest_frame of a part landing in its sink's view (not a frame kind byte).
+_LANDED_PART: Final = -1
 
 
 class Connection:
@@ -113,11 +157,43 @@ class Connection:
         self._eof = False
         self._ready: deque[Event] = deque()
         self._error: RemoteProtocolError | None = None
+        self._decoders = DECODERS
+        self._sink: PartSink | None = None
+        self._allocate: Allocate | None = None
+        # Receiving into place: unparsed bytes are _rbuf[_rstart:_rend]; a large payload
+        # lands in _dest (_dest_pos bytes so far), the rest of its frame in _dest_frame.
+        self._into = False
+        self._rbuf = bytearray()
+        self._rview = memoryview(self._rbuf)
+        self._rstart = self._rend = 0
+        self._rneed = F.PREFIX  # bytes from _rstart before parsing is worth it
+        self._offered = _OFFERED_NONE
+        self._offered_size = 0
+        self._dest: memoryview | None = None
+        self._dest_pos = 0
+        self._dest_frame = (0, 0, 0, 0, 0)  # kind, object ID, task ID, part size, offset
         # Sending: small frames gather in _out; large payloads become their own buffers.
         self._out = bytearray()
         self._buffers: list[Bytes] = []
 
     # -- receiving ----------------------------------------------------------------------------
+
+    def land(self, parts: PartSink | None = None, allocate: Allocate | None = None) -> None:
+        """Say where large payloads land: part frames' object bytes in the view ``parts``
+        gives for each (both receive paths), other frames of 1 MiB or more, received with
+        `get_buffer`, in a buffer from ``allocate``. None for either: as usual.
+
+        A view of the wrong size or a read-only one is ignored (the part is received as
+        usual); `allocate` raising MemoryError leaves the frame to the usual path too.
+        """
+        self._sink = parts
+        self._allocate = allocate
+        if parts is None:
+            self._decoders = DECODERS
+        else:
+            decoders = dict(DECODERS)
+            decoders[F.KIND_PART] = self._decode_part
+            self._decoders = decoders
 
     def receive_data(self, data: Bytes) -> None:
         """Buffer bytes read from the peer; ``b""`` means the peer closed its side."""
@@ -125,6 +201,9 @@ class Connection:
             raise LocalProtocolError("received data after the end of the stream")
         if not data:
             self._eof = True
+            return
+        if self._into:
+            self._feed_into(data)
             return
         if self._error is not None:
             return  # the stream is already broken: don't buffer what follows
@@ -155,6 +234,53 @@ class Connection:
         self._data = data
         self._pos = 0
 
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """A writable view for the next bytes read from the peer (the receive-into path).
+
+        Read at most ``len(view)`` bytes into it, then call `buffer_updated` with how many,
+        before asking for another buffer. ``sizehint`` is ignored (as asyncio allows): the
+        view is the free part of the reused buffer, or the rest of a payload landing in
+        place, which is never more than the frame's own bytes.
+        """
+        if self._eof:
+            raise LocalProtocolError("received data after the end of the stream")
+        if not self._into:
+            self._start_into()
+        if self._error is not None:
+            # The stream is broken: take what follows somewhere, and drop it.
+            self._offered, self._offered_size = _OFFERED_SCRAP, len(self._rview)
+            return self._rview
+        dest = self._dest
+        if dest is not None:
+            view = dest[self._dest_pos :]
+            self._offered, self._offered_size = _OFFERED_DEST, len(view)
+            return view
+        if len(self._rbuf) - self._rend < _MIN_FREE:
+            self._make_room()
+        view = self._rview[self._rend :]
+        self._offered, self._offered_size = _OFFERED_RBUF, len(view)
+        return view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were written into the view `get_buffer` returned: take them."""
+        offered = self._offered
+        if offered == _OFFERED_NONE:
+            raise LocalProtocolError("buffer_updated without a buffer from get_buffer")
+        if not 0 <= nbytes <= self._offered_size:
+            raise LocalProtocolError(
+                f"buffer_updated: {nbytes} bytes do not fit the {self._offered_size} offered"
+            )
+        self._offered = _OFFERED_NONE
+        if offered == _OFFERED_RBUF:
+            self._rend += nbytes
+            if self._rend - self._rstart >= self._rneed:
+                self._parse_rbuf()
+        elif offered == _OFFERED_DEST:
+            self._dest_pos += nbytes
+            assert self._dest is not None
+            if self._dest_pos == len(self._dest):
+                self._landed()
+
     def next_event(self) -> Event | ConnectionClosed | NeedData:
         """The next event, `NEED_DATA`, or `ConnectionClosed` once the peer has closed."""
         if not self._ready:
@@ -175,6 +301,8 @@ class Connection:
             return events
         if self._error is not None:
             raise self._error
+        if self._into:
+            return []  # parsed as the bytes arrived
         out: list[Event] = []
         self._parse_into(out)
         if not out and self._error is not None:
@@ -186,7 +314,13 @@ class Connection:
             raise self._error
         if not self._eof:
             return NEED_DATA
-        if self._partial or self._pieces is not None or self._pos < len(self._data):
+        if (
+            self._partial
+            or self._pieces is not None
+            or self._pos < len(self._data)
+            or self._rend > self._rstart
+            or self._dest is not None
+        ):
             error = RemoteProtocolError("the peer closed the stream in the middle of a frame")
             self._fail(error)
             raise error
@@ -205,9 +339,16 @@ class Connection:
         if isinstance(data, bytearray):
             # Only partial frames and double feeds land here: one copy, so events hold bytes.
             data, pos = bytes(memoryview(data)[pos:]), 0
+        self._keep_rest(data, self._frames(data, pos, out))
+
+    def _frames(self, data: bytes, pos: int, out: list[Event]) -> int:
+        """Decode the whole frames in ``data`` from ``pos`` into ``out``; where they end.
+
+        A protocol error fails the connection and consumes everything (returns the end).
+        """
         n = len(data)
         unpack = _PREFIX_HEADER.unpack_from
-        decoders = DECODERS
+        decoders = self._decoders
         allowed = self._allowed_in
         from_head = self._from_head
         try:
@@ -237,7 +378,7 @@ class Connection:
         except RemoteProtocolError as e:
             self._fail(e)
             pos = n
-        self._keep_rest(data, pos)
+        return pos
 
     def _keep_rest(self, data: bytes, pos: int) -> None:
         """Move an incomplete frame's bytes into the partial buffer, or its pieces list."""
@@ -261,6 +402,176 @@ class Connection:
             self._pieces_size = len(rest)
         else:
             self._partial = bytearray(rest)
+
+    # -- receiving into place -----------------------------------------------------------------
+
+    def _start_into(self) -> None:
+        """Switch to the receive-into path, taking over what `receive_data` left unparsed."""
+        self._into = True
+        self._rbuf = bytearray(READ_SIZE)
+        self._rview = memoryview(self._rbuf)
+        if self._pieces is not None:
+            rest: Bytes = b"".join(self._pieces)
+            self._pieces = None
+        elif self._partial:
+            rest, self._partial = bytes(self._partial), bytearray()
+        else:
+            rest = memoryview(self._data)[self._pos :]
+        self._data, self._pos = b"", 0
+        if rest and self._error is None:
+            self._feed_into(rest)
+
+    def _feed_into(self, data: Bytes) -> None:
+        """`receive_data` on the receive-into path: copy ``data`` where `get_buffer` says."""
+        view = memoryview(data)
+        if view.ndim != 1 or view.itemsize != 1:
+            view = view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
+        while view:
+            buffer = self.get_buffer(len(view))
+            n = min(len(buffer), len(view))
+            buffer[:n] = view[:n]
+            self.buffer_updated(n)
+            view = view[n:]
+
+    def _make_room(self) -> None:
+        """Give the reused buffer at least _MIN_FREE free bytes (or the frame's rest)."""
+        start, end = self._rstart, self._rend
+        kept = end - start
+        size = len(self._rbuf)
+        frame = self._rneed
+        if max(frame, kept + _MIN_FREE) <= READ_SIZE:
+            new_size = READ_SIZE
+        elif frame <= size:
+            new_size = size  # the frame in progress fits once the buffer is compacted
+        else:
+            # A frame larger than the buffer, taken as it comes, grows it toward the frame's
+            # size by doubling: the copies stay linear, nothing is allocated ahead of bytes.
+            new_size = max(min(frame, 2 * size), kept + _MIN_FREE)
+        if new_size == size:
+            if start:
+                self._rview[:kept] = self._rview[start:end]
+        else:
+            rbuf = bytearray(new_size)
+            rbuf[:kept] = self._rview[start:end]
+            self._rbuf, self._rview = rbuf, memoryview(rbuf)
+        self._rstart, self._rend = 0, kept
+
+    def _parse_rbuf(self) -> None:
+        """Decode the whole frames in the reused buffer; see where the next one lands."""
+        start, end = self._rstart, self._rend
+        data = bytes(self._rview[start:end])  # one copy: events own their bytes
+        out: list[Event] = []
+        pos = self._frames(data, 0, out)
+        if out:
+            self._ready.extend(out)
+        rest = len(data) - pos
+        if self._error is not None or rest == 0:
+            self._rstart = self._rend = 0
+            self._rneed = F.PREFIX
+            if len(self._rbuf) > READ_SIZE:
+                self._rbuf = bytearray(READ_SIZE)
+                self._rview = memoryview(self._rbuf)
+            return
+        self._rstart = start + pos
+        if rest < F.PREFIX:
+            self._rneed = F.PREFIX
+            return
+        if rest < _FULL:
+            self._rneed = _FULL
+            return
+        # A frame whose header is here (its length and kind already checked by _frames).
+        length, kind, object_id, task_id = _PREFIX_HEADER.unpack_from(data, pos)
+        if (
+            kind == F.KIND_PART
+            and self._sink is not None
+            and length - F.HEADER - F.PART_HEADER >= _LAND_AT
+        ):
+            if rest < _PART_FULL:
+                self._rneed = _PART_FULL
+                return
+            if self._land_part(data, pos, length, object_id):
+                return
+        if (
+            F.PREFIX + length >= _BIG_FRAME
+            and self._allocate is not None
+            and self._land_frame(data, pos, length, kind, object_id, task_id)
+        ):
+            return
+        self._rneed = F.PREFIX + length
+
+    def _land_part(self, data: bytes, pos: int, length: int, object_id: int) -> bool:
+        size, offset = _PART_FIELDS.unpack_from(data, pos + _FULL)
+        n = length - F.HEADER - F.PART_HEADER
+        if size > F.MAX_OBJECT or offset + n > size:
+            return False  # the decoder refuses it once it is whole, as receive_data does
+        view = self._landing(object_id, size, offset, n)
+        if view is None:
+            return False
+        self._start_dest(view, data, pos + _PART_FULL, (_LANDED_PART, object_id, 0, size, offset))
+        return True
+
+    def _land_frame(
+        self, data: bytes, pos: int, length: int, kind: int, object_id: int, task_id: int
+    ) -> bool:
+        n = length - F.HEADER
+        assert self._allocate is not None
+        try:
+            buffer = self._allocate(n)
+        except MemoryError:
+            return False
+        view = _writable(buffer, n)
+        if view is None:
+            return False
+        self._start_dest(view[:n], data, pos + _FULL, (kind, object_id, task_id, 0, 0))
+        return True
+
+    def _start_dest(
+        self, view: memoryview, data: bytes, start: int, frame: tuple[int, int, int, int, int]
+    ) -> None:
+        """Land the rest of a frame in ``view``: what is here now, then `get_buffer`'s reads."""
+        have = len(data) - start
+        view[:have] = memoryview(data)[start:]
+        self._dest, self._dest_pos, self._dest_frame = view, have, frame
+        self._rstart = self._rend = 0
+        self._rneed = F.PREFIX
+
+    def _landed(self) -> None:
+        """The payload landing in place is whole: its event."""
+        view = self._dest
+        assert view is not None
+        self._dest = None
+        kind, object_id, task_id, size, offset = self._dest_frame
+        if kind == _LANDED_PART:
+            event: Event = Part(object_id, size, offset, view)
+        else:
+            try:
+                event = self._decoders[kind](object_id, task_id, view, self._from_head)
+            except RemoteProtocolError as e:
+                self._fail(e)
+                return
+            if kind == F.KIND_HELLO or kind == F.KIND_WELCOME:
+                self._handshake(event)
+        self._ready.append(event)
+
+    def _decode_part(self, object_id: int, task_id: int, payload: Bytes, from_head: bool) -> Event:
+        """The part decoder when a sink is set: a whole part's bytes are copied to its view."""
+        event = _d_part(object_id, task_id, payload, from_head)
+        assert isinstance(event, Part)
+        n = len(event.data)
+        if n:
+            view = self._landing(object_id, event.size, event.offset, n)
+            if view is not None:
+                view[:] = event.data
+                return Part(object_id, event.size, event.offset, view)
+        return event
+
+    def _landing(self, object_id: int, size: int, offset: int, n: int) -> memoryview | None:
+        assert self._sink is not None
+        view = self._sink(object_id, size, offset, n)
+        if view is None:
+            return None
+        view = _writable(view, n)
+        return view if view is not None and len(view) == n else None
 
     def _refuse(self, kind: int) -> None:
         name = F.kind_name(kind)
@@ -388,3 +699,16 @@ class Connection:
         if self.our_state != ConnectionState.ERROR:
             self.our_state = ConnectionState.CLOSED
         self._allowed_out = frozenset()
+
+
+def _writable(buffer: bytearray | memoryview, n: int) -> memoryview | None:
+    """``buffer`` as a flat writable byte view of at least ``n`` bytes, or None.
+
+    A view that already is one is returned itself (a fetcher knows its parts by identity).
+    """
+    view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+    if view.readonly or not view.c_contiguous or view.nbytes < n:
+        return None
+    if view.ndim != 1 or view.itemsize != 1 or view.format != "B":
+        view = view.cast("B")
+    return view

@@ -62,7 +62,7 @@ class Driver:
         registry_hash: int,
         role: Role = Role.DRIVER,
         part: int = F.PART_SIZE,
-        allocate: Callable[[int], bytearray] = bytearray,
+        allocate: Callable[[int], bytearray | memoryview] = bytearray,
     ) -> None:
         if role not in (Role.DRIVER, Role.CLIENT):
             raise ValueError(f"a Driver is a driver or a client, not {role.name.lower()}")
@@ -93,6 +93,18 @@ class Driver:
 
     def receive_data(self, link: int, data: Bytes, now: int) -> None:
         events, error = self._links.receive(link, data)
+        self._received(link, events, error, now)
+
+    def get_buffer(self, link: int, sizehint: int = -1) -> memoryview:
+        """Where to read ``link``'s next bytes (`Connection.get_buffer`)."""
+        return self._links.get_buffer(link, sizehint)
+
+    def buffer_updated(self, link: int, nbytes: int, now: int) -> None:
+        """`receive_data` for ``nbytes`` read into the view `get_buffer` gave."""
+        events, error = self._links.buffer_updated(link, nbytes)
+        self._received(link, events, error, now)
+
+    def _received(self, link: int, events: list[Event], error: str | None, now: int) -> None:
         if link == HEAD_LINK:
             for event in events:
                 self._on_head_event(event)

@@ -4,11 +4,19 @@ One fetcher link per object-server address, opened on first use and reused. Each
 sends a fetch asking for parts of ``part`` bytes; the answer is a result frame, an error
 frame, or part frames that fill one buffer allocated once (`frame.Parts`). Answers on one
 link come in the order of the requests, but the fetcher keys them by object ID anyway.
+
+Every fetcher link's connection is told where large payloads land (`Connection.land`): a
+part of an object asked for goes straight into that object's `frame.Parts` buffer (the
+fetcher reserves it there when the connection reads the part's header), and a large
+result frame into a buffer from ``allocate``; so, on the receive-into path, the bytes of a
+large object are written once, by the read itself. A part nobody asked for, or one that
+doesn't fit what came before, is received as usual and its event handled as before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from . import frame as F
 from ._decisions import Connect
@@ -29,7 +37,7 @@ class Fetcher:
         self,
         links: Links,
         part: int = F.PART_SIZE,
-        allocate: Callable[[int], bytearray] = bytearray,
+        allocate: Callable[[int], bytearray | memoryview] = bytearray,
     ) -> None:
         self._links = links
         self.part = part
@@ -37,7 +45,7 @@ class Fetcher:
         self._by_address: dict[Address, int] = {}
         self._address: dict[int, Address] = {}
         self._wanted: dict[int, set[int]] = {}  # link -> object IDs asked for
-        self._parts: dict[tuple[int, int], F.Parts] = {}
+        self._parts: dict[tuple[int, int], F.Parts[bytearray | memoryview]] = {}
 
     def owns(self, link: int) -> bool:
         return link in self._address
@@ -46,6 +54,9 @@ class Fetcher:
         link = self._by_address.get(address)
         if link is None:
             link = self._links.open(Role.FETCHER, connecting=True)
+            conn = self._links.conn(link)
+            assert conn is not None
+            conn.land(partial(self._land, link), self._allocate)
             self._by_address[address] = link
             self._address[link] = address
             self._wanted[link] = set()
@@ -82,11 +93,31 @@ class Fetcher:
                     wanted.discard(oid)
                     done.append((oid, None, f"fetch from {address}: bad parts: {e}"))
                     continue
+                except MemoryError as e:
+                    del self._parts[key]
+                    wanted.discard(oid)
+                    why = f"fetch from {address}: no memory for {event.size} bytes: {e}"
+                    done.append((oid, None, why))
+                    continue
                 if whole:
                     del self._parts[key]
                     wanted.discard(oid)
                     done.append((oid, parts.take(), ""))
         return done
+
+    def _land(self, link: int, oid: int, size: int, offset: int, n: int) -> memoryview | None:
+        """The connection's part sink: where a part of an object we asked for goes."""
+        wanted = self._wanted.get(link)
+        if wanted is None or oid not in wanted:
+            return None  # nothing we asked for: its event is ignored
+        key = (link, oid)
+        parts = self._parts.get(key)
+        if parts is None:
+            parts = self._parts[key] = F.Parts(self._allocate)
+        try:
+            return parts.reserve(size, offset, n)
+        except (RemoteProtocolError, MemoryError):
+            return None  # received as usual: its event fails the object, as it always did
 
     def lost(self, link: int, why: str) -> list[Fetched]:
         """The link to an object server is gone: everything asked of it fails."""

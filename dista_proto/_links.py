@@ -2,12 +2,13 @@
 
 Every role machine owns a set of `Connection`s keyed by link number. Sending marks a link
 dirty; `decisions()` turns every dirty link's buffers into one `Write` (so a burst of frames
-becomes one write), after the other decisions queued before it, in order.
+becomes one write), after the other decisions queued before it, in order. Bytes come in
+with `receive` or, read into place, with `get_buffer` and `buffer_updated`.
 """
 
 from __future__ import annotations
 
-from ._connection import Connection, ConnectionState
+from ._connection import READ_SIZE, Connection, ConnectionState
 from ._decisions import Close, Decision, Write
 from ._errors import RemoteProtocolError
 from ._events import Event
@@ -26,6 +27,7 @@ class Links:
         self._queued: list[Decision] = []
         self._next_link = 1
         self._connecting: set[int] = set()  # links whose writes wait for `connected`
+        self._scrap: memoryview | None = None  # where bytes for a gone link are read to
 
     def open(self, role: Role, link: int | None = None, *, connecting: bool = False) -> int:
         if link is None:
@@ -62,6 +64,26 @@ class Links:
         if conn is None or not data:
             return [], None
         conn.receive_data(data)
+        return self._events(link, conn)
+
+    def get_buffer(self, link: int, sizehint: int = -1) -> memoryview:
+        """Where to read ``link``'s next bytes; then call `buffer_updated` with the count."""
+        conn = self._conns.get(link)
+        if conn is None:
+            if self._scrap is None:
+                self._scrap = memoryview(bytearray(READ_SIZE))
+            return self._scrap  # the link is gone: its bytes are dropped
+        return conn.get_buffer(sizehint)
+
+    def buffer_updated(self, link: int, nbytes: int) -> tuple[list[Event], str | None]:
+        """`receive` for ``nbytes`` read into the view `get_buffer` gave."""
+        conn = self._conns.get(link)
+        if conn is None:
+            return [], None
+        conn.buffer_updated(nbytes)
+        return self._events(link, conn)
+
+    def _events(self, link: int, conn: Connection) -> tuple[list[Event], str | None]:
         try:
             events = conn.next_events()
         except RemoteProtocolError as e:

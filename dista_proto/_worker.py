@@ -72,7 +72,7 @@ class Worker:
         address: Address,
         inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
         part: int = F.PART_SIZE,
-        allocate: Callable[[int], bytearray] = bytearray,
+        allocate: Callable[[int], bytearray | memoryview] = bytearray,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -109,6 +109,18 @@ class Worker:
 
     def receive_data(self, link: int, data: Bytes, now: int) -> None:
         events, error = self._links.receive(link, data)
+        self._received(link, events, error, now)
+
+    def get_buffer(self, link: int, sizehint: int = -1) -> memoryview:
+        """Where to read ``link``'s next bytes (`Connection.get_buffer`)."""
+        return self._links.get_buffer(link, sizehint)
+
+    def buffer_updated(self, link: int, nbytes: int, now: int) -> None:
+        """`receive_data` for ``nbytes`` read into the view `get_buffer` gave."""
+        events, error = self._links.buffer_updated(link, nbytes)
+        self._received(link, events, error, now)
+
+    def _received(self, link: int, events: list[Event], error: str | None, now: int) -> None:
         if link == HEAD_LINK:
             for event in events:
                 self._on_head_event(event, now)

@@ -13,9 +13,10 @@ The typed events and `Connection` exported by `dista_proto` are built on this mo
 from __future__ import annotations
 
 import struct
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, Generic, TypeVar, cast, overload
 
 from ._errors import LocalProtocolError, RemoteProtocolError
 
@@ -402,20 +403,37 @@ def _ip_bytes(ip: Bytes | str) -> bytes:
     return raw
 
 
-class Parts:
+#: The buffer type a `Parts` allocator returns.
+_Buffer = TypeVar("_Buffer", bound=bytearray | memoryview)
+
+
+class Parts(Generic[_Buffer]):
     """An object arriving in part frames: `add` each payload in order, then `take` it.
 
     The object's buffer is allocated once, when the first part announces the size, by
-    ``allocate`` (``bytearray`` unless a binding passes, say, an mmap-backed allocator).
+    ``allocate`` (``bytearray`` unless a binding passes, say, an mmap-backed allocator: any
+    writable buffer, as a bytearray or a memoryview, of at least the size asked for).
+
+    A part may also be received in place: `reserve` checks its fields as `add_part` would
+    and returns the view of the buffer its bytes go to; once they are there, `add_part`
+    with that very view as ``data`` records it without copying. Parts are reserved, and
+    then added, in order; a part reserved before the one added now stays reserved.
     """
 
-    __slots__ = ("_allocate", "data", "received", "size")
+    __slots__ = ("_allocate", "_reserved", "data", "received", "reserved", "size")
 
-    def __init__(self, allocate: Callable[[int], bytearray] = bytearray) -> None:
-        self._allocate = allocate
-        self.data = bytearray()
+    @overload
+    def __init__(self: Parts[bytearray]) -> None: ...
+    @overload
+    def __init__(self, allocate: Callable[[int], _Buffer]) -> None: ...
+    def __init__(self, allocate: Callable[[int], Any] = bytearray) -> None:
+        self._allocate: Callable[[int], _Buffer] = allocate
+        self.data: _Buffer = cast(_Buffer, bytearray())
         self.size = -1  # unknown until the first part arrives
         self.received = 0
+        #: Where the next reserved part starts (the end of what is received or reserved).
+        self.reserved = 0
+        self._reserved: deque[memoryview] = deque()  # reserved, not yet added, in order
 
     def add(self, payload: Bytes) -> bool:
         """Add one part frame's payload; whether the object is now whole."""
@@ -428,8 +446,8 @@ class Parts:
         size, offset = _PART_FIELDS.unpack_from(payload)
         return self.add_part(size, offset, memoryview(payload)[PART_HEADER:])
 
-    def add_part(self, size: int, offset: int, data: Bytes) -> bool:
-        """Add one decoded part (as a `Part` event carries it); whether the object is whole."""
+    def _check(self, size: int, offset: int, n: int, expected: int) -> int:
+        """Check a part of ``n`` bytes at ``offset`` (allocating on the first); its end."""
         if size > MAX_OBJECT:
             raise RemoteProtocolError(
                 f"part: announced size {size} is over MAX_OBJECT ({MAX_OBJECT})",
@@ -437,36 +455,76 @@ class Parts:
                 field="size",
             )
         if self.size < 0:
-            self.size = size
             self.data = self._allocate(size)
+            self.size = size
         elif size != self.size:
             raise RemoteProtocolError(
                 f"part: size changed from {self.size} to {size}", kind=KIND_PART, field="size"
             )
-        if offset != self.received:
+        if offset != expected:
             raise RemoteProtocolError(
-                f"part: offset {offset} out of order, expected {self.received}",
+                f"part: offset {offset} out of order, expected {expected}",
                 kind=KIND_PART,
                 field="offset",
             )
-        end = offset + len(data)
+        end = offset + n
         if end > size:
             raise RemoteProtocolError(
-                f"part: {len(data)} bytes at {offset} overrun the object's {size}",
+                f"part: {n} bytes at {offset} overrun the object's {size}",
+                kind=KIND_PART,
+                field="offset",
+            )
+        if end > len(self.data):
+            raise MemoryError(
+                f"part: the allocator gave {len(self.data)} bytes for an object of {size}"
+            )
+        return end
+
+    def reserve(self, size: int, offset: int, n: int) -> memoryview:
+        """The view of the buffer a part of ``n`` bytes at ``offset`` is to be received in.
+
+        Raises as `add_part` would for the same part (nothing is reserved then).
+        """
+        end = self._check(size, offset, n, self.reserved)
+        view = memoryview(self.data)[offset:end]
+        self.reserved = end
+        self._reserved.append(view)
+        return view
+
+    def add_part(self, size: int, offset: int, data: Bytes) -> bool:
+        """Add one decoded part (as a `Part` event carries it); whether the object is whole.
+
+        ``data`` is either the bytes (copied into the buffer) or the view `reserve` gave
+        for this part, already filled.
+        """
+        reserved = self._reserved
+        if reserved and data is reserved[0]:
+            reserved.popleft()
+            self.received = end = offset + len(data)
+            return end == size
+        end = self._check(size, offset, len(data), self.received)
+        if reserved and end != offset:
+            raise RemoteProtocolError(
+                f"part: {len(data)} bytes at {offset} arrived while that part was being "
+                "received in place",
                 kind=KIND_PART,
                 field="offset",
             )
         # Through a memoryview: bytearray slice assignment would copy ``data`` to a temporary.
         memoryview(self.data)[offset:end] = data
         self.received = end
+        if not reserved:
+            self.reserved = end
         return end == size
 
     @property
     def whole(self) -> bool:
         return self.size >= 0 and self.received == self.size
 
-    def take(self) -> bytearray:
+    def take(self) -> _Buffer:
         """The whole object; the `Parts` is empty afterwards."""
-        data, self.data = self.data, bytearray()
-        self.size, self.received = -1, 0
+        data = self.data
+        self.data = cast(_Buffer, bytearray())
+        self.size, self.received, self.reserved = -1, 0, 0
+        self._reserved.clear()
         return data

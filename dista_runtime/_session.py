@@ -90,6 +90,20 @@ class Session:
         _run(fire)
         return out
 
+    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+        """Where to read ``link``'s next bytes; `buffer_updated` takes them."""
+        with self._lock:
+            return self.core.get_buffer(link, sizehint)
+
+    def buffer_updated(self, link: int, nbytes: int) -> list[IODecision]:
+        """`received` for ``nbytes`` read into the view `get_buffer` gave."""
+        fire: list[Callable[[], object]] = []
+        with self._lock:
+            self.core.buffer_updated(link, nbytes, time.time_ns())
+            out = self._decide(fire)
+        _run(fire)
+        return out
+
     def lost(self, link: int) -> list[IODecision]:
         fire: list[Callable[[], object]] = []
         with self._lock:

@@ -6,9 +6,10 @@ import asyncio
 import threading
 
 import dista_proto as dp
+from dista_runtime._memory import allocate, ready
 from dista_runtime._session import Session
 
-from ._host import Host, LinkProtocol
+from ._host import Host
 
 __all__ = ["DriverHost", "connect_driver"]
 
@@ -18,7 +19,9 @@ class DriverHost(Host):
 
     def __init__(self, loop: asyncio.AbstractEventLoop, registry_hash: int, role: dp.Role) -> None:
         super().__init__(loop)
-        self.session = Session(dp.Driver(registry_hash=registry_hash, role=role), self)
+        self.session = Session(
+            dp.Driver(registry_hash=registry_hash, role=role, allocate=allocate), self
+        )
         self._flush_scheduled = False
         self._io_thread = threading.get_ident()
         self.welcomed = loop.create_future()
@@ -41,7 +44,15 @@ class DriverHost(Host):
 
     # Host
     def feed(self, link: int, data: bytes) -> list[dp.Decision]:
-        out: list[dp.Decision] = list(self.session.received(link, data))
+        return self._check_welcome(list(self.session.received(link, data)))
+
+    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+        return ready(self.session.get_buffer(link, sizehint))
+
+    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
+        return self._check_welcome(list(self.session.buffer_updated(link, nbytes)))
+
+    def _check_welcome(self, out: list[dp.Decision]) -> list[dp.Decision]:
         if not self.welcomed.done() and self.session.welcomed.is_set():
             self.welcomed.set_result(None)
         return out
@@ -79,7 +90,7 @@ async def connect_driver(
     driver = DriverHost(loop, registry_hash, role)
     try:
         await asyncio.wait_for(
-            loop.create_connection(lambda: LinkProtocol(driver, 0), host, port), timeout
+            loop.create_connection(lambda: driver.link_protocol(0), host, port), timeout
         )
     except (OSError, TimeoutError) as e:
         raise ConnectionError(f"cannot reach a Dista head at {host}:{port}: {e}") from e

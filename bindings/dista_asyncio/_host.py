@@ -9,25 +9,39 @@ peer reads slowly and its buffer passes the mark, the link whose input produced 
 writes to it stops being read until the slow peer drains below the low-water mark, so the
 memory one slow peer can pin is bounded by the mark plus one read (`READ_SIZE`) of output
 per link feeding it, instead of growing with whatever the others send.
+
+Large buffers (an object server's parts: views of the stored value) are not handed to the
+transport whole: they go in slices of `SLICE` while its buffer is under the mark, and the
+rest waits, as views, in the link's backlog until the transport asks for more
+(`resume_writing`). asyncio's transports copy whatever a write doesn't send at once into
+their buffer (a 1 GiB object would be copied into 1 GiB of fresh memory); this way at most
+about the mark is copied at a time, into memory the transport reuses. uvloop keeps the
+views it is given, so it copies nothing either way.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Iterable
 from typing import Final, cast
 
 import dista_proto as dp
 from dista_proto.frame import Bytes
 
-__all__ = ["HIGH_WATER", "LOW_WATER", "Host", "LinkProtocol"]
+__all__ = ["HIGH_WATER", "LOW_WATER", "SLICE", "Host", "LinkBase", "LinkProtocol"]
 
 HIGH_WATER: Final = 4 << 20
 LOW_WATER: Final = 1 << 20
 _JOIN_BELOW: Final = 256 << 10  # buffers smaller than this are joined into one write
+_SCRATCH: Final = 256 << 10  # the default `Host.get_buffer`'s read size
+#: Large buffers are handed to a transport this much at a time, while it is under HIGH_WATER.
+SLICE: Final = 1 << 20
 
 
-class LinkProtocol(asyncio.Protocol):
+class LinkBase(asyncio.BaseProtocol):
+    """What every link's protocol does but reading: attach, flow control, loss."""
+
     __slots__ = ("host", "link", "transport")
 
     def __init__(self, host: Host, link: int) -> None:
@@ -50,9 +64,6 @@ class LinkProtocol(asyncio.Protocol):
                 pass
         self.host.attach(self.link, transport)
 
-    def data_received(self, data: bytes) -> None:
-        self.host.on_data(self.link, data)
-
     def eof_received(self) -> bool:
         return False  # close our side too: a peer that stops sending is gone
 
@@ -66,6 +77,15 @@ class LinkProtocol(asyncio.Protocol):
         self.host.resume(self.link)
 
 
+class LinkProtocol(LinkBase, asyncio.Protocol):
+    """A link whose bytes arrive as the transport's own bytes objects (`Host.feed`)."""
+
+    __slots__ = ()
+
+    def data_received(self, data: bytes) -> None:
+        self.host.on_data(self.link, data)
+
+
 class Host:
     """The transports of one core; subclasses say how to feed the core."""
 
@@ -74,6 +94,9 @@ class Host:
         self.transports: dict[int, asyncio.Transport] = {}
         self.paused: set[int] = set()
         self._blocked: dict[int, set[int]] = {}  # slow link -> links not read because of it
+        self._scratch: memoryview | None = None
+        self._backlog: dict[int, deque[Bytes]] = {}  # link -> what waits for its transport
+        self._close_after: set[int] = set()  # links to close once their backlog is written
         self.exited = loop.create_future()
 
     # -- the core's side (subclasses) -------------------------------------------------------
@@ -91,6 +114,27 @@ class Host:
     def other(self, decision: dp.Decision) -> None:
         """A decision that is not I/O (a task to run, a result): the subclass's business."""
 
+    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+        """Where to read ``link``'s next bytes (a `BufferedLinkProtocol` asks).
+
+        This default reads into one scratch buffer and feeds a copy; subclasses whose core
+        reads into place (`Connection.get_buffer`) override it and `updated`.
+        """
+        if self._scratch is None:
+            self._scratch = memoryview(bytearray(_SCRATCH))
+        return self._scratch
+
+    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
+        """``nbytes`` were read into the view `get_buffer` gave for ``link``."""
+        assert self._scratch is not None
+        return self.feed(link, bytes(self._scratch[:nbytes]))
+
+    def link_protocol(self, link: int) -> LinkBase:
+        """The protocol for a new connection of ``link``: read into place."""
+        from ._bufferedlink import BufferedLinkProtocol
+
+        return BufferedLinkProtocol(self, link)
+
     # -- transports -----------------------------------------------------------------------
 
     def attach(self, link: int, transport: asyncio.Transport) -> None:
@@ -99,6 +143,8 @@ class Host:
     def detach(self, link: int) -> None:
         if self.transports.pop(link, None) is None:
             return
+        self._backlog.pop(link, None)
+        self._close_after.discard(link)
         self.resume(link)
         self.act(self.lost(link))
 
@@ -107,7 +153,14 @@ class Host:
         if decisions:
             self.act(decisions, link)
 
+    def on_updated(self, link: int, nbytes: int) -> None:
+        decisions = self.updated(link, nbytes)
+        if decisions:
+            self.act(decisions, link)
+
     def resume(self, link: int) -> None:
+        if link in self._backlog and self._pump(link):
+            return  # more waits: the transport is over the mark again
         self.paused.discard(link)
         for reader in self._blocked.pop(link, ()):
             transport = self.transports.get(reader)
@@ -120,13 +173,23 @@ class Host:
                 transport = self.transports.get(d.link)
                 if transport is None or transport.is_closing():
                     continue
-                write(transport, d.buffers)
+                backlog = self._backlog.get(d.link)
+                if backlog is not None:
+                    backlog.extend(d.buffers)
+                else:
+                    rest = write(transport, d.buffers)
+                    if rest:
+                        self._backlog[d.link] = rest
+                        self.paused.add(d.link)
                 if d.link in self.paused and source >= 0:
                     self._block(source, d.link)
             elif isinstance(d, dp.Close):
                 transport = self.transports.get(d.link)
                 if transport is not None:
-                    transport.close()  # flushes what is buffered first
+                    if d.link in self._backlog:
+                        self._close_after.add(d.link)
+                    else:
+                        transport.close()  # flushes what is buffered first
             elif isinstance(d, dp.Connect):
                 self.loop.create_task(self._connect(d.link, d.address))
             elif isinstance(d, dp.Exit):
@@ -134,6 +197,21 @@ class Host:
                     self.exited.set_result(d.reason)
             else:
                 self.other(d)
+
+    def _pump(self, link: int) -> bool:
+        """Write more of ``link``'s backlog; whether some still waits."""
+        transport = self.transports.get(link)
+        backlog = self._backlog.pop(link)
+        if transport is None or transport.is_closing():
+            return False
+        rest = write(transport, list(backlog))
+        if rest:
+            self._backlog[link] = rest
+            return True
+        if link in self._close_after:
+            self._close_after.discard(link)
+            transport.close()
+        return False
 
     def _block(self, reader: int, slow: int) -> None:
         transport = self.transports.get(reader)
@@ -147,7 +225,7 @@ class Host:
     async def _connect(self, link: int, address: dp.Address) -> None:
         try:
             await self.loop.create_connection(
-                lambda: LinkProtocol(self, link), address.host, address.port
+                lambda: self.link_protocol(link), address.host, address.port
             )
         except OSError:
             self.act(self.lost(link))
@@ -159,18 +237,33 @@ class Host:
             transport.close()
 
 
-def write(transport: asyncio.Transport, buffers: list[Bytes]) -> None:
-    if len(buffers) == 1:
+def write(transport: asyncio.Transport, buffers: list[Bytes]) -> deque[Bytes] | None:
+    """Write ``buffers`` in order, small ones joined, large ones in slices while the
+    transport is under the mark; what it can't take yet (as views, in order), or None."""
+    if len(buffers) == 1 and len(buffers[0]) <= SLICE:
         transport.write(buffers[0])
-        return
+        return None
     small: list[Bytes] = []
-    for buffer in buffers:
+    for i, buffer in enumerate(buffers):
         if len(buffer) < _JOIN_BELOW:
             small.append(buffer)
             continue
         if small:
-            transport.write(b"".join(small))
+            transport.write(b"".join(small) if len(small) > 1 else small[0])
             small = []
-        transport.write(buffer)
+        size = len(buffer)
+        if size <= SLICE and transport.get_write_buffer_size() <= HIGH_WATER:
+            transport.write(buffer)
+            continue
+        view = memoryview(buffer)
+        pos = 0
+        while pos < size:
+            if transport.get_write_buffer_size() > HIGH_WATER:
+                rest: deque[Bytes] = deque(buffers[i + 1 :])
+                rest.appendleft(view[pos:] if pos else buffer)
+                return rest
+            transport.write(view[pos : pos + SLICE])
+            pos += SLICE
     if small:
         transport.write(b"".join(small) if len(small) > 1 else small[0])
+    return None

@@ -23,9 +23,10 @@ from dista_proto.frame import Bytes
 from dista_runtime import _context, _registry
 from dista_runtime._errors import message_from_exception
 from dista_runtime._execute import Call, Executor, encode_results
+from dista_runtime._memory import allocate, ready
 
 from ._driver import DriverHost, connect_driver
-from ._host import Host, LinkProtocol
+from ._host import Host, LinkBase
 
 __all__ = ["CURRENT", "WorkerHost", "run_worker"]
 
@@ -106,11 +107,18 @@ class WorkerHost(Host):
         self.client: DriverHost | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def protocol(self) -> LinkProtocol:
-        return LinkProtocol(self, self.core.connection_made(time.time_ns()))
+    def protocol(self) -> LinkBase:
+        return self.link_protocol(self.core.connection_made(time.time_ns()))
 
     def feed(self, link: int, data: bytes) -> list[dp.Decision]:
         self.core.receive_data(link, data, time.time_ns())
+        return self._decisions()
+
+    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+        return ready(self.core.get_buffer(link, sizehint))
+
+    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
+        self.core.buffer_updated(link, nbytes, time.time_ns())
         return self._decisions()
 
     def lost(self, link: int) -> list[dp.Decision]:
@@ -148,10 +156,10 @@ class WorkerHost(Host):
         try:
             values = encode_results(await call.run(), task.results)
         except Exception as e:
-            outcome: _Outcome = (task.object_id, None, message_from_exception(e), started, 0)
+            error = message_from_exception(e)
+            self.finished((task.object_id, None, error, started, time.time_ns()))
         else:
-            outcome = (task.object_id, values, "", started, 0)
-        self.finished((*outcome[:4], time.time_ns()))
+            self.finished((task.object_id, values, "", started, time.time_ns()))
 
     def finished(self, outcome: _Outcome) -> None:
         """A task ended (any thread): queue it for the loop, waking the loop once a batch."""
@@ -215,14 +223,14 @@ async def run_worker(
     box: list[WorkerHost] = []
     server = await loop.create_server(lambda: box[0].protocol(), bind, 0)
     port = server.sockets[0].getsockname()[1]
-    core = dp.Worker(registry_hash=registry, address=dp.Address(bind, port))
+    core = dp.Worker(registry_hash=registry, address=dp.Address(bind, port), allocate=allocate)
     worker = WorkerHost(loop, core, threads)
     box.append(worker)
     global CURRENT
     CURRENT = worker
     session_module.on_block = worker.runners.blocking
     try:
-        await loop.create_connection(lambda: LinkProtocol(worker, 0), head_host, head_port)
+        await loop.create_connection(lambda: worker.link_protocol(0), head_host, head_port)
     except OSError as e:
         server.close()
         raise ConnectionError(f"cannot reach the head at {head_host}:{head_port}: {e}") from e
