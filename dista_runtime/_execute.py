@@ -17,7 +17,7 @@ import dista_proto as dp
 from dista_proto.frame import Bytes
 
 from ._registry import BY_VALUE_ID, lookup, split_by_value
-from ._values import decode_call, encode
+from ._values import decode, decode_call, encode
 
 __all__ = ["Call", "Executor", "encode_results"]
 
@@ -71,17 +71,11 @@ class Executor:
         function = getattr(function, "_fn", function)  # the user's function under @task
         if argument is None:
             # A task-after without a value: the input (or the Seq of them) is the argument.
-            values = [decode_call_value(v) for v in inputs]
+            values = [decode(v) for v in inputs]
             args: tuple[object, ...] = (values,) if task.gather else tuple(values[:1])
             return Call(function, args, {}, task.results)
         args, kwargs = decode_call(argument, inputs if task.after else ())
         return Call(function, args, kwargs, task.results)
-
-
-def decode_call_value(value: Bytes) -> object:
-    from ._values import decode
-
-    return decode(value)
 
 
 def encode_results(value: object, results: int) -> list[Bytes]:
