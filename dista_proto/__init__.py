@@ -151,9 +151,13 @@ __all__ = [
     "frame",
 ]
 
-# Public classes say where users import them from (as httpcore does).
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type) and _obj.__module__.startswith("dista_proto._"):
-        _obj.__module__ = __name__
-del _name, _obj
+
+def _rehome() -> None:
+    """Public classes say where users import them from (as httpcore does)."""
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, type) and obj.__module__.startswith("dista_proto._"):
+            obj.__module__ = __name__
+
+
+_rehome()
