@@ -75,7 +75,7 @@ class ObjectRef(Generic[T_co]):
         if not self._released:
             self._released = True
             try:
-                self._session.release_later(self.object_id)
+                self._session.release(self.object_id)
             except Exception:
                 pass  # interpreter shutdown: the head frees everything when we disconnect
 

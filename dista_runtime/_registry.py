@@ -35,7 +35,6 @@ _BY_VALUE = struct.Struct("<16sI")
 
 _tasks: dict[str, Callable[..., Any]] = {}  # name -> the user's function
 _by_hash: dict[int, Callable[..., Any]] = {}
-_modules: dict[str, str] = {}  # name -> module
 
 
 def importable(fn: Callable[..., Any]) -> bool:
@@ -55,7 +54,6 @@ def register(fn: Callable[..., Any]) -> str | None:
     name = task_name(fn)
     _tasks[name] = fn
     _by_hash[name_hash(name)] = fn
-    _modules[name] = fn.__module__
     return name
 
 
@@ -67,7 +65,7 @@ def snapshot() -> tuple[frozenset[str], int]:
 
 def modules(names: Iterable[str]) -> list[str]:
     """The modules a worker imports to know ``names``."""
-    return sorted({_modules[n] for n in names})
+    return sorted({_tasks[n].__module__ for n in names})
 
 
 def lookup(task_id: int) -> Callable[..., Any] | None:

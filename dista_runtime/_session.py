@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any, Final, Protocol
 
 import dista_proto as dp
+from dista_proto._driver import HEAD_LINK
 from dista_proto.frame import Bytes
 
 from ._errors import DistaError, GetTimeoutError, error_from_message
@@ -109,7 +110,7 @@ class Session:
         with self._lock:
             self.core.connection_lost(link, time.time_ns())
             out = self._decide(fire)
-            if link == 0:
+            if link == HEAD_LINK:
                 self._close_locked(self.core.closed_reason or "the head connection was lost", fire)
         _run(fire)
         return out
@@ -230,8 +231,6 @@ class Session:
     def release(self, oid: int) -> None:
         self._releases.append(oid)
         self.io.schedule_flush()
-
-    release_later = release
 
     def cancel(self, oid: int) -> None:
         with self._lock:

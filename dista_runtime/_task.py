@@ -27,6 +27,7 @@ from ._ids import BY_VALUE_NAME
 from ._ids import task_id as _task_id
 from ._ref import ObjectRef
 from ._registry import by_value_argument, digest_of, importable, register
+from ._session import Session
 from ._values import encode_call
 
 __all__ = ["RemoteFunction", "RemoteFunction2", "RemoteFunction3", "RemoteFunctionN", "task"]
@@ -55,7 +56,8 @@ class _Remote:
         self._pickled: tuple[bytes, bytes] | None = None
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
-    def _submit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    def _submit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, Session]:
+        """Queue the call; its first result ID and the session that owns it."""
         session = _context.session()
         argument, inputs = encode_call(args, kwargs, ObjectRef, self.name)
         if self.name in session.names:
@@ -67,7 +69,8 @@ class _Remote:
             digest, data = self._pickled
             argument = by_value_argument(digest, data, argument)
             tid = self._by_value_id
-        return session.session.submit(tid, argument, inputs, self.num_returns)
+        live = session.session
+        return live.submit(tid, argument, inputs, self.num_returns), live
 
     def __reduce__(self) -> tuple[object, ...]:
         # Captured by a function that travels by value: importable tasks go by name (the
@@ -101,7 +104,8 @@ class RemoteFunction(_Remote, Generic[P, R]):
         return result
 
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> ObjectRef[R]:
-        return ObjectRef(self._submit(args, kwargs), _context.session().session)
+        oid, s = self._submit(args, kwargs)
+        return ObjectRef(oid, s)
 
 
 class RemoteFunction2(_Remote, Generic[P, R1, R2]):
@@ -112,8 +116,7 @@ class RemoteFunction2(_Remote, Generic[P, R1, R2]):
         return result
 
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> tuple[ObjectRef[R1], ObjectRef[R2]]:
-        oid = self._submit(args, kwargs)
-        s = _context.session().session
+        oid, s = self._submit(args, kwargs)
         return ObjectRef(oid, s), ObjectRef(oid + 1, s)
 
 
@@ -127,8 +130,7 @@ class RemoteFunction3(_Remote, Generic[P, R1, R2, R3]):
     def remote(
         self, *args: P.args, **kwargs: P.kwargs
     ) -> tuple[ObjectRef[R1], ObjectRef[R2], ObjectRef[R3]]:
-        oid = self._submit(args, kwargs)
-        s = _context.session().session
+        oid, s = self._submit(args, kwargs)
         return ObjectRef(oid, s), ObjectRef(oid + 1, s), ObjectRef(oid + 2, s)
 
 
@@ -140,8 +142,7 @@ class RemoteFunctionN(_Remote, Generic[P]):
         return result
 
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> tuple[ObjectRef[Any], ...]:
-        oid = self._submit(args, kwargs)
-        s = _context.session().session
+        oid, s = self._submit(args, kwargs)
         return tuple(ObjectRef(oid + i, s) for i in range(self.num_returns))
 
 

@@ -59,7 +59,7 @@ class DriverHost(Host):
 
     def lost(self, link: int) -> list[dp.Decision]:
         out: list[dp.Decision] = list(self.session.lost(link))
-        if link == 0:
+        if self.session.closed:  # the head connection went
             if not self.welcomed.done():
                 self.welcomed.set_exception(ConnectionError(self.session.closed))
             if not self.exited.done():
