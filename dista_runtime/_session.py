@@ -40,6 +40,15 @@ _FAILED: Final = 3
 on_block: Callable[[], AbstractContextManager[object]] = nullcontext
 
 
+def _no_hook() -> None:
+    pass
+
+
+#: Called before every submit or wait. A worker sets it so that a task it runs inline on
+#: its loop (`dista_runtime._inline`) is stopped before it submits or blocks there.
+on_use: Callable[[], None] = _no_hook
+
+
 class SessionIO(Protocol):
     """What the binding provides: a way onto its I/O thread."""
 
@@ -212,6 +221,7 @@ class Session:
             raise DistaError(f"this Dista session is closed ({self.closed}); call dista.init()")
 
     def submit(self, task_id: int, argument: Bytes, inputs: Sequence[int], results: int) -> int:
+        on_use()
         with self._lock:
             self._check_open()
             core = self.core
@@ -244,6 +254,7 @@ class Session:
 
     def on_done(self, oid: int, callback: Callable[[], object]) -> bool:
         """Call ``callback`` once ``oid`` is located, has a value or failed; False if it is."""
+        on_use()
         with self._lock:
             slot = self._slots.get(oid)
             if slot is None or slot.state != _PENDING:
@@ -253,6 +264,7 @@ class Session:
 
     def _poll(self, oid: int, callback: Callable[[], object]) -> tuple[bool, Any]:
         """(True, encoded value or failure) if ``oid`` is read; else register ``callback``."""
+        on_use()
         flush = False
         with self._lock:
             slot = self._slots.get(oid)
@@ -301,6 +313,7 @@ class Session:
 
     def request(self, what: str, timeout: float | None) -> Any:
         """A stats or timeline answer from the head, waiting at most ``timeout`` seconds."""
+        on_use()
         box: list[Any] = []
         event = threading.Event()
 

@@ -1,9 +1,11 @@
 """A worker over asyncio: the `Worker` core, its object server, and threads for user code.
 
 Plain tasks run in runner threads (one per slot the head gives, plus one more whenever a
-task blocks reading another task's result, so nested tasks cannot starve the worker);
-``async def`` tasks run on the loop. Finished tasks are handed back to the loop in
-batches: one wake-up of the loop for however many finished meanwhile.
+task blocks reading another task's result, so nested tasks cannot starve the worker),
+except those the worker has learnt are short and self-contained, which run inline on the
+loop (`dista_runtime._inline`); ``async def`` tasks run on the loop. Finished tasks are
+handed back to the loop in batches: one wake-up of the loop for however many finished
+meanwhile.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dista_proto.frame import Bytes
 from dista_runtime import _context, _registry
 from dista_runtime._errors import message_from_exception
 from dista_runtime._execute import Call, Executor, encode_results
+from dista_runtime._inline import InlinePolicy, RunOnThread
 from dista_runtime._memory import allocate, ready
 
 from ._driver import DriverHost, connect_driver
@@ -69,7 +72,7 @@ class _Runners:
             if item is None:
                 return
             task, call = item
-            finish(run_call(task, call))
+            finish(run_call(task, call, self.worker.inline))
 
     @contextlib.contextmanager
     def blocking(self) -> Iterator[None]:
@@ -87,13 +90,27 @@ class _Runners:
                 self.blocked -= 1
 
 
-def run_call(task: dp.RunTask, call: Call) -> _Outcome:
+def run_call(task: dp.RunTask, call: Call, policy: InlinePolicy, inline: bool = False) -> _Outcome:
+    """Run ``call``, telling ``policy`` how it went; `RunOnThread` escapes if ``inline``."""
+    policy.begin(inline)
     started = time.time_ns()
     try:
         values = encode_results(call.run(), task.results)
+    except RunOnThread:
+        if inline:
+            policy.forbid(call.function)
+            raise
+        # Not ours to stop (a task caught it and raised it again, say): report it.
+        ended = time.time_ns()
+        policy.end(call.function, ended - started)
+        return task.object_id, None, "RunOnThread: raised outside an inline run", started, ended
     except Exception as e:
-        return task.object_id, None, message_from_exception(e), started, time.time_ns()
-    return task.object_id, values, "", started, time.time_ns()
+        ended = time.time_ns()
+        policy.end(call.function, ended - started)
+        return task.object_id, None, message_from_exception(e), started, ended
+    ended = time.time_ns()
+    policy.end(call.function, ended - started)
+    return task.object_id, values, "", started, ended
 
 
 class WorkerHost(Host):
@@ -101,6 +118,7 @@ class WorkerHost(Host):
         super().__init__(loop)
         self.core = core
         self.executor = Executor()
+        self.inline = InlinePolicy()
         self.runners = _Runners(self, threads)
         self._done: deque[_Outcome] = deque()
         self._drain_scheduled = False
@@ -148,6 +166,16 @@ class WorkerHost(Host):
             task = self.loop.create_task(self._run_async(decision, call))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        elif self.inline.may_inline(call.function):
+            try:
+                outcome = run_call(decision, call, self.inline, inline=True)
+            except RunOnThread:
+                self.runners.queue.put((decision, call))
+                return
+            self._done.append(outcome)
+            if not self._drain_scheduled:
+                self._drain_scheduled = True
+                self.loop.call_soon(self._drain)
         else:
             self.runners.queue.put((decision, call))
 
@@ -229,13 +257,8 @@ async def run_worker(
     global CURRENT
     CURRENT = worker
     session_module.on_block = worker.runners.blocking
-    try:
-        await loop.create_connection(lambda: worker.link_protocol(0), head_host, head_port)
-    except OSError as e:
-        server.close()
-        raise ConnectionError(f"cannot reach the head at {head_host}:{head_port}: {e}") from e
-    core.start(time.time_ns())
-    worker.act(worker._decisions())
+    session_module.on_use = worker.inline.session_used
+    # The client first: a task may submit work as soon as the head knows this worker.
     if client:
         try:
             worker.client = await connect_driver(head_host, head_port, registry, dp.Role.CLIENT)
@@ -245,6 +268,13 @@ async def run_worker(
             ctx = _context.Context(worker.client.session, names, (head_host, head_port))
             _context.clear()
             _context.install(ctx)
+    try:
+        await loop.create_connection(lambda: worker.link_protocol(0), head_host, head_port)
+    except OSError as e:
+        server.close()
+        raise ConnectionError(f"cannot reach the head at {head_host}:{head_port}: {e}") from e
+    core.start(time.time_ns())
+    worker.act(worker._decisions())
     if ready is not None and not ready.done():
         ready.set_result((bind, port))
     reason: str = await worker.exited

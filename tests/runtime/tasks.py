@@ -117,3 +117,30 @@ def worker_store() -> tuple[str, int]:
     assert current is not None
     address = current.core.address
     return f"{address.host}:{address.port}", len(current.core.store)
+
+
+@dista.task
+def inline_runs() -> tuple[int, int]:
+    """(this worker's pid, how many tasks it has run inline on its loop so far)."""
+    from dista_asyncio import _worker
+
+    current = _worker.CURRENT
+    assert current is not None
+    return os.getpid(), current.inline.inline_runs
+
+
+@dista.task
+def leaf_or_nested(n: int) -> int:
+    """A leaf for n <= 1 (quick, submits nothing); otherwise it submits and reads two tasks:
+    a function a worker may learn to run inline, that later reaches for the session."""
+    if n <= 1:
+        return n
+    left, right = leaf_or_nested.remote(n - 1), leaf_or_nested.remote(n - 2)
+    return int(left.get(timeout=60)) + int(right.get(timeout=60))
+
+
+@dista.task
+def quick_or_slow(seconds: float) -> float:
+    """Quick until asked to sleep: a function that overruns the inline budget."""
+    time.sleep(seconds)
+    return seconds
