@@ -44,6 +44,21 @@ class FairQueue(Generic[T]):
             queue.append(item)
         self.size += 1
 
+    def peek(self) -> T | None:
+        """The item `pop` would return next, left in place; None when nothing live is queued."""
+        while self._owners:
+            owner = self._owners[0]
+            queue = self._queues[owner]
+            item = queue[0]
+            if item.live:
+                return item
+            queue.popleft()  # a dead item at the front: drop it now, as pop would
+            self.size -= 1
+            if not queue:
+                del self._queues[owner]
+                self._owners.popleft()
+        return None
+
     def pop(self) -> T | None:
         """The next live item, fairly; None when nothing live is queued."""
         while self._owners:

@@ -29,6 +29,7 @@ from typing import Final
 
 from . import frame as F
 from ._decisions import Decision, Exit
+from ._durations import Durations
 from ._events import (
     Address,
     Cancel,
@@ -101,6 +102,7 @@ class Head:
         first_number: int,
         max_retries: int = 3,
         worker_slots: int = 1,
+        prefetch: int = 0,
         timeline_cap: int = TIMELINE_CAP,
         exit_without_drivers: bool = False,
     ) -> None:
@@ -109,6 +111,9 @@ class Head:
         self.epoch: Final = epoch
         self.max_retries = max_retries
         self.worker_slots = worker_slots
+        # Extra slots per worker for tasks known to be short (see `_durations`).
+        self.prefetch = prefetch
+        self._durations = Durations()
         # A local head lives while a driver is connected (clients don't count), then stops
         # itself and its workers.
         self.exit_without_drivers = exit_without_drivers
@@ -196,6 +201,7 @@ class Head:
             assert hello.address is not None
             peer.address = hello.address
             peer.free = self.worker_slots
+            peer.spare = self.prefetch
             self._make_idle(peer)
             self._pump(peer.registry)
         elif role in (Role.DRIVER, Role.CLIENT):
@@ -358,7 +364,7 @@ class Head:
                 waiting.remove(worker)
                 waiting.appendleft(worker)
             return
-        if worker.idle or worker.free <= 0 or worker.draining:
+        if worker.idle or (worker.free <= 0 and worker.spare <= 0) or worker.draining:
             return
         worker.idle = True
         idle = self._idle.get(worker.registry)
@@ -376,33 +382,53 @@ class Head:
         if not queue or not idle:
             return
         peers = self._peers
+        short_ids = self._durations
         while idle and queue:
             worker = idle[0]
-            if worker.free <= 0 or worker.draining or peers.get(worker.link) is not worker:
+            if (
+                (worker.free <= 0 and worker.spare <= 0)
+                or worker.draining
+                or peers.get(worker.link) is not worker
+            ):
                 idle.popleft()
                 worker.idle = False
                 continue
-            task = queue.pop()
+            task = queue.peek()
             if task is None:
                 return
-            self._dispatch(task, self._preferred(task) or worker)
-            if len(idle) > 1 and idle[0] is worker:
+            short = short_ids.is_short(task.task_id)
+            target = self._preferred(task, short)
+            if target is None:
+                target = worker if short or worker.free > 0 else self._with_slot(idle)
+                if target is None:
+                    return  # only prefetch slots are free: the task waits for a slot, first
+            queue.pop()
+            self._dispatch(task, target, short)
+            if len(idle) > 1 and idle[0] is target:
                 # Spread: every idle worker gets its first task before any gets a second,
                 # so a short task does not wait behind a long one while a worker idles.
                 idle.rotate(-1)
 
-    def _preferred(self, task: TaskRecord) -> Peer | None:
+    def _with_slot(self, idle: deque[Peer]) -> Peer | None:
+        """The first idle worker with a slot (not just a prefetch slot) free."""
+        for worker in idle:
+            if worker.free > 0 and not worker.draining and self._peers.get(worker.link) is worker:
+                return worker
+        return None
+
+    def _preferred(self, task: TaskRecord, short: bool) -> Peer | None:
         """The idle worker holding the task's largest stored input, if any (locality)."""
         best = None
         size = -1
         for obj in task.inputs:
             if obj.state is _STORED and obj.size > size and obj.holder is not None:
                 holder = obj.holder
-                if holder.free > 0 and not holder.draining and holder.registry == task.registry:
+                room = holder.free > 0 or (short and holder.spare > 0)
+                if room and not holder.draining and holder.registry == task.registry:
                     best, size = holder, obj.size
         return best
 
-    def _dispatch(self, task: TaskRecord, worker: Peer) -> None:
+    def _dispatch(self, task: TaskRecord, worker: Peer, short: bool) -> None:
         event = task.event
         if event is None:
             built = self._task_inputs(task)
@@ -412,7 +438,12 @@ class Head:
             frame: Task | TaskMany | TaskInputs = built
         else:
             frame = event
-        worker.free -= 1
+        # A short task takes a prefetch slot while there is one, keeping slots for the rest.
+        task.spare = short and worker.spare > 0
+        if task.spare:
+            worker.spare -= 1
+        else:
+            worker.free -= 1
         task.state = _RUNNING
         task.worker = worker
         task.dispatched = self._now
@@ -440,6 +471,7 @@ class Head:
         obj = self._objects.get(span.object_id)
         if obj is not None and obj.task is not None and obj.task.worker is worker:
             obj.task.span = (span.arrived, span.started, span.ended)
+            self._durations.record(obj.task.task_id, span.ended - span.started)
 
     def _on_answer(
         self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
@@ -483,7 +515,10 @@ class Head:
         worker = task.worker
         assert worker is not None
         worker.running.pop(task.oid, None)
-        worker.free += 1
+        if task.spare:
+            worker.spare += 1
+        else:
+            worker.free += 1
         self.running -= 1
         task.worker = None
         if not task.dropped:

@@ -46,6 +46,7 @@ class Peer:
         "registry",
         "role",
         "running",
+        "spare",
     )
 
     def __init__(self, link: int) -> None:
@@ -55,6 +56,7 @@ class Peer:
         self.number = 0  # drivers and clients
         self.address = NO_ADDRESS  # workers
         self.free = 0  # worker slots not running a task
+        self.spare = 0  # prefetch slots, for tasks known to be short, not running one
         self.idle = False  # in its registry's idle deque
         self.draining = False
         self.running: dict[int, TaskRecord] = {}  # first result ID -> task, workers
@@ -120,6 +122,7 @@ class TaskRecord:
         "results",
         "retries",
         "span",
+        "spare",
         "state",
         "submitted",
         "task_id",
@@ -158,6 +161,7 @@ class TaskRecord:
         self.queued = 0
         self.dispatched = 0
         self.span: tuple[int, int, int] = (0, 0, 0)
+        self.spare = False  # it runs in one of its worker's prefetch slots
 
     @property
     def live(self) -> bool:

@@ -69,7 +69,12 @@ async def _head(args: argparse.Namespace) -> str:
 
     sock = socket.socket(fileno=args.fd) if args.fd is not None else None
     server = await serve_head(
-        args.host, args.port, sock=sock, local=args.local, worker_slots=args.worker_slots
+        args.host,
+        args.port,
+        sock=sock,
+        local=args.local,
+        worker_slots=args.worker_slots,
+        prefetch=args.prefetch,
     )
     host, port = server.address
     if not args.local:
@@ -256,6 +261,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=7420, help="port to listen on (default 7420)")
     p.add_argument(
         "--worker-slots", type=int, default=2, help="tasks each worker gets at once (default 2)"
+    )
+    p.add_argument(
+        "--prefetch",
+        type=int,
+        default=32,
+        help="extra tasks a worker may get at once when they are known to take under 0.5 ms "
+        "(default 32; 0 turns prefetching off)",
     )
     p.add_argument("--local", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--fd", type=int, help=argparse.SUPPRESS)

@@ -71,13 +71,16 @@ async def serve_head(
     sock: socket.socket | None = None,
     local: bool = False,
     worker_slots: int = 2,
+    prefetch: int = 32,
     max_retries: int = 3,
 ) -> HeadServer:
     """Start a head listening on ``host:port`` (or an already bound ``sock``).
 
     ``local`` makes it stop itself and its workers when its last driver disconnects.
     ``worker_slots`` is how many tasks each worker gets at once: more than one hides the
-    round trip between a result and the next task.
+    round trip between a result and the next task. ``prefetch`` is how many more a worker
+    may get when they are known to be short (their recent runs took at most 0.5 ms), so that
+    a stream of tiny tasks flows in batches instead of one round trip each.
     """
     loop = asyncio.get_running_loop()
     rng = random.SystemRandom()
@@ -86,6 +89,7 @@ async def serve_head(
         first_number=rng.randrange(1, 1 << 24),
         max_retries=max_retries,
         worker_slots=worker_slots,
+        prefetch=prefetch,
         exit_without_drivers=local,
     )
     server = HeadServer(loop, head)

@@ -96,12 +96,24 @@ class SimObserver:
 
 
 class Sim:
-    def __init__(self, seed: int, workers: int = 3, drivers: int = 2) -> None:
+    def __init__(
+        self,
+        seed: int,
+        workers: int = 3,
+        drivers: int = 2,
+        worker_slots: int = 1,
+        prefetch: int = 0,
+    ) -> None:
         self.rng = random.Random(seed)
         self.seed = seed
         self.registry = 0xD15A
         self.now = 1_000
-        self.head = dp.Head(epoch=seed, first_number=self.rng.randrange(1, 1 << 24))
+        self.head = dp.Head(
+            epoch=seed,
+            first_number=self.rng.randrange(1, 1 << 24),
+            worker_slots=worker_slots,
+            prefetch=prefetch,
+        )
         self.pipes: list[Pipe] = []
         self.ends: dict[tuple[int, int], Pipe] = {}  # (id(machine), link) -> pipe to the peer
         self.workers = [SimWorker(self, i) for i in range(workers)]

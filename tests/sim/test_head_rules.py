@@ -180,3 +180,70 @@ def test_drivers_share_workers_fairly() -> None:
     owners = ["a" if oid in a else "b" for oid in order]
     assert "".join(owners[1:9]) in ("babababa", "abababab"), owners
     assert sorted(order) == sorted(a + b)
+
+
+def test_known_short_tasks_are_prefetched_beyond_the_slots() -> None:
+    sim = Sim(seed=10, workers=1, drivers=1, worker_slots=1, prefetch=3)
+    sim.settle()
+    d = sim.drivers[0]
+    w = sim.workers[0]
+    first = d.core.submit(TASK_ID, _arg(16))
+    sim.driver_call(d)
+    sim.settle()  # one run teaches the head this task ID is short (the sim's take < 1 µs)
+    assert first in d.got
+    refs = [d.core.submit(TASK_ID, _arg(16, i)) for i in range(10)]
+    sim.driver_call(d)
+    _deliver_all(sim)
+    assert len(w.running) == 1 + 3  # its slot and every prefetch slot
+    assert sim.head.stats().running == 4
+    sim.settle()
+    assert all(oid in d.got for oid in refs)
+    for oid in [first, *refs]:
+        d.core.release(oid)
+    sim.driver_call(d)
+    sim.settle()
+    assert sim.head.stats() == dp.HeadStats(0, 0, 0, 0, 1)
+
+
+def test_unknown_and_long_tasks_wait_for_a_slot() -> None:
+    sim = Sim(seed=11, workers=1, drivers=1, worker_slots=1, prefetch=3)
+    sim.settle()
+    d = sim.drivers[0]
+    w = sim.workers[0]
+    refs = [d.core.submit(TASK_ID, _arg(16, i)) for i in range(3)]  # never seen: unknown
+    sim.driver_call(d)
+    _deliver_all(sim)
+    assert len(w.running) == 1
+    task = w.running.pop()
+    w.core.task_done(task.object_id, [b"x"], 0, 5_000_000)  # ran 5 ms: long
+    sim._run_decisions(w.core)
+    _deliver_all(sim)
+    assert len(w.running) == 1  # still one at a time
+    sim.settle()
+    assert all(oid in d.got for oid in refs)
+
+
+def test_a_long_task_behind_prefetched_ones_takes_a_free_slot_elsewhere() -> None:
+    long_id = TASK_ID + 1
+    sim = Sim(seed=12, workers=2, drivers=1, worker_slots=1, prefetch=2)
+    sim.settle()
+    d = sim.drivers[0]
+    # Teach the head TASK_ID is short (both workers run one).
+    warm = [d.core.submit(TASK_ID, _arg(16, i)) for i in range(2)]
+    sim.driver_call(d)
+    sim.settle()
+    assert all(oid in d.got for oid in warm)
+    a, b = sim.workers
+    held = d.core.submit(long_id, _arg(16))  # unknown: takes a's slot (or b's)
+    sim.driver_call(d)
+    _deliver_all(sim)
+    busy, other = (a, b) if a.running else (b, a)
+    shorts = [d.core.submit(TASK_ID, _arg(16, 10 + i)) for i in range(3)]
+    second = d.core.submit(long_id, _arg(16, 99))
+    sim.driver_call(d)
+    _deliver_all(sim)
+    # The long one went to the worker whose slot was free, not into a prefetch slot.
+    assert second in [t.object_id for t in other.running]
+    assert held in [t.object_id for t in busy.running]
+    sim.settle()
+    assert all(oid in d.got for oid in [held, second, *shorts])
