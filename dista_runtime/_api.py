@@ -14,6 +14,7 @@ from typing import Any, Self, TypeVar, overload
 import dista_proto as dp
 
 from . import _context, _registry, _session
+from ._address import format_head, parse_head
 from ._errors import DistaError, GetTimeoutError
 from ._local import LocalCluster
 from ._progress import Progress
@@ -43,8 +44,7 @@ class Cluster:
 
     @property
     def address(self) -> str:
-        host, port = self.context.address
-        return f"{host}:{port}"
+        return format_head(*self.context.address)
 
     def pids(self) -> list[int]:
         """The local head's and workers' process IDs (empty when joined to a cluster)."""
@@ -74,13 +74,6 @@ class Cluster:
 _cluster: Cluster | None = None
 
 
-def _parse(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"a head address is HOST:PORT, like 127.0.0.1:7420, not {address!r}")
-    return host or "127.0.0.1", int(port)
-
-
 def init(
     address: str | None = None, workers: int | None = None, *, timeout: float = 30.0
 ) -> Cluster:
@@ -103,7 +96,7 @@ def init(
         local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names))
         host, port = local.address
     else:
-        host, port = _parse(address)
+        host, port = parse_head(address)
     try:
         context = connect_blocking(host, port, timeout)
     except BaseException:

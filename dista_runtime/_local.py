@@ -1,8 +1,9 @@
 """The embedded local cluster: a head and workers as child processes on loopback.
 
-The parent binds the head's listening socket itself (port 0, loopback) and hands it to the
-head process, so the head and every worker start at the same time: workers connect into
-the backlog while the head is still importing. Children never outlive the parent: each
+The parent binds the head's listening socket itself and hands it to the head process, so
+the head and every worker start at the same time: workers connect into the backlog while
+the head is still importing. It is a Unix socket in a private directory where the platform
+has them (`dista_runtime._address` says why), else loopback TCP on a free port. Children never outlive the parent: each
 asks the kernel for SIGKILL when its parent dies (Linux), the head stops itself and its
 workers when its last driver disconnects, and `close` waits for them, then kills what is
 left. Children run in their own session so a terminal's Ctrl-C reaches only the parent,
@@ -12,12 +13,16 @@ which tears down in order.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+
+from ._address import UNIX, format_head
 
 __all__ = ["LocalCluster"]
 
@@ -34,10 +39,13 @@ class LocalCluster:
     def __init__(self, workers: int, modules: list[str], worker_threads: int = 1) -> None:
         if workers < 1:
             raise ValueError(f"a local cluster needs at least one worker, not {workers}")
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(1024)
-        self.address: tuple[str, int] = listener.getsockname()
+        self._dir: str | None = None
+        listener = self._listen()
+        self.address: tuple[str, int]
+        if self._dir is not None:
+            self.address = (UNIX + listener.getsockname(), 0)
+        else:
+            self.address = listener.getsockname()[:2]
         env = _child_env()
         parent = str(os.getpid())
         cli = [sys.executable, "-m", "dista_runtime.cli"]
@@ -53,7 +61,7 @@ class LocalCluster:
                     start_new_session=True,
                 )
             )
-            head = f"{self.address[0]}:{self.address[1]}"
+            head = format_head(*self.address)
             imports = [arg for m in modules for arg in ("--import", m)]
             for _ in range(workers):
                 command = [*cli, "worker", "--head", head, "--parent", parent, *imports]
@@ -64,6 +72,24 @@ class LocalCluster:
             raise
         finally:
             listener.close()
+
+    def _listen(self) -> socket.socket:
+        if hasattr(socket, "AF_UNIX"):
+            self._dir = tempfile.mkdtemp(prefix="dista-")  # mode 0700: only we can connect
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                listener.bind(os.path.join(self._dir, "head"))
+            except OSError:  # a path too long for a Unix socket: TMPDIR is deep
+                listener.close()
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None
+            else:
+                listener.listen(1024)
+                return listener
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1024)
+        return listener
 
     def watch(self, on_broken: Callable[[str], object], interval: float = 0.5) -> None:
         """In the background: when the head, or every worker, has died, say why once."""
@@ -102,3 +128,6 @@ class LocalCluster:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None

@@ -18,10 +18,12 @@ DEFAULT_HEAD = "127.0.0.1:7420"
 
 
 def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT (like {DEFAULT_HEAD}), not {text!r}")
-    return host or "127.0.0.1", int(port)
+    from dista_runtime._address import parse_head
+
+    try:
+        return parse_head(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _die_with_parent(parent: int | None) -> None:
@@ -134,8 +136,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def _worker_processes(args: argparse.Namespace) -> int:
     import subprocess
 
+    from dista_runtime._address import format_head
+
     command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head"]
-    command += [f"{args.head[0]}:{args.head[1]}", "--threads", str(args.threads)]
+    command += [format_head(*args.head), "--threads", str(args.threads)]
     command += ["--parent", str(os.getpid())]
     for module in args.imports:
         command += ["--import", module]
@@ -285,7 +289,7 @@ def parser() -> argparse.ArgumentParser:
         "--head",
         type=_address,
         default=DEFAULT_HEAD,
-        help=f"the head's HOST:PORT (default {DEFAULT_HEAD})",
+        help=f"the head's HOST:PORT, or unix:PATH for one on this machine (default {DEFAULT_HEAD})",
     )
     p.add_argument(
         "--import",
@@ -317,7 +321,7 @@ def parser() -> argparse.ArgumentParser:
             "--head",
             type=_address,
             default=DEFAULT_HEAD,
-            help=f"the head's HOST:PORT (default {DEFAULT_HEAD})",
+            help=f"the head's HOST:PORT, or unix:PATH for one on this machine (default {DEFAULT_HEAD})",
         )
         p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default 10)")
         if name == "timeline":

@@ -6,9 +6,11 @@ import asyncio
 import threading
 
 import dista_proto as dp
+from dista_runtime._address import format_head
 from dista_runtime._memory import allocate, ready
 from dista_runtime._session import Session
 
+from ._dial import dial
 from ._host import Host
 
 __all__ = ["DriverHost", "connect_driver"]
@@ -89,16 +91,15 @@ async def connect_driver(
     loop = asyncio.get_running_loop()
     driver = DriverHost(loop, registry_hash, role)
     try:
-        await asyncio.wait_for(
-            loop.create_connection(lambda: driver.link_protocol(0), host, port), timeout
-        )
+        await asyncio.wait_for(dial(loop, lambda: driver.link_protocol(0), host, port), timeout)
     except (OSError, TimeoutError) as e:
-        raise ConnectionError(f"cannot reach a Dista head at {host}:{port}: {e}") from e
+        where = format_head(host, port)
+        raise ConnectionError(f"cannot reach a Dista head at {where}: {e}") from e
     driver.act(driver.session.start())
     try:
         await asyncio.wait_for(asyncio.shield(driver.welcomed), timeout)
     except TimeoutError:
         driver.close_all()
-        why = f"the head at {host}:{port} did not welcome us in {timeout} s"
+        why = f"the head at {format_head(host, port)} did not welcome us in {timeout} s"
         raise ConnectionError(why) from None
     return driver

@@ -47,7 +47,10 @@ class HeadServer(Host):
     @property
     def address(self) -> tuple[str, int]:
         assert self.server is not None
-        host, port = self.server.sockets[0].getsockname()[:2]
+        name = self.server.sockets[0].getsockname()
+        if isinstance(name, str):  # a Unix socket
+            return f"unix:{name}", 0
+        host, port = name[:2]
         return host, port
 
     async def wait_closed(self) -> str:

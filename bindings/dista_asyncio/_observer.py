@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import dista_proto as dp
+from dista_runtime._address import format_head
+
+from ._dial import open_stream
 
 __all__ = ["ask_head"]
 
@@ -14,9 +17,11 @@ async def ask_head(
 ) -> dp.Event | None:
     """Send ``request`` as an observer; the head's answer (None for stop, which has none)."""
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        reader, writer = await asyncio.wait_for(open_stream(host, port), timeout)
     except (OSError, TimeoutError) as e:
-        raise ConnectionError(f"cannot reach a Dista head at {host}:{port}: {e}") from e
+        raise ConnectionError(
+            f"cannot reach a Dista head at {format_head(host, port)}: {e}"
+        ) from e
     conn = dp.Connection(dp.Role.OBSERVER)
     conn.send(dp.Hello(dp.frame.ROLE_OBSERVER))
     conn.send(request)

@@ -23,11 +23,13 @@ import dista_proto as dp
 import dista_runtime._session as session_module
 from dista_proto.frame import Bytes
 from dista_runtime import _context, _registry
+from dista_runtime._address import format_head, unix_path
 from dista_runtime._errors import message_from_exception
 from dista_runtime._execute import Call, Executor, encode_results
 from dista_runtime._inline import InlinePolicy, RunOnThread
 from dista_runtime._memory import allocate, ready
 
+from ._dial import dial
 from ._driver import DriverHost, connect_driver
 from ._host import Host, LinkBase
 
@@ -216,6 +218,9 @@ def _advertised_host(head_host: str) -> str:
     import ipaddress
     import socket
 
+    if unix_path(head_host) is not None:
+        return "127.0.0.1"  # a head on this machine
+
     try:
         if ipaddress.ip_address(head_host).is_loopback:
             return "127.0.0.1"
@@ -269,10 +274,12 @@ async def run_worker(
             _context.clear()
             _context.install(ctx)
     try:
-        await loop.create_connection(lambda: worker.link_protocol(0), head_host, head_port)
+        await dial(loop, lambda: worker.link_protocol(0), head_host, head_port)
     except OSError as e:
         server.close()
-        raise ConnectionError(f"cannot reach the head at {head_host}:{head_port}: {e}") from e
+        raise ConnectionError(
+            f"cannot reach the head at {format_head(head_host, head_port)}: {e}"
+        ) from e
     core.start(time.time_ns())
     worker.act(worker._decisions())
     if ready is not None and not ready.done():

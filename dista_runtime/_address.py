@@ -1,0 +1,39 @@
+"""Where a head listens: ``HOST:PORT`` over TCP, or ``unix:PATH`` on this machine.
+
+A local cluster's head listens on a Unix socket in a private directory (mode 0700): a send
+on a Unix socket costs about a quarter of one on loopback TCP, whose sender also runs the
+receiver's whole TCP path, and only this user can connect. Everything that takes a head
+address passes it around as ``(host, port)``; a Unix one is ``("unix:PATH", 0)``.
+Object servers stay on TCP: their addresses are IPv4 on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["UNIX", "format_head", "parse_head", "unix_path"]
+
+UNIX: Final = "unix:"
+
+
+def parse_head(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``unix:PATH`` as ``(host, port)``; ValueError says what is wrong."""
+    if text.startswith(UNIX):
+        if len(text) == len(UNIX):
+            raise ValueError(f"a Unix head address names a socket, like unix:/tmp/x, not {text!r}")
+        return text, 0
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(
+            f"a head address is HOST:PORT (like 127.0.0.1:7420) or unix:PATH, not {text!r}"
+        )
+    return host or "127.0.0.1", int(port)
+
+
+def format_head(host: str, port: int) -> str:
+    return host if host.startswith(UNIX) else f"{host}:{port}"
+
+
+def unix_path(host: str) -> str | None:
+    """The socket path of a ``unix:PATH`` host; None for a TCP one."""
+    return host[len(UNIX) :] if host.startswith(UNIX) else None
