@@ -47,7 +47,8 @@ class Cluster:
         return format_head(*self.context.address)
 
     def pids(self) -> list[int]:
-        """The local head's and workers' process IDs (empty when joined to a cluster)."""
+        """The local workers' process IDs (the head runs in this process; empty when joined
+        to a cluster)."""
         return self.local.pids() if self.local is not None else []
 
     def shutdown(self) -> None:
@@ -67,7 +68,7 @@ class Cluster:
         self.shutdown()
 
     def __repr__(self) -> str:
-        kind = f"local, {len(self.pids()) - 1} workers" if self.local else "remote"
+        kind = f"local, {len(self.pids())} workers" if self.local else "remote"
         return f"<dista Cluster {self.address} ({kind})>"
 
 
@@ -87,18 +88,19 @@ def init(
     global _cluster
     if _cluster is not None and not _cluster.context.session.closed:
         raise DistaError("dista.init() was already called: call dista.shutdown() first")
-    from dista_asyncio import connect_blocking
+    from dista_asyncio import connect_blocking, connect_local
 
     address = address or os.environ.get("DISTA_ADDRESS") or None
     local: LocalCluster | None = None
     if address is None:
         names, _ = _registry.snapshot()
         local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names))
-        host, port = local.address
-    else:
-        host, port = parse_head(address)
     try:
-        context = connect_blocking(host, port, timeout)
+        if local is not None:
+            context = connect_local(local.take_listener(), local.address, timeout)
+        else:
+            assert address is not None
+            context = connect_blocking(*parse_head(address), timeout)
     except BaseException:
         if local is not None:
             local.close(0)

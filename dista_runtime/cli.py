@@ -65,36 +65,23 @@ def _run(coro: object) -> object:
 
 
 async def _head(args: argparse.Namespace) -> str:
-    import socket
-
     from dista_asyncio import serve_head
 
-    sock = socket.socket(fileno=args.fd) if args.fd is not None else None
     server = await serve_head(
-        args.host,
-        args.port,
-        sock=sock,
-        local=args.local,
-        worker_slots=args.worker_slots,
-        prefetch=args.prefetch,
+        args.host, args.port, worker_slots=args.worker_slots, prefetch=args.prefetch
     )
     host, port = server.address
-    if not args.local:
-        print(f"dista head listening on {host}:{port}", file=sys.stderr, flush=True)
+    print(f"dista head listening on {host}:{port}", file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, server.head_stop, "stopped by a signal")
-    if args.local:
-        loop.call_later(args.first_driver_within, server.stop_unless_driven)
     return await server.wait_closed()
 
 
 def cmd_head(args: argparse.Namespace) -> int:
-    _die_with_parent(args.parent)
     _tune_process()
     reason = _run(_head(args))
-    if not args.local:
-        print(f"dista head: {reason}", file=sys.stderr)
+    print(f"dista head: {reason}", file=sys.stderr)
     return 0
 
 
@@ -273,10 +260,6 @@ def parser() -> argparse.ArgumentParser:
         help="extra tasks a worker may get at once when they are known to take under 0.5 ms "
         "(default 32; 0 turns prefetching off)",
     )
-    p.add_argument("--local", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--fd", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--first-driver-within", type=float, default=60.0, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_head)
 
     p = sub.add_parser(

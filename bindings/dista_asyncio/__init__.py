@@ -8,7 +8,7 @@ From inside an asyncio app, join a cluster on the app's own loop and await refs 
 
 from __future__ import annotations
 
-from ._connect import connect, connect_blocking
+from ._connect import connect, connect_blocking, connect_local
 from ._driver import DriverHost, connect_driver
 from ._head import HeadServer, serve_head
 from ._host import HIGH_WATER, LOW_WATER
@@ -26,6 +26,7 @@ __all__ = [
     "ask_head",
     "connect",
     "connect_blocking",
+    "connect_local",
     "connect_driver",
     "new_event_loop",
     "run_worker",

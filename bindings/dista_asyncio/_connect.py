@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 import dista_proto as dp
 from dista_runtime import _context, _registry
 
 from ._driver import DriverHost, connect_driver
+from ._head import HeadServer, serve_head
 from ._loop import LoopThread
 
-__all__ = ["connect", "connect_blocking"]
+__all__ = ["connect", "connect_blocking", "connect_local"]
+
+#: How long a closing local head may take to stop its workers and flush.
+_HEAD_CLOSE_S = 5.0
 
 
 def connect_blocking(host: str, port: int, timeout: float = 10.0) -> _context.Context:
@@ -45,4 +52,51 @@ async def connect(host: str, port: int, timeout: float = 10.0) -> _context.Conte
     context.close.append(lambda: driver.loop.create_task(driver.close()))
     context.close.append(lambda: _context.clear(context))
     _context.install(context)
+    return context
+
+
+def connect_local(
+    listener: socket.socket, address: tuple[str, int], timeout: float = 10.0
+) -> _context.Context:
+    """Serve a local cluster's head on ``listener`` and join it as the driver, both on one
+    background loop thread; `Context.close` stops the head (it stops its workers) and it."""
+    names, registry = _registry.snapshot()
+    thread = LoopThread()
+    host, port = address
+
+    async def start() -> tuple[HeadServer, DriverHost]:
+        server = await serve_head(sock=listener, local=True)
+        try:
+            driver = await connect_driver(host, port, registry, dp.Role.DRIVER, timeout)
+        except BaseException:
+            server.head_stop("the driver could not connect")
+            server.close_all()
+            raise
+        return server, driver
+
+    try:
+        server, driver = thread.run(start())
+    except BaseException:
+        listener.close()
+        thread.stop()
+        raise
+    context = _context.Context(driver.session, names, address)
+
+    async def stop() -> None:
+        await driver.close()  # the head's last driver left: it stops its workers, then exits
+        try:
+            await asyncio.wait_for(server.wait_closed(), _HEAD_CLOSE_S)
+        except TimeoutError:
+            server.head_stop("the local cluster shut down")
+            server.close_all()
+
+    def close() -> None:
+        if not thread.loop.is_closed():
+            try:
+                thread.run(stop(), timeout=_HEAD_CLOSE_S + 5)
+            except Exception:
+                pass
+            thread.stop()
+
+    context.close.append(close)
     return context

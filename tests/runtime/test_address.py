@@ -25,7 +25,7 @@ def test_parse_and_format_round_trip() -> None:
 
 @pytest.mark.parametrize("bad", ["localhost", "host:port", "unix:", ""])
 def test_bad_addresses_say_what_is_expected(bad: str) -> None:
-    with pytest.raises(ValueError, match="HOST:PORT|unix:PATH|names a socket"):
+    with pytest.raises(ValueError, match=r"HOST:PORT|unix:PATH|names a socket"):
         parse_head(bad)
 
 

@@ -96,12 +96,15 @@ def test_runs_are_tracked_per_thread() -> None:
     assert not policy.may_inline(g)  # it used the session
 
 
-def _inline_runs_everywhere() -> int:
+def _inline_runs_everywhere(workers: int = 2) -> int:
+    """Every worker's count of inline runs (probes go out in batches to reach them all)."""
     counts: dict[int, int] = {}
-    for _ in range(40):  # reach both workers
-        pid, runs = tasks.inline_runs.remote().get(timeout=30)
-        counts[pid] = runs
-    return sum(counts.values())
+    for _ in range(50):
+        for pid, runs in dista.get([tasks.inline_runs.remote() for _ in range(8)], timeout=30):
+            counts[pid] = max(runs, counts.get(pid, 0))
+        if len(counts) == workers:
+            return sum(counts.values())
+    raise AssertionError(f"probes reached only {len(counts)} of {workers} workers")
 
 
 def test_quick_tasks_run_inline_on_a_real_worker(cluster: dista.Cluster) -> None:
