@@ -1,64 +1,48 @@
 """Dista's side of the side-by-side benchmark, written against the ``dista_runtime`` API.
 
 The tasks are module-level ``@dista.task`` functions so that Dista's workers import them by
-name (``benchmarks.workloads_dista.noop`` ...). This module imports whether or not that API
-is there yet: without ``dista_runtime.task`` the functions stay plain, and `DistaEngine.start`
-raises `Unavailable` when ``dista_runtime.init`` is missing or not implemented, which the
-runner reports as "unavailable" instead of a failure. Dista has no actors yet: the actor
-workload reports "n/a".
+name (``benchmarks.workloads_dista.noop`` ...). Workers import this module, so it imports
+nothing but Dista: what it imports counts in the idle-memory figure. Dista has no actors
+yet: the actor workload reports "n/a".
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from benchmarks.runner import Unavailable
+import dista_runtime as dista
 
-dista: Any
-try:
-    import dista_runtime as dista
-except ImportError:  # a checkout without the runtime package at all
-    dista = None
-
-F = TypeVar("F", bound=Callable[..., Any])
 FILL = b"\xab"  # bytes(n) would be lazily zeroed pages: fill them for real
 GET_TIMEOUT_S = 600.0
 
 
-def _task(fn: F) -> F:
-    """``@dista.task`` where the runtime has it; the plain function otherwise."""
-    decorate = getattr(dista, "task", None)
-    return fn if decorate is None else decorate(fn)
-
-
-@_task
+@dista.task
 def noop() -> None:
     return None
 
 
-@_task
+@dista.task
 def add(a: int, b: int) -> int:
     return a + b
 
 
-@_task
+@dista.task
 def total(*values: int) -> int:
     return sum(values)
 
 
-@_task
+@dista.task
 def make_bytes(size: int) -> bytes:
     return FILL * size
 
 
-@_task
+@dista.task
 def bytes_len(size: int) -> int:
     return len(FILL * size)
 
 
-@_task
+@dista.task
 def array_sum(array: Any) -> float:
     return float(array.sum())
 
@@ -73,39 +57,31 @@ class DistaEngine:
         self._stack = contextlib.ExitStack()
 
     def start(self) -> None:
-        init = getattr(dista, "init", None)
-        if init is None or getattr(dista, "task", None) is None:
-            raise Unavailable("dista_runtime has no init/task yet")
-        try:
-            self._stack.enter_context(init(workers=self._workers))
-        except NotImplementedError as exc:
-            raise Unavailable(f"dista_runtime.init: {exc or 'not implemented'}") from exc
+        self._stack.enter_context(dista.init(workers=self._workers))
 
     def stop(self) -> None:
         self._stack.close()
 
     def pids(self) -> list[int]:
-        local_pids = getattr(dista, "local_pids", None)
-        # without it, the runner counts every process descended from the driver
-        return [] if local_pids is None else list(local_pids())
+        return dista.local_pids()  # the workers; the head runs in this (the driver's) process
 
     def noop(self) -> Any:
-        return noop.remote()  # type: ignore[attr-defined]
+        return noop.remote()
 
     def add(self, a: Any, b: Any) -> Any:
-        return add.remote(a, b)  # type: ignore[attr-defined]
+        return add.remote(a, b)
 
     def total(self, *values: Any) -> Any:
-        return total.remote(*values)  # type: ignore[attr-defined]
+        return total.remote(*values)
 
     def make_bytes(self, size: int) -> Any:
-        return make_bytes.remote(size)  # type: ignore[attr-defined]
+        return make_bytes.remote(size)
 
     def bytes_len(self, size: int) -> Any:
-        return bytes_len.remote(size)  # type: ignore[attr-defined]
+        return bytes_len.remote(size)
 
     def array_sum(self, array: Any) -> Any:
-        return array_sum.remote(array)  # type: ignore[attr-defined]
+        return array_sum.remote(array)
 
     def wait(self, ref: Any) -> None:
         dista.wait([ref], num_returns=1, timeout=GET_TIMEOUT_S)
