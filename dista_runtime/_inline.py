@@ -11,9 +11,11 @@ anything). It goes back to threads, and must earn its place again, after two run
 row over the budget or one over `HARD_LIMIT_NS` (one run over the budget alone is more
 often the kernel preempting the process than the task being slow), and for good once it
 uses the session: a task blocked on a ref must never hold the loop that would bring the ref's value.
-An inline task that reaches for the session is stopped at that call by `RunOnThread`,
-before anything is submitted, and runs again, whole, on a runner thread: like a retry,
-this repeats whatever it did before the call, once per function and worker process.
+An inline task that reaches for the session is stopped at that call by `RunOnThread` (a
+`BaseException`, so that a task's ``except Exception`` does not swallow it; and should a
+task catch it anyway, every later session call raises it again and the run's outcome is
+dropped), before anything is submitted, and runs again, whole, on a runner thread: like a
+retry, this repeats whatever it did before the call, once per function and worker process.
 ``async def`` tasks run on the loop anyway and are not this module's business.
 """
 
@@ -34,7 +36,7 @@ WARMUP: Final = 3
 _NEVER: Final = -1
 
 
-class RunOnThread(Exception):
+class RunOnThread(BaseException):
     """An inline task reached for the session: the worker runs it again on a thread."""
 
 
@@ -93,6 +95,11 @@ class InlinePolicy:
         local.used = True
         if local.inline:
             raise RunOnThread("this task reached for the session while running inline")
+
+    def stopped(self) -> bool:
+        """Whether the inline task on this thread reached for the session."""
+        local = self._local
+        return bool(getattr(local, "inline", False) and getattr(local, "used", False))
 
     def forbid(self, function: Callable[..., Any]) -> None:
         """Never run ``function`` inline again (it reached for the session inline)."""

@@ -93,26 +93,26 @@ class _Runners:
 
 
 def run_call(task: dp.RunTask, call: Call, policy: InlinePolicy, inline: bool = False) -> _Outcome:
-    """Run ``call``, telling ``policy`` how it went; `RunOnThread` escapes if ``inline``."""
+    """Run ``call``, telling ``policy`` how it went. Inline, raises `RunOnThread` if the
+    task reached for the session, even if it caught the `RunOnThread` that stopped it."""
     policy.begin(inline)
     started = time.time_ns()
+    error = ""
+    values: list[Bytes] | None = None
     try:
         values = encode_results(call.run(), task.results)
     except RunOnThread:
-        if inline:
-            policy.forbid(call.function)
-            raise
-        # Not ours to stop (a task caught it and raised it again, say): report it.
-        ended = time.time_ns()
-        policy.end(call.function, ended - started)
-        return task.object_id, None, "RunOnThread: raised outside an inline run", started, ended
+        pass  # only ever raised inline: handled below
     except Exception as e:
-        ended = time.time_ns()
-        policy.end(call.function, ended - started)
-        return task.object_id, None, message_from_exception(e), started, ended
+        error = message_from_exception(e)
     ended = time.time_ns()
+    if inline and policy.stopped():
+        policy.forbid(call.function)
+        raise RunOnThread("run it again on a thread")
     policy.end(call.function, ended - started)
-    return task.object_id, values, "", started, ended
+    if values is None and not error:
+        error = "RunOnThread: the worker stopped this task outside an inline run"
+    return task.object_id, values, error, started, ended
 
 
 class WorkerHost(Host):

@@ -144,3 +144,14 @@ def quick_or_slow(seconds: float) -> float:
     """Quick until asked to sleep: a function that overruns the inline budget."""
     time.sleep(seconds)
     return seconds
+
+
+@dista.task
+def leaf_or_swallowing(n: int) -> int:
+    """Like `leaf_or_nested`, but it swallows whatever its submit raises (even BaseException)."""
+    if n <= 1:
+        return n
+    try:
+        return int(add.remote(n, 1).get(timeout=60))
+    except BaseException:
+        return -1

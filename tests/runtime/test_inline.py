@@ -71,6 +71,7 @@ def test_session_use_inline_stops_the_task() -> None:
     policy.begin(True)
     with pytest.raises(RunOnThread):
         policy.session_used()
+    assert policy.stopped()
     policy.forbid(f)
     assert not policy.may_inline(f)
     policy.session_used()  # outside a task: nothing to stop
@@ -124,6 +125,11 @@ def test_a_learnt_leaf_that_later_submits_work_still_gives_the_right_answer(
     assert tasks.leaf_or_nested.remote(3).get(timeout=60) == 2
     for _ in range(4):
         assert tasks.leaf_or_nested.remote(2).get(timeout=60) == 1
+
+
+def test_a_learnt_leaf_that_swallows_the_stop_is_still_run_again(cluster: dista.Cluster) -> None:
+    assert sum(dista.get([tasks.leaf_or_swallowing.remote(1) for _ in range(200)])) == 200
+    assert tasks.leaf_or_swallowing.remote(5).get(timeout=60) == 6
 
 
 def test_an_overrunning_inline_task_does_not_stall_others(cluster: dista.Cluster) -> None:
