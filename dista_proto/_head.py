@@ -25,6 +25,7 @@ stored input sits on an idle worker goes there.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Final
 
 from . import frame as F
@@ -105,6 +106,7 @@ class Head:
         prefetch: int = 0,
         timeline_cap: int = TIMELINE_CAP,
         exit_without_drivers: bool = False,
+        allocate: Callable[[int], bytearray | memoryview] | None = None,
     ) -> None:
         if not 1 <= first_number < _NUMBER_SPACE:
             raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
@@ -117,6 +119,8 @@ class Head:
         # A local head lives while a driver is connected (clients don't count), then stops
         # itself and its workers.
         self.exit_without_drivers = exit_without_drivers
+        # Where a frame of 1 MiB or more (a large argument) lands when read into place.
+        self._allocate = allocate
         self._next_number = first_number
         self._links = Links()
         self._peers: dict[int, Peer] = {}
@@ -136,6 +140,10 @@ class Head:
     def connection_made(self, now: int) -> int:
         """A peer connected: the link number to use for it from now on."""
         link = self._links.open(Role.HEAD)
+        if self._allocate is not None:
+            conn = self._links.conn(link)
+            assert conn is not None
+            conn.land(None, self._allocate)
         self._peers[link] = Peer(link)
         return link
 
@@ -143,6 +151,9 @@ class Head:
         """Bytes read from ``link``."""
         self._now = now
         events, error = self._links.receive(link, data)
+        self._received(link, events, error)
+
+    def _received(self, link: int, events: list[Event], error: str | None) -> None:
         peer = self._peers.get(link)
         if peer is None:
             return
@@ -154,6 +165,16 @@ class Head:
         if error is not None:
             self._lose(peer, f"protocol error: {error}")
             self._links.close(link, f"protocol error: {error}")
+
+    def get_buffer(self, link: int, sizehint: int = -1) -> memoryview:
+        """Where to read ``link``'s next bytes (`Connection.get_buffer`)."""
+        return self._links.get_buffer(link, sizehint)
+
+    def buffer_updated(self, link: int, nbytes: int, now: int) -> None:
+        """`receive_data` for ``nbytes`` read into the view `get_buffer` gave."""
+        self._now = now
+        events, error = self._links.buffer_updated(link, nbytes)
+        self._received(link, events, error)
 
     def connection_lost(self, link: int, now: int) -> None:
         """The binding's connection for ``link`` closed (or failed)."""

@@ -83,6 +83,7 @@ class Worker:
         self.inline_threshold = inline_threshold
         self._links = Links()
         self._fetcher = Fetcher(self._links, part, allocate)
+        self._allocate = allocate
         self._servers: set[int] = set()
         self.store: dict[int, Bytes] = {}
         self._jobs: dict[int, tuple[int, int]] = {}  # first result ID -> (results, arrived)
@@ -95,6 +96,11 @@ class Worker:
     def start(self, now: int) -> None:
         """The connection to the head is up: say hello."""
         self._links.open(Role.WORKER, HEAD_LINK)
+        conn = self._links.conn(HEAD_LINK)
+        assert conn is not None
+        # A large argument (a task frame of 1 MiB or more) lands in one buffer from
+        # `allocate`, read into place, instead of growing the read buffer by copies.
+        conn.land(None, self._allocate)
         self._links.send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address))
 
     def connection_made(self, now: int) -> int:

@@ -1,4 +1,9 @@
-"""The head over asyncio: a TCP server whose every connection is a link of the `Head` core."""
+"""The head over asyncio: a server whose every connection is a link of the `Head` core.
+
+Links read into place (`BufferedLinkProtocol`): small frames into each connection's reused
+buffer, a frame of 1 MiB or more (a large argument) straight into one buffer from
+`allocate`, which the head then forwards to a worker as it lies.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,9 @@ import socket
 import time
 
 import dista_proto as dp
+from dista_runtime._memory import allocate, ready
 
-from ._host import Host, LinkProtocol
+from ._host import Host, LinkBase
 
 __all__ = ["HeadServer", "serve_head"]
 
@@ -20,12 +26,20 @@ class HeadServer(Host):
         self.head = head
         self.server: asyncio.Server | None = None
 
-    def protocol(self) -> LinkProtocol:
-        return LinkProtocol(self, self.head.connection_made(time.time_ns()))
+    def protocol(self) -> LinkBase:
+        return self.link_protocol(self.head.connection_made(time.time_ns()))
 
     def feed(self, link: int, data: bytes) -> list[dp.Decision]:
         head = self.head
         head.receive_data(link, data, time.time_ns())
+        return head.decisions()
+
+    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+        return ready(self.head.get_buffer(link, sizehint))
+
+    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
+        head = self.head
+        head.buffer_updated(link, nbytes, time.time_ns())
         return head.decisions()
 
     def lost(self, link: int) -> list[dp.Decision]:
@@ -89,6 +103,7 @@ async def serve_head(
         worker_slots=worker_slots,
         prefetch=prefetch,
         exit_without_drivers=local,
+        allocate=allocate,
     )
     server = HeadServer(loop, head)
     if sock is not None:

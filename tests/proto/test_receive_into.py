@@ -617,8 +617,8 @@ def test_a_byte_at_a_time_costs_linear_time_on_the_receive_into_path() -> None:
 
 
 def test_simulated_clusters_read_into_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The simulator's seeds, with every worker and driver reading through get_buffer."""
-    from dista_proto import Driver, Worker
+    """The simulator's seeds, with every head, worker and driver reading through get_buffer."""
+    from dista_proto import Driver, Head, Worker
     from tests.sim.scenario import run_seed
 
     rng = random.Random(13)
@@ -634,5 +634,6 @@ def test_simulated_clusters_read_into_place(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(Worker, "receive_data", into)
     monkeypatch.setattr(Driver, "receive_data", into)
+    monkeypatch.setattr(Head, "receive_data", into)
     for seed in range(60):
         run_seed(seed)

@@ -125,6 +125,18 @@ def test_300_mib_result_crosses_in_parts(cluster: dista.Cluster) -> None:
     assert tasks.checksum.remote(ref).get(timeout=60) == int(expected.sum(dtype=np.int64))
 
 
+def test_a_large_argument_arrives_whole(cluster: dista.Cluster) -> None:
+    # 48 MiB from the driver: read into place by the head, forwarded, read into place by
+    # the worker; several at once, so that they interleave with small frames.
+    arrays = [
+        np.random.default_rng(i).integers(0, 255, size=48 << 20, dtype=np.uint8) for i in range(3)
+    ]
+    refs = [tasks.checksum.remote(a) for a in arrays]
+    small = [tasks.add.remote(i, 1) for i in range(50)]
+    assert dista.get(refs, timeout=60) == [int(a.sum(dtype=np.int64)) for a in arrays]
+    assert dista.get(small, timeout=60) == [i + 1 for i in range(50)]
+
+
 def test_released_refs_free_everything(cluster: dista.Cluster) -> None:
     refs = [tasks.big.remote(1) for _ in range(6)] + [tasks.add.remote(i, 1) for i in range(100)]
     dista.get(refs, timeout=30)
