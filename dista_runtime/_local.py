@@ -2,7 +2,7 @@
 
 The head runs on the driver's own I/O loop, as Dask's local cluster runs its scheduler in
 the client's process: one process fewer to start and to keep in memory (about 26 MiB), and
-one hop fewer between the driver and the head. The driver binds the head's listening
+no socket between the driver and the head (an in-memory link on that loop). The driver binds the head's listening
 socket before it starts the workers, so they connect into the backlog while this process
 brings the head up. It is a Unix socket in a private directory where the platform has them
 (`dista_runtime._address` says why), else loopback TCP on a free port. Children never outlive the parent: each

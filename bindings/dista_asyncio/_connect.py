@@ -11,6 +11,7 @@ from dista_runtime import _context, _registry
 from ._driver import DriverHost, connect_driver
 from ._head import HeadServer, serve_head
 from ._loop import LoopThread
+from ._memlink import memory_link
 
 __all__ = ["connect", "connect_blocking", "connect_local"]
 
@@ -62,12 +63,11 @@ def connect_local(
     background loop thread; `Context.close` stops the head (it stops its workers) and it."""
     names, registry = _registry.snapshot()
     thread = LoopThread()
-    host, port = address
 
     async def start() -> tuple[HeadServer, DriverHost]:
         server = await serve_head(sock=listener, local=True)
         try:
-            driver = await connect_driver(host, port, registry, dp.Role.DRIVER, timeout)
+            driver = await _attach_driver(server, registry, timeout)
         except BaseException:
             server.head_stop("the driver could not connect")
             server.close_all()
@@ -100,3 +100,19 @@ def connect_local(
 
     context.close.append(close)
     return context
+
+
+async def _attach_driver(server: HeadServer, registry: int, timeout: float) -> DriverHost:
+    """A driver linked to ``server`` on this loop in memory (`_memlink`), welcomed."""
+    loop = asyncio.get_running_loop()
+    driver = DriverHost(loop, registry, dp.Role.DRIVER)
+    memory_link(loop, driver.link_protocol(0), server.protocol())
+    driver.act(driver.session.start())
+    try:
+        await asyncio.wait_for(asyncio.shield(driver.welcomed), timeout)
+    except TimeoutError:
+        driver.close_all()
+        raise ConnectionError(
+            f"the local head did not welcome its driver in {timeout} s"
+        ) from None
+    return driver
