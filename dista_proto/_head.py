@@ -39,9 +39,7 @@ from ._events import (
     Free,
     HeadStats,
     Hello,
-    InlineInput,
     Located,
-    LocatedInput,
     Release,
     Result,
     Span,
@@ -51,8 +49,6 @@ from ._events import (
     Stored,
     Task,
     TaskAfter,
-    TaskInput,
-    TaskInputs,
     TaskMany,
     Timeline,
     TimelineRecord,
@@ -60,6 +56,7 @@ from ._events import (
 )
 from ._fairqueue import FairQueue
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
+from ._head_scheduling import Scheduling
 from ._head_status import status_text
 from ._links import Links
 from ._roles import Role
@@ -93,7 +90,7 @@ def retry_limit(task_id: int, default: int) -> int:
     return default if nibble == 0 else nibble - 1
 
 
-class Head:
+class Head(Scheduling):
     """The head's whole state; see the module docstring."""
 
     def __init__(
@@ -364,127 +361,6 @@ class Head:
             self._fail_tasks([(task, f"input {failed.oid:#x} failed: {failed.error}")])
         elif task.waiting == 0:
             self._enqueue(task)
-
-    def _enqueue(self, task: TaskRecord) -> None:
-        task.state = _QUEUED
-        task.queued = self._now
-        queue = self._ready.get(task.registry)
-        if queue is None:
-            queue = self._ready[task.registry] = FairQueue()
-        queue.push(task)
-        self._pump(task.registry)
-
-    # -- scheduling ----------------------------------------------------------------------------
-
-    def _make_idle(self, worker: Peer) -> None:
-        if worker.idle and not worker.running:
-            # Already waiting with a slot free, now with nothing running: to the front,
-            # ahead of workers still busy with something (O(idle workers), only then).
-            waiting = self._idle[worker.registry]
-            if waiting[0] is not worker:
-                waiting.remove(worker)
-                waiting.appendleft(worker)
-            return
-        if worker.idle or (worker.free <= 0 and worker.spare <= 0) or worker.draining:
-            return
-        worker.idle = True
-        idle = self._idle.get(worker.registry)
-        if idle is None:
-            idle = self._idle[worker.registry] = deque()
-        if worker.running:
-            idle.append(worker)
-        else:
-            idle.appendleft(worker)  # a worker with nothing to do goes first
-
-    def _pump(self, registry: int) -> None:
-        """Dispatch ready tasks of ``registry`` while it has free worker slots."""
-        queue = self._ready.get(registry)
-        idle = self._idle.get(registry)
-        if not queue or not idle:
-            return
-        peers = self._peers
-        short_ids = self._durations
-        while idle and queue:
-            worker = idle[0]
-            if (
-                (worker.free <= 0 and worker.spare <= 0)
-                or worker.draining
-                or peers.get(worker.link) is not worker
-            ):
-                idle.popleft()
-                worker.idle = False
-                continue
-            task = queue.peek()
-            if task is None:
-                return
-            short = short_ids.is_short(task.task_id)
-            target = self._preferred(task, short)
-            if target is None:
-                target = worker if short or worker.free > 0 else self._with_slot(idle)
-                if target is None:
-                    return  # only prefetch slots are free: the task waits for a slot, first
-            queue.pop()
-            self._dispatch(task, target, short)
-            if len(idle) > 1 and idle[0] is target:
-                # Spread: every idle worker gets its first task before any gets a second,
-                # so a short task does not wait behind a long one while a worker idles.
-                idle.rotate(-1)
-
-    def _with_slot(self, idle: deque[Peer]) -> Peer | None:
-        """The first idle worker with a slot (not just a prefetch slot) free."""
-        for worker in idle:
-            if worker.free > 0 and not worker.draining and self._peers.get(worker.link) is worker:
-                return worker
-        return None
-
-    def _preferred(self, task: TaskRecord, short: bool) -> Peer | None:
-        """The idle worker holding the task's largest stored input, if any (locality)."""
-        best = None
-        size = -1
-        for obj in task.inputs:
-            if obj.state is _STORED and obj.size > size and obj.holder is not None:
-                holder = obj.holder
-                room = holder.free > 0 or (short and holder.spare > 0)
-                if room and not holder.draining and holder.registry == task.registry:
-                    best, size = holder, obj.size
-        return best
-
-    def _dispatch(self, task: TaskRecord, worker: Peer, short: bool) -> None:
-        event = task.event
-        if event is None:
-            built = self._task_inputs(task)
-            if isinstance(built, str):
-                self._fail_tasks([(task, built)])
-                return
-            frame: Task | TaskMany | TaskInputs = built
-        else:
-            frame = event
-        # A short task takes a prefetch slot while there is one, keeping slots for the rest.
-        task.spare = short and worker.spare > 0
-        if task.spare:
-            worker.spare -= 1
-        else:
-            worker.free -= 1
-        task.state = _RUNNING
-        task.worker = worker
-        task.dispatched = self._now
-        task.answers_left = task.results
-        worker.running[task.oid] = task
-        self.pending -= 1
-        self.running += 1
-        self._links.send(worker.link, frame)
-
-    def _task_inputs(self, task: TaskRecord) -> TaskInputs | str:
-        inputs: list[TaskInput] = []
-        for obj in task.inputs:
-            if obj.state is _INLINE:
-                inputs.append(InlineInput(obj.oid, obj.value))
-            elif obj.state is _STORED and obj.holder is not None:
-                inputs.append(LocatedInput(obj.oid, obj.holder.address))
-            else:
-                return f"input {obj.oid:#x} failed: {obj.error}"
-        many = task.results if task.many else None
-        return TaskInputs(task.oid, task.task_id, tuple(inputs), task.gather, task.value, many)
 
     # -- answers from workers -----------------------------------------------------------------
 

@@ -1,0 +1,164 @@
+"""The head's scheduling: ready queues, idle workers, slots and prefetch.
+
+Which ready task goes to which worker, and when. Ready tasks wait in one `FairQueue` per
+registry hash (round-robin between drivers, FIFO within one); workers with a free slot wait
+in one deque per registry, those with nothing running first; a task whose largest stored
+input sits on a worker with room goes there (locality). A worker has ``worker_slots`` slots
+and ``prefetch`` spare ones that only tasks known to be short may take (`Durations`).
+`Head` inherits this; the state it reads is the head's own.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+from ._durations import Durations
+from ._events import InlineInput, LocatedInput, Task, TaskInput, TaskInputs, TaskMany
+from ._fairqueue import FairQueue
+from ._head_records import ObjState, Peer, TaskRecord, TaskState
+from ._links import Links
+
+__all__ = ["Scheduling"]
+
+_INLINE: Final = ObjState.INLINE
+_STORED: Final = ObjState.STORED
+_QUEUED: Final = TaskState.QUEUED
+_RUNNING: Final = TaskState.RUNNING
+
+
+class Scheduling:
+    """The scheduling half of `Head`."""
+
+    _links: Links
+    _peers: dict[int, Peer]
+    _ready: dict[int, FairQueue[TaskRecord]]  # registry -> ready tasks
+    _idle: dict[int, deque[Peer]]  # registry -> workers with a free slot
+    _durations: Durations
+    _now: int
+    pending: int
+    running: int
+
+    def _fail_tasks(self, stack: list[tuple[TaskRecord, str]]) -> None:
+        raise NotImplementedError  # the head's
+
+    def _enqueue(self, task: TaskRecord) -> None:
+        task.state = _QUEUED
+        task.queued = self._now
+        queue = self._ready.get(task.registry)
+        if queue is None:
+            queue = self._ready[task.registry] = FairQueue()
+        queue.push(task)
+        self._pump(task.registry)
+
+    # -- scheduling ----------------------------------------------------------------------------
+
+    def _make_idle(self, worker: Peer) -> None:
+        if worker.idle and not worker.running:
+            # Already waiting with a slot free, now with nothing running: to the front,
+            # ahead of workers still busy with something (O(idle workers), only then).
+            waiting = self._idle[worker.registry]
+            if waiting[0] is not worker:
+                waiting.remove(worker)
+                waiting.appendleft(worker)
+            return
+        if worker.idle or (worker.free <= 0 and worker.spare <= 0) or worker.draining:
+            return
+        worker.idle = True
+        idle = self._idle.get(worker.registry)
+        if idle is None:
+            idle = self._idle[worker.registry] = deque()
+        if worker.running:
+            idle.append(worker)
+        else:
+            idle.appendleft(worker)  # a worker with nothing to do goes first
+
+    def _pump(self, registry: int) -> None:
+        """Dispatch ready tasks of ``registry`` while it has free worker slots."""
+        queue = self._ready.get(registry)
+        idle = self._idle.get(registry)
+        if not queue or not idle:
+            return
+        peers = self._peers
+        short_ids = self._durations
+        while idle and queue:
+            worker = idle[0]
+            if (
+                (worker.free <= 0 and worker.spare <= 0)
+                or worker.draining
+                or peers.get(worker.link) is not worker
+            ):
+                idle.popleft()
+                worker.idle = False
+                continue
+            task = queue.peek()
+            if task is None:
+                return
+            short = short_ids.is_short(task.task_id)
+            target = self._preferred(task, short)
+            if target is None:
+                target = worker if short or worker.free > 0 else self._with_slot(idle)
+                if target is None:
+                    return  # only prefetch slots are free: the task waits for a slot, first
+            queue.pop()
+            self._dispatch(task, target, short)
+            if len(idle) > 1 and idle[0] is target:
+                # Spread: every idle worker gets its first task before any gets a second,
+                # so a short task does not wait behind a long one while a worker idles.
+                idle.rotate(-1)
+
+    def _with_slot(self, idle: deque[Peer]) -> Peer | None:
+        """The first idle worker with a slot (not just a prefetch slot) free."""
+        for worker in idle:
+            if worker.free > 0 and not worker.draining and self._peers.get(worker.link) is worker:
+                return worker
+        return None
+
+    def _preferred(self, task: TaskRecord, short: bool) -> Peer | None:
+        """The idle worker holding the task's largest stored input, if any (locality)."""
+        best = None
+        size = -1
+        for obj in task.inputs:
+            if obj.state is _STORED and obj.size > size and obj.holder is not None:
+                holder = obj.holder
+                room = holder.free > 0 or (short and holder.spare > 0)
+                if room and not holder.draining and holder.registry == task.registry:
+                    best, size = holder, obj.size
+        return best
+
+    def _dispatch(self, task: TaskRecord, worker: Peer, short: bool) -> None:
+        event = task.event
+        if event is None:
+            built = self._task_inputs(task)
+            if isinstance(built, str):
+                self._fail_tasks([(task, built)])
+                return
+            frame: Task | TaskMany | TaskInputs = built
+        else:
+            frame = event
+        # A short task takes a prefetch slot while there is one, keeping slots for the rest.
+        task.spare = short and worker.spare > 0
+        if task.spare:
+            worker.spare -= 1
+        else:
+            worker.free -= 1
+        task.state = _RUNNING
+        task.worker = worker
+        task.dispatched = self._now
+        task.answers_left = task.results
+        worker.running[task.oid] = task
+        self.pending -= 1
+        self.running += 1
+        self._links.send(worker.link, frame)
+
+    def _task_inputs(self, task: TaskRecord) -> TaskInputs | str:
+        inputs: list[TaskInput] = []
+        for obj in task.inputs:
+            if obj.state is _INLINE:
+                inputs.append(InlineInput(obj.oid, obj.value))
+            elif obj.state is _STORED and obj.holder is not None:
+                inputs.append(LocatedInput(obj.oid, obj.holder.address))
+            else:
+                return f"input {obj.oid:#x} failed: {obj.error}"
+        many = task.results if task.many else None
+        return TaskInputs(task.oid, task.task_id, tuple(inputs), task.gather, task.value, many)
