@@ -305,9 +305,13 @@ class Connection:
             return []  # parsed as the bytes arrived
         out: list[Event] = []
         self._parse_into(out)
-        if not out and self._error is not None:
-            raise self._error
+        error = self._failure()  # parsing may have failed: not the `_error` checked above
+        if not out and error is not None:
+            raise error
         return out
+
+    def _failure(self) -> RemoteProtocolError | None:
+        return self._error
 
     def _idle(self) -> ConnectionClosed | NeedData:
         if self._error is not None:

@@ -1,0 +1,87 @@
+"""The optional compiled core (``DISTA_MYPYC=1``, see setup.py) builds and passes the core's
+tests: the wire layer's and the seeded cluster simulation's, run against the compiled
+modules. CI runs everything else on the pure-Python build."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cannot_build() -> str:
+    try:
+        import mypyc  # noqa: F401
+    except ImportError:
+        return "mypyc is not installed"
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        return f"no C compiler ({compiler})"
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
+        return "no Python headers"
+    return ""
+
+
+@pytest.mark.timeout(900)
+def test_the_compiled_core_passes_the_core_tests(tmp_path: Path) -> None:
+    reason = _cannot_build()
+    if reason:
+        pytest.skip(reason)
+    ignore = shutil.ignore_patterns("__pycache__", "*.so")
+    shutil.copytree(ROOT / "dista_proto", tmp_path / "dista_proto", ignore=ignore)
+    shutil.copy(ROOT / "setup.py", tmp_path)
+    build = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=tmp_path,
+        env=dict(os.environ, DISTA_MYPYC="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert build.returncode == 0, (build.stdout + build.stderr)[-4000:]
+    compiled = {p.name.split(".")[0] for p in (tmp_path / "dista_proto").glob("*.so")}
+    assert {"_head", "_worker", "_driver", "_connection", "_decode", "_encode"} <= compiled
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
+    where = subprocess.run(
+        [sys.executable, "-c", "import dista_proto._head as h; print(h.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert where.stdout.strip().endswith(".so"), where.stdout + where.stderr
+    tests = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--import-mode=append",  # the compiled copy first on the path, not the checkout
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "--rootdir",
+            str(ROOT),
+            str(ROOT / "tests" / "proto"),
+            str(ROOT / "tests" / "sim"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]
