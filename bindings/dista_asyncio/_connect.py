@@ -63,21 +63,26 @@ def connect_local(
     background loop thread; `Context.close` stops the head (it stops its workers) and it."""
     names, registry = _registry.snapshot()
     thread = LoopThread()
+    served: list[HeadServer] = []  # once the head serves the listener, it closes it
 
     async def start() -> tuple[HeadServer, DriverHost]:
         server = await serve_head(sock=listener, local=True)
+        served.append(server)
         try:
             driver = await _attach_driver(server, registry, timeout)
         except BaseException:
             server.head_stop("the driver could not connect")
             server.close_all()
+            if server.server is not None:
+                server.server.close()
             raise
         return server, driver
 
     try:
         server, driver = thread.run(start())
     except BaseException:
-        listener.close()
+        if not served:
+            listener.close()
         thread.stop()
         raise
     context = _context.Context(driver.session, names, address)
