@@ -3,19 +3,22 @@
 A worker with only its `worker_slots` tasks at a time waits a round trip to the head after
 each result before it has the next one; for tasks of a few microseconds that round trip,
 not the task, is the cost. So the head learns from spans how long each task ID runs and
-sends a worker up to ``prefetch`` more tasks at once when they are known to be short: at
-most ``prefetch`` times `SHORT_NS` of estimated work can then wait behind a worker's
-current task, while a task never seen, or seen running long, still waits for a slot.
+sends a worker up to ``prefetch`` more tasks at once when they are known to be short, while
+their estimates add up to at most `PREFETCH_NS`: so at most that much estimated work waits
+in a worker's prefetch slots behind its current task (32 tasks of 50 µs, or 4 of 0.5 ms),
+while a task never seen, or seen running long, still waits for a slot.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["SHORT_NS", "Durations"]
+__all__ = ["PREFETCH_NS", "SHORT_NS", "Durations"]
 
 #: A task ID whose recent runs average at most this is short enough to prefetch.
 SHORT_NS: Final = 500_000
+#: The estimated work one worker's prefetch slots may hold at once.
+PREFETCH_NS: Final = 2_000_000
 #: Task IDs remembered; past this the table starts again (a long-lived head, by-name tasks).
 _CAP: Final = 4096
 
@@ -40,5 +43,9 @@ class Durations:
             self._average[task_id] = (3 * average + elapsed_ns) >> 2
 
     def is_short(self, task_id: int) -> bool:
+        return self.short_estimate(task_id) is not None
+
+    def short_estimate(self, task_id: int) -> int | None:
+        """The task ID's average run time if it is short enough to prefetch, else None."""
         average = self._average.get(task_id)
-        return average is not None and average <= self.short_ns
+        return average if average is not None and average <= self.short_ns else None

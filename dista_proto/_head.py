@@ -414,6 +414,7 @@ class Head(Scheduling):
         worker.running.pop(task.oid, None)
         if task.spare:
             worker.spare += 1
+            worker.prefetched -= task.spare_ns
         else:
             worker.free += 1
         self.running -= 1

@@ -43,6 +43,7 @@ class Peer:
         "idle",
         "link",
         "number",
+        "prefetched",
         "registry",
         "role",
         "running",
@@ -57,6 +58,7 @@ class Peer:
         self.address = NO_ADDRESS  # workers
         self.free = 0  # worker slots not running a task
         self.spare = 0  # prefetch slots, for tasks known to be short, not running one
+        self.prefetched = 0  # estimated ns of the tasks in its prefetch slots
         self.idle = False  # in its registry's idle deque
         self.draining = False
         self.running: dict[int, TaskRecord] = {}  # first result ID -> task, workers
@@ -123,6 +125,7 @@ class TaskRecord:
         "retries",
         "span",
         "spare",
+        "spare_ns",
         "state",
         "submitted",
         "task_id",
@@ -162,6 +165,7 @@ class TaskRecord:
         self.dispatched = 0
         self.span: tuple[int, int, int] = (0, 0, 0)
         self.spare = False  # it runs in one of its worker's prefetch slots
+        self.spare_ns = 0  # its estimate, counted in its worker's `prefetched` meanwhile
 
     @property
     def live(self) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
-from ._durations import Durations
+from ._durations import PREFETCH_NS, Durations
 from ._events import InlineInput, LocatedInput, Task, TaskInput, TaskInputs, TaskMany
 from ._fairqueue import FairQueue
 from ._head_records import ObjState, Peer, TaskRecord, TaskState
@@ -94,14 +94,14 @@ class Scheduling:
             task = queue.peek()
             if task is None:
                 return
-            short = short_ids.is_short(task.task_id)
-            target = self._preferred(task, short)
+            cost = short_ids.short_estimate(task.task_id)
+            target = self._preferred(task, cost)
             if target is None:
-                target = worker if short or worker.free > 0 else self._with_slot(idle)
+                target = worker if _fits(worker, cost) else self._with_slot(idle)
                 if target is None:
                     return  # only prefetch slots are free: the task waits for a slot, first
             queue.pop()
-            self._dispatch(task, target, short)
+            self._dispatch(task, target, cost)
             if len(idle) > 1 and idle[0] is target:
                 # Spread: every idle worker gets its first task before any gets a second,
                 # so a short task does not wait behind a long one while a worker idles.
@@ -114,19 +114,22 @@ class Scheduling:
                 return worker
         return None
 
-    def _preferred(self, task: TaskRecord, short: bool) -> Peer | None:
+    def _preferred(self, task: TaskRecord, cost: int | None) -> Peer | None:
         """The idle worker holding the task's largest stored input, if any (locality)."""
         best = None
         size = -1
         for obj in task.inputs:
             if obj.state is _STORED and obj.size > size and obj.holder is not None:
                 holder = obj.holder
-                room = holder.free > 0 or (short and holder.spare > 0)
-                if room and not holder.draining and holder.registry == task.registry:
+                if (
+                    _fits(holder, cost)
+                    and not holder.draining
+                    and holder.registry == task.registry
+                ):
                     best, size = holder, obj.size
         return best
 
-    def _dispatch(self, task: TaskRecord, worker: Peer, short: bool) -> None:
+    def _dispatch(self, task: TaskRecord, worker: Peer, cost: int | None) -> None:
         event = task.event
         if event is None:
             built = self._task_inputs(task)
@@ -136,10 +139,13 @@ class Scheduling:
             frame: Task | TaskMany | TaskInputs = built
         else:
             frame = event
-        # A short task takes a prefetch slot while there is one, keeping slots for the rest.
-        task.spare = short and worker.spare > 0
+        # A short task takes a prefetch slot while one fits, keeping slots for the rest.
+        task.spare = _fits_prefetch(worker, cost)
         if task.spare:
+            assert cost is not None
+            task.spare_ns = cost
             worker.spare -= 1
+            worker.prefetched += cost
         else:
             worker.free -= 1
         task.state = _RUNNING
@@ -162,3 +168,13 @@ class Scheduling:
                 return f"input {obj.oid:#x} failed: {obj.error}"
         many = task.results if task.many else None
         return TaskInputs(task.oid, task.task_id, tuple(inputs), task.gather, task.value, many)
+
+
+def _fits_prefetch(worker: Peer, cost: int | None) -> bool:
+    """Whether a task of estimated ``cost`` (None: not short) fits a prefetch slot."""
+    return cost is not None and worker.spare > 0 and worker.prefetched + cost <= PREFETCH_NS
+
+
+def _fits(worker: Peer, cost: int | None) -> bool:
+    """Whether ``worker`` has room for a task of estimated ``cost``: a slot or a prefetch one."""
+    return worker.free > 0 or _fits_prefetch(worker, cost)

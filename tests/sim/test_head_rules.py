@@ -247,3 +247,25 @@ def test_a_long_task_behind_prefetched_ones_takes_a_free_slot_elsewhere() -> Non
     assert held in [t.object_id for t in busy.running]
     sim.settle()
     assert all(oid in d.got for oid in [held, second, *shorts])
+
+
+def test_prefetch_holds_at_most_its_budget_of_estimated_work() -> None:
+    sim = Sim(seed=13, workers=1, drivers=1, worker_slots=1, prefetch=32)
+    sim.settle()
+    d = sim.drivers[0]
+    w = sim.workers[0]
+    first = d.core.submit(TASK_ID, _arg(16))
+    sim.driver_call(d)
+    _deliver_all(sim)
+    task = w.running.pop()
+    w.core.task_done(task.object_id, [b"x"], 0, 400_000)  # 0.4 ms: short
+    sim._run_decisions(w.core)
+    sim.settle()
+    assert first in d.got
+    refs = [d.core.submit(TASK_ID, _arg(16, i)) for i in range(40)]
+    sim.driver_call(d)
+    _deliver_all(sim)
+    # Its slot, then prefetch slots while 0.4 ms each fits in 2 ms: five of them.
+    assert len(w.running) == 1 + 5
+    sim.settle()
+    assert all(oid in d.got for oid in refs)
