@@ -3,7 +3,8 @@
 The `Driver` core runs on the binding's I/O thread; user threads submit, read and release
 through this class, which serialises them on one lock. A call from a user thread changes
 the core and asks the binding to flush (once per burst, not once per call); the binding
-feeds bytes in with `received` and carries out the I/O decisions it gets back. Values are
+reads bytes into place (`get_buffer`, `buffer_updated`) and carries out the I/O decisions
+it gets back. Values are
 decoded on the reader's thread, not the I/O thread, so a large result never stalls the
 loop. Releases from `ObjectRef.__del__` may run in any thread at any time (even inside this
 class, during garbage collection), so they only append to a queue the next flush drains.
@@ -92,21 +93,13 @@ class Session:
             self.core.start(time.time_ns(), resume)
             return self._decide([])
 
-    def received(self, link: int, data: Bytes) -> list[IODecision]:
-        fire: list[Callable[[], object]] = []
-        with self._lock:
-            self.core.receive_data(link, data, time.time_ns())
-            out = self._decide(fire)
-        _run(fire)
-        return out
-
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         """Where to read ``link``'s next bytes; `buffer_updated` takes them."""
         with self._lock:
             return self.core.get_buffer(link, sizehint)
 
     def buffer_updated(self, link: int, nbytes: int) -> list[IODecision]:
-        """`received` for ``nbytes`` read into the view `get_buffer` gave."""
+        """``nbytes`` were read into the view `get_buffer` gave: the core takes them."""
         fire: list[Callable[[], object]] = []
         with self._lock:
             self.core.buffer_updated(link, nbytes, time.time_ns())

@@ -45,9 +45,6 @@ class DriverHost(Host):
         self.act(self.session.flush())
 
     # Host
-    def feed(self, link: int, data: bytes) -> list[dp.Decision]:
-        return self._check_welcome(list(self.session.received(link, data)))
-
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return ready(self.session.get_buffer(link, sizehint))
 

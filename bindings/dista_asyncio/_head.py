@@ -29,11 +29,6 @@ class HeadServer(Host):
     def protocol(self) -> LinkBase:
         return self.link_protocol(self.head.connection_made(time.time_ns()))
 
-    def feed(self, link: int, data: bytes) -> list[dp.Decision]:
-        head = self.head
-        head.receive_data(link, data, time.time_ns())
-        return head.decisions()
-
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return ready(self.head.get_buffer(link, sizehint))
 

@@ -2,7 +2,8 @@
 
 A `Host` maps the core's link numbers to transports and carries out its decisions: write
 buffers (small frames joined into one write, large payloads passed as they lie), open a
-connection, close one, exit. One `LinkProtocol` per connection feeds bytes back in.
+connection, close one, exit. One `BufferedLinkProtocol` per connection reads bytes into
+the place its core offers (`get_buffer`) and says how many arrived (`updated`).
 
 Flow control: every transport's write buffer has a high-water mark (`HIGH_WATER`). When a
 peer reads slowly and its buffer passes the mark, the link whose input produced more
@@ -29,12 +30,11 @@ from typing import Final, cast
 import dista_proto as dp
 from dista_proto.frame import Bytes
 
-__all__ = ["HIGH_WATER", "LOW_WATER", "SLICE", "Host", "LinkBase", "LinkProtocol"]
+__all__ = ["HIGH_WATER", "LOW_WATER", "SLICE", "Host", "LinkBase"]
 
 HIGH_WATER: Final = 4 << 20
 LOW_WATER: Final = 1 << 20
 _JOIN_BELOW: Final = 256 << 10  # buffers smaller than this are joined into one write
-_SCRATCH: Final = 256 << 10  # the default `Host.get_buffer`'s read size
 #: Large buffers are handed to a transport this much at a time, while it is under HIGH_WATER.
 SLICE: Final = 1 << 20
 
@@ -77,32 +77,19 @@ class LinkBase(asyncio.BaseProtocol):
         self.host.resume(self.link)
 
 
-class LinkProtocol(LinkBase, asyncio.Protocol):
-    """A link whose bytes arrive as the transport's own bytes objects (`Host.feed`)."""
-
-    __slots__ = ()
-
-    def data_received(self, data: bytes) -> None:
-        self.host.on_data(self.link, data)
-
-
 class Host:
-    """The transports of one core; subclasses say how to feed the core."""
+    """The transports of one core; subclasses say where the core reads and what it decides."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.transports: dict[int, asyncio.Transport] = {}
         self.paused: set[int] = set()
         self._blocked: dict[int, set[int]] = {}  # slow link -> links not read because of it
-        self._scratch: memoryview | None = None
         self._backlog: dict[int, deque[Bytes]] = {}  # link -> what waits for its transport
         self._close_after: set[int] = set()  # links to close once their backlog is written
         self.exited = loop.create_future()
 
     # -- the core's side (subclasses) -------------------------------------------------------
-
-    def feed(self, link: int, data: bytes) -> list[dp.Decision]:
-        raise NotImplementedError
 
     def lost(self, link: int) -> list[dp.Decision]:
         raise NotImplementedError
@@ -115,19 +102,12 @@ class Host:
         """A decision that is not I/O (a task to run, a result): the subclass's business."""
 
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
-        """Where to read ``link``'s next bytes (a `BufferedLinkProtocol` asks).
-
-        This default reads into one scratch buffer and feeds a copy; subclasses whose core
-        reads into place (`Connection.get_buffer`) override it and `updated`.
-        """
-        if self._scratch is None:
-            self._scratch = memoryview(bytearray(_SCRATCH))
-        return self._scratch
+        """Where to read ``link``'s next bytes (the core's `get_buffer`)."""
+        raise NotImplementedError
 
     def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
         """``nbytes`` were read into the view `get_buffer` gave for ``link``."""
-        assert self._scratch is not None
-        return self.feed(link, bytes(self._scratch[:nbytes]))
+        raise NotImplementedError
 
     def link_protocol(self, link: int) -> LinkBase:
         """The protocol for a new connection of ``link``: read into place."""
@@ -147,11 +127,6 @@ class Host:
         self._close_after.discard(link)
         self.resume(link)
         self.act(self.lost(link))
-
-    def on_data(self, link: int, data: bytes) -> None:
-        decisions = self.feed(link, data)
-        if decisions:
-            self.act(decisions, link)
 
     def on_updated(self, link: int, nbytes: int) -> None:
         decisions = self.updated(link, nbytes)

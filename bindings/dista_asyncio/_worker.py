@@ -130,10 +130,6 @@ class WorkerHost(Host):
     def protocol(self) -> LinkBase:
         return self.link_protocol(self.core.connection_made(time.time_ns()))
 
-    def feed(self, link: int, data: bytes) -> list[dp.Decision]:
-        self.core.receive_data(link, data, time.time_ns())
-        return self._decisions()
-
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return ready(self.core.get_buffer(link, sizehint))
 

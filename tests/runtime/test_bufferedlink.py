@@ -68,8 +68,7 @@ class FakeTransport:
 
 
 class PlainHost(Host):
-    def feed(self, link: int, data: bytes) -> list[dp.Decision]:
-        return []
+    """Only writes: these tests never read."""
 
 
 def _host() -> tuple[PlainHost, dict[int, FakeTransport]]:
@@ -124,10 +123,6 @@ class ServerHost(Host):
     def protocol(self) -> LinkBase:
         return self.link_protocol(self.core.connection_made(0))
 
-    def feed(self, link: int, data: bytes) -> list[dp.Decision]:
-        self.core.receive_data(link, data, 0)
-        return self.core.decisions()
-
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return self.core.get_buffer(link, sizehint)
 
@@ -170,9 +165,6 @@ class FetchHost(Host):
         for fetched in self.fetcher.receive(link, events):
             self.done.set_result(fetched)
         return self.links.decisions()
-
-    def feed(self, link: int, data: bytes) -> list[dp.Decision]:
-        raise AssertionError("a buffered link is never fed bytes")
 
     def opened(self, link: int) -> list[dp.Decision]:
         self.links.connected(link)
