@@ -42,9 +42,6 @@ class Durations:
         else:
             self._average[task_id] = (3 * average + elapsed_ns) >> 2
 
-    def is_short(self, task_id: int) -> bool:
-        return self.short_estimate(task_id) is not None
-
     def short_estimate(self, task_id: int) -> int | None:
         """The task ID's average run time if it is short enough to prefetch, else None."""
         average = self._average.get(task_id)

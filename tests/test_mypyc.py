@@ -29,6 +29,12 @@ def _cannot_build() -> str:
     return ""
 
 
+def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
 @pytest.mark.timeout(900)
 def test_the_compiled_core_passes_the_core_tests(tmp_path: Path) -> None:
     reason = _cannot_build()
@@ -37,31 +43,21 @@ def test_the_compiled_core_passes_the_core_tests(tmp_path: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.so")
     shutil.copytree(ROOT / "dista_proto", tmp_path / "dista_proto", ignore=ignore)
     shutil.copy(ROOT / "setup.py", tmp_path)
-    build = subprocess.run(
+    build = _run(
         [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
-        cwd=tmp_path,
-        env=dict(os.environ, DISTA_MYPYC="1"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+        tmp_path,
+        dict(os.environ, DISTA_MYPYC="1"),
     )
     assert build.returncode == 0, (build.stdout + build.stderr)[-4000:]
     compiled = {p.name.split(".")[0] for p in (tmp_path / "dista_proto").glob("*.so")}
     assert {"_head", "_worker", "_driver", "_connection", "_decode", "_encode"} <= compiled
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
-    where = subprocess.run(
-        [sys.executable, "-c", "import dista_proto._head as h; print(h.__file__)"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    where = _run(
+        [sys.executable, "-c", "import dista_proto._head as h; print(h.__file__)"], tmp_path, env
     )
     assert where.stdout.strip().endswith(".so"), where.stdout + where.stderr
-    tests = subprocess.run(
+    tests = _run(
         [
             sys.executable,
             "-m",
@@ -77,11 +73,7 @@ def test_the_compiled_core_passes_the_core_tests(tmp_path: Path) -> None:
             str(ROOT / "tests" / "proto"),
             str(ROOT / "tests" / "sim"),
         ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+        tmp_path,
+        env,
     )
     assert tests.returncode == 0, tests.stdout[-4000:] + tests.stderr[-2000:]

@@ -28,7 +28,7 @@ class MemoryTransport(asyncio.Transport):
         self._loop = loop
         self._protocol = protocol
         self.peer: MemoryTransport | None = None
-        self._inbox: deque[bytes] = deque()  # written by the peer, not yet taken
+        self._inbox: deque[bytes | memoryview] = deque()  # written by the peer, not taken yet
         self._inbox_size = 0
         self._reading = True
         self._scheduled = False
@@ -58,8 +58,10 @@ class MemoryTransport(asyncio.Transport):
         peer = self.peer
         if self._closing or peer is None or peer._closing:
             return
-        # A copy: the writer may reuse its buffer once write returns, as with a socket.
-        peer._take(bytes(data))
+        # Bytes and views are kept as they are, as uvloop's transports keep them (the `Host`
+        # never reuses a buffer it wrote: a large payload goes by without a copy); a
+        # bytearray is copied, since its writer may change it once write returns.
+        peer._take(bytes(data) if isinstance(data, bytearray) else data)
         if not self._writing_paused and peer._inbox_size > self._high:
             self._writing_paused = True
             self._protocol.pause_writing()
@@ -98,9 +100,9 @@ class MemoryTransport(asyncio.Transport):
             self._reading = True
             self._schedule()
 
-    def _take(self, data: bytes) -> None:
+    def _take(self, data: bytes | memoryview) -> None:
         self._inbox.append(data)
-        self._inbox_size += len(data)
+        self._inbox_size += memoryview(data).nbytes
         self._schedule()
 
     def _schedule(self, force: bool = False) -> None:
@@ -113,7 +115,7 @@ class MemoryTransport(asyncio.Transport):
         protocol = self._protocol
         while self._inbox and self._reading and not self._closing:
             data = self._inbox.popleft()
-            self._inbox_size -= len(data)
+            self._inbox_size -= memoryview(data).nbytes
             if isinstance(protocol, asyncio.BufferedProtocol):
                 view = memoryview(data)
                 while view:
@@ -123,7 +125,7 @@ class MemoryTransport(asyncio.Transport):
                     view = view[n:]
                     protocol.buffer_updated(n)
             else:
-                protocol.data_received(data)  # type: ignore[attr-defined]
+                protocol.data_received(bytes(data))  # type: ignore[attr-defined]
         writer = self.peer
         if writer is not None and writer._writing_paused and self._inbox_size <= writer._low:
             writer._writing_paused = False
