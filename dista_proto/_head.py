@@ -173,13 +173,17 @@ class Head(Scheduling):
         events, error = self._links.buffer_updated(link, nbytes)
         self._received(link, events, error)
 
-    def connection_lost(self, link: int, now: int) -> None:
-        """The binding's connection for ``link`` closed (or failed)."""
+    def connection_lost(self, link: int, now: int, why: str | None = None) -> None:
+        """The binding's connection for ``link`` closed (or failed).
+
+        ``why`` is what the binding knows beyond the closed connection (a supervisor's
+        "worker pid 4242 died: SIGSEGV"); it goes into the errors of what the peer took along.
+        """
         self._now = now
         peer = self._peers.get(link)
         self._links.forget(link)
         if peer is not None:
-            self._lose(peer, "connection lost")
+            self._lose(peer, why or "connection lost")
 
     def decisions(self) -> list[Decision]:
         """What to do now: writes, closes, exit; in order."""

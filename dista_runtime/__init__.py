@@ -15,17 +15,8 @@ from __future__ import annotations
 
 from dista_proto import HeadStats, TimelineRecord
 
-from ._api import (
-    Cluster,
-    as_completed,
-    get,
-    init,
-    local_pids,
-    shutdown,
-    stats,
-    timeline,
-    wait,
-)
+from ._api import as_completed, get, stats, timeline, wait
+from ._cluster import Cluster, init, local_pids, shutdown
 from ._errors import DistaError, GetTimeoutError, TaskCancelledError, TaskError
 from ._ref import ObjectRef
 from ._task import RemoteFunction, RemoteFunction2, RemoteFunction3, RemoteFunctionN, task

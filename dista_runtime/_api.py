@@ -1,131 +1,30 @@
-"""The module-level API: `init`, `get`, `wait`, `as_completed`, `stats`, `timeline`."""
+"""The module-level API on refs: `get`, `wait`, `as_completed`, `stats`, `timeline`."""
 
 from __future__ import annotations
 
-import atexit
-import os
 import queue
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, Self, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import dista_proto as dp
 
-from . import _context, _registry, _session
-from ._address import format_head, parse_head
-from ._errors import DistaError, GetTimeoutError
-from ._local import LocalCluster
+from . import _context, _session
+from ._errors import GetTimeoutError
 from ._progress import Progress
 from ._ref import ObjectRef
 
 __all__ = [
-    "Cluster",
     "as_completed",
     "get",
-    "init",
-    "local_pids",
-    "shutdown",
     "stats",
     "timeline",
     "wait",
 ]
 
 T = TypeVar("T")
-
-
-class Cluster:
-    """What `init` returns: the connection (and the local cluster, if it started one)."""
-
-    def __init__(self, context: _context.Context, local: LocalCluster | None) -> None:
-        self.context = context
-        self.local = local
-
-    @property
-    def address(self) -> str:
-        return format_head(*self.context.address)
-
-    def pids(self) -> list[int]:
-        """The local workers' process IDs (the head runs in this process; empty when joined
-        to a cluster)."""
-        return self.local.pids() if self.local is not None else []
-
-    def shutdown(self) -> None:
-        for close in self.context.close:
-            close()
-        self.context.close.clear()
-        self.context.session.close("shut down")
-        _context.clear(self.context)
-        if self.local is not None:
-            self.local.close()
-            self.local = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def __repr__(self) -> str:
-        kind = f"local, {len(self.pids())} workers" if self.local else "remote"
-        return f"<dista Cluster {self.address} ({kind})>"
-
-
-_cluster: Cluster | None = None
-
-
-def init(
-    address: str | None = None, workers: int | None = None, *, timeout: float = 30.0
-) -> Cluster:
-    """Connect this process to a cluster and return it (a context manager).
-
-    With no ``address`` (and no ``DISTA_ADDRESS`` in the environment) start a local one: a
-    head and ``workers`` worker processes (default: one per core) on loopback, torn down at
-    exit. Tasks registered before this call are known to workers by name; the rest travel
-    by value.
-    """
-    global _cluster
-    if _cluster is not None and not _cluster.context.session.closed:
-        raise DistaError("dista.init() was already called: call dista.shutdown() first")
-    from dista_asyncio import connect_blocking, connect_local
-
-    address = address or os.environ.get("DISTA_ADDRESS") or None
-    local: LocalCluster | None = None
-    if address is None:
-        names, _ = _registry.snapshot()
-        local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names))
-    try:
-        if local is not None:
-            context = connect_local(local.take_listener(), local.address, timeout)
-        else:
-            assert address is not None
-            context = connect_blocking(*parse_head(address), timeout)
-    except BaseException:
-        if local is not None:
-            local.close(0)
-        raise
-    _context.install(context)
-    _cluster = Cluster(context, local)
-    if local is not None:
-        # A worker that cannot import the tasks exits: fail the waits instead of hanging.
-        local.watch(context.session.close)
-    return _cluster
-
-
-def shutdown() -> None:
-    """Disconnect; a local cluster stops with its workers. Safe to call twice."""
-    global _cluster
-    if _cluster is not None:
-        cluster, _cluster = _cluster, None
-        cluster.shutdown()
-
-
-atexit.register(shutdown)
-
-
-def local_pids() -> list[int]:
-    return _cluster.pids() if _cluster is not None else []
 
 
 @overload

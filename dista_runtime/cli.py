@@ -213,10 +213,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import runpy
 
-    from . import _api, _context
+    from . import _cluster, _context
 
     def start() -> object:
-        return _api.init(workers=args.workers)
+        return _cluster.init(workers=args.workers)
 
     _context.auto_init = start
     sys.argv = [args.script, *args.args]
@@ -227,7 +227,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("dista run: interrupted; stopping the local cluster", file=sys.stderr)
         return 130
     finally:
-        _api.shutdown()
+        _cluster.shutdown()
     return 0
 
 
