@@ -11,6 +11,7 @@ from . import frame
 from ._codec import decode_event, encode_event
 from ._connection import NEED_DATA, Connection, ConnectionState, NeedData
 from ._decisions import (
+    CancelTask,
     Close,
     Connect,
     Decision,
@@ -71,14 +72,29 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
+from ._extensions import (
+    CANCEL_FORCE,
+    FREE_WITHDRAW,
+    MIN_FETCH_PART,
+    SPAN_BLOCKED,
+    SPAN_RESUMED,
+    SPAN_WITHDRAWN,
+)
 from ._head import TIMELINE_CAP, Head, retry_limit
 from ._roles import Role, allowed_kinds
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
 __all__ = [
+    "CANCEL_FORCE",
     "DEFAULT_INLINE_THRESHOLD",
+    "FREE_WITHDRAW",
+    "MIN_FETCH_PART",
+    "SPAN_BLOCKED",
+    "SPAN_RESUMED",
+    "SPAN_WITHDRAWN",
     "NEED_DATA",
     "TIMELINE_CAP",
+    "CancelTask",
     "Close",
     "Connect",
     "Decision",

@@ -14,6 +14,7 @@ from ._events import Address, HeadStats, TimelineRecord
 from .frame import Bytes
 
 __all__ = [
+    "CancelTask",
     "Close",
     "Connect",
     "Decision",
@@ -80,6 +81,18 @@ class RunTask:
 
 
 @dataclass(frozen=True, slots=True)
+class CancelTask:
+    """The head wants back the task whose first result is ``object_id``.
+
+    If it has not started, drop it and call `Worker.task_withdrawn`. If it runs: with
+    ``withdraw`` let it finish; without (a cancel) interrupt it where the language allows.
+    """
+
+    object_id: int
+    withdraw: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Welcomed:
     """The head numbered this driver."""
 
@@ -127,6 +140,7 @@ Decision = (
     | Close
     | Exit
     | RunTask
+    | CancelTask
     | Welcomed
     | ObjectValue
     | ObjectFailed

@@ -269,8 +269,16 @@ def _d_task_inputs(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return TaskInputs(oid, tid, tuple(inputs), bool(flags & F.GATHER), value, results)
 
 
+def _d_marked(cls: type[Free | Cancel]) -> Callable[[int, int, Bytes, bool], Event]:
+    def decode(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+        _exact(cls.kind, p, 0)
+        return cls(oid, tid)  # the task-ID field carries Dista's extension mark
+
+    return decode
+
+
 def _d_id_only(
-    cls: type[Release | Free | Claim | ActorKill | Cancel],
+    cls: type[Release | Claim | ActorKill],
 ) -> Callable[[int, int, Bytes, bool], Event]:
     def decode(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
         _exact(cls.kind, p, 0)
@@ -316,7 +324,8 @@ def _d_holding(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
 
 def _d_span(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     _exact(F.KIND_SPAN, p, 24)
-    return Span(oid, *_Q3.unpack(p))
+    arrived, started, ended = _Q3.unpack(p)
+    return Span(oid, arrived, started, ended, tid)  # the task-ID field: an extension mark
 
 
 def _d_timeline(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
@@ -440,7 +449,7 @@ DECODERS: Final[dict[int, _Decoder]] = {
     F.KIND_FETCH: _d_fetch,
     F.KIND_TASK_INPUTS: _d_task_inputs,
     F.KIND_RELEASE: _d_id_only(Release),
-    F.KIND_FREE: _d_id_only(Free),
+    F.KIND_FREE: _d_marked(Free),
     F.KIND_STATS: _d_stats,
     F.KIND_HOLDING: _d_holding,
     F.KIND_CLAIM: _d_id_only(Claim),
@@ -460,7 +469,7 @@ DECODERS: Final[dict[int, _Decoder]] = {
     F.KIND_DRAIN: _d_nothing(Drain),
     F.KIND_ADOPT: _d_adopt,
     F.KIND_ADOPTED: _d_adopted,
-    F.KIND_CANCEL: _d_id_only(Cancel),
+    F.KIND_CANCEL: _d_marked(Cancel),
     F.KIND_PART: _d_part,
 }
 

@@ -188,8 +188,19 @@ def _e_task_inputs(e: TaskInputs, from_head: bool) -> Encoded:
     return k, e.object_id, e.task_id, bytes(out), value
 
 
-def _e_id_only(e: Release | Free | Claim | ActorKill | Cancel, from_head: bool) -> Encoded:
+def _e_id_only(e: Release | Claim | ActorKill, from_head: bool) -> Encoded:
     return e.kind, e.object_id, 0, _EMPTY, None
+
+
+def _e_marked(e: Free | Cancel, from_head: bool) -> Encoded:
+    # The extension mark rides in the task-ID field, which the page leaves at 0 for these.
+    return e.kind, e.object_id, _mark(e.kind, e.mark), _EMPTY, None
+
+
+def _mark(kind: int, mark: int) -> int:
+    if not 0 <= mark <= _U64_MAX:
+        raise _bad(kind, "mark", f"{mark} is not a u64")
+    return mark
 
 
 def _e_nothing(e: Resumed | Stop | Drain, from_head: bool) -> Encoded:
@@ -220,7 +231,7 @@ def _e_holding(e: Holding, from_head: bool) -> Encoded:
 def _e_span(e: Span, from_head: bool) -> Encoded:
     k = F.KIND_SPAN
     out = _u64(k, "arrived", e.arrived) + _u64(k, "started", e.started)
-    return k, e.object_id, 0, out + _u64(k, "ended", e.ended), None
+    return k, e.object_id, _mark(k, e.mark), out + _u64(k, "ended", e.ended), None
 
 
 def _e_timeline(e: Timeline, from_head: bool) -> Encoded:
@@ -338,7 +349,7 @@ ENCODERS: Final[dict[type[Any], Callable[[Any, bool], Encoded]]] = {
     Fetch: _e_fetch,
     TaskInputs: _e_task_inputs,
     Release: _e_id_only,
-    Free: _e_id_only,
+    Free: _e_marked,
     Stats: _e_stats,
     Holding: _e_holding,
     Claim: _e_id_only,
@@ -358,7 +369,7 @@ ENCODERS: Final[dict[type[Any], Callable[[Any, bool], Encoded]]] = {
     Drain: _e_nothing,
     Adopt: _e_adopt,
     Adopted: _e_adopted,
-    Cancel: _e_id_only,
+    Cancel: _e_marked,
     Part: _e_part,
 }
 

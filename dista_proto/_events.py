@@ -244,10 +244,12 @@ class Release(_EventBase):
 
 @dataclass(frozen=True, slots=True)
 class Free(_EventBase):
-    """Delete this object."""
+    """Delete this object. ``mark`` (in the task-ID field) is Dista's extension: see
+    `dista_proto.FREE_WITHDRAW` and docs/protocol.md, "Extensions"."""
 
     kind: ClassVar[int] = F.KIND_FREE
     object_id: int
+    mark: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +292,9 @@ class Span(_EventBase):
     arrived: int
     started: int
     ended: int
+    #: In the task-ID field: 0 for the page's span before the result, else one of Dista's
+    #: extension marks (`SPAN_BLOCKED`, `SPAN_RESUMED`, `SPAN_WITHDRAWN`).
+    mark: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,6 +438,8 @@ class Cancel(_EventBase):
 
     kind: ClassVar[int] = F.KIND_CANCEL
     object_id: int
+    #: In the task-ID field: `CANCEL_FORCE` also ends the worker process running the task.
+    mark: int = 0
 
 
 @dataclass(frozen=True, slots=True)

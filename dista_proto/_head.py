@@ -25,7 +25,7 @@ stored input sits on an idle worker goes there.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from . import frame as F
@@ -54,9 +54,10 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
+from ._extensions import CANCEL_FORCE, SPAN_BLOCKED, SPAN_RESUMED, SPAN_WITHDRAWN
 from ._fairqueue import FairQueue
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
-from ._head_scheduling import Scheduling
+from ._head_scheduling import ANYWHERE, Scheduling
 from ._head_status import status_text
 from ._links import Links
 from ._roles import Role
@@ -69,6 +70,9 @@ _ID_BITS: Final = 40
 _ID_MASK: Final = (1 << _ID_BITS) - 1
 #: The default cap on timeline records the head keeps; the oldest are dropped first.
 TIMELINE_CAP: Final = 100_000
+#: How long tasks wait for a worker with their driver's registry before they fail.
+NO_WORKER_GRACE_NS: Final = 10_000_000_000
+_TASK_ID_MASK: Final = (1 << 60) - 1  # the top 4 bits carry the retry limit
 
 _PENDING: Final = ObjState.PENDING
 _INLINE: Final = ObjState.INLINE
@@ -104,6 +108,8 @@ class Head(Scheduling):
         timeline_cap: int = TIMELINE_CAP,
         exit_without_drivers: bool = False,
         allocate: Callable[[int], bytearray | memoryview] | None = None,
+        portable_tasks: Iterable[int] = (),
+        no_worker_grace_ns: int = NO_WORKER_GRACE_NS,
     ) -> None:
         if not 1 <= first_number < _NUMBER_SPACE:
             raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
@@ -118,6 +124,11 @@ class Head(Scheduling):
         self.exit_without_drivers = exit_without_drivers
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
         self._allocate = allocate
+        # Task IDs (low 60 bits) that any worker runs, whatever its registry: by-value ones.
+        self._portable = frozenset(t & _TASK_ID_MASK for t in portable_tasks)
+        self.no_worker_grace_ns = no_worker_grace_ns
+        self._orphaned: dict[int, int] = {}  # registry with no worker -> since when
+        self._workers_of: dict[int, set[Peer]] = {}
         self._next_number = first_number
         self._links = Links()
         self._peers: dict[int, Peer] = {}
@@ -189,13 +200,40 @@ class Head(Scheduling):
         """What to do now: writes, closes, exit; in order."""
         return self._links.decisions()
 
+    def next_deadline(self) -> int | None:
+        """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
+        if not self._orphaned:
+            return None
+        return min(self._orphaned.values()) + self.no_worker_grace_ns
+
+    def on_timer(self, now: int) -> None:
+        """Time passed: fail tasks that waited out the grace for a worker of their registry."""
+        self._now = now
+        for registry, since in list(self._orphaned.items()):
+            if now < since + self.no_worker_grace_ns:
+                continue
+            del self._orphaned[registry]
+            if self._workers_of.get(registry):
+                continue
+            queue = self._ready.get(registry)
+            waited = self.no_worker_grace_ns / 1e9
+            failed = []
+            while queue and (task := queue.pop()) is not None:
+                why = (
+                    f"no worker can run task {task.task_id & _TASK_ID_MASK:#x}: none of the "
+                    f"connected workers has this driver's registry {registry:#018x} "
+                    f"(waited {waited:g} s for one)"
+                )
+                failed.append((task, why))
+            self._fail_tasks(failed)
+
     @property
     def drivers(self) -> int:
         """Connected drivers (clients excluded): a local head lives while there are any."""
         return sum(1 for p in self._peers.values() if p.role == Role.DRIVER)
 
     def stats(self) -> HeadStats:
-        workers = sum(1 for p in self._peers.values() if p.role == Role.WORKER and not p.draining)
+        workers = sum(len(w) for w in self._workers_of.values())
         return HeadStats(len(self._objects), self.held_bytes, self.pending, self.running, workers)
 
     def status(self) -> str:
@@ -224,8 +262,11 @@ class Head(Scheduling):
             peer.address = hello.address
             peer.free = self.worker_slots
             peer.spare = self.prefetch
+            self._workers_of.setdefault(peer.registry, set()).add(peer)
+            self._orphaned.pop(peer.registry, None)
             self._make_idle(peer)
             self._pump(peer.registry)
+            self._steal_for(peer)
         elif role in (Role.DRIVER, Role.CLIENT):
             number = self._assign_number(peer, hello)
             if number == 0:
@@ -266,7 +307,7 @@ class Head(Scheduling):
         elif isinstance(event, TaskMany):
             self._submit(peer, event.object_id, event.task_id, event.results, event)
         elif isinstance(event, Cancel):
-            self._cancel(peer, event.object_id)
+            self._cancel(peer, event.object_id, event.mark == CANCEL_FORCE)
         elif isinstance(event, Stats):
             self._links.send(peer.link, Stats(self.stats()))
         elif isinstance(event, Timeline):
@@ -280,13 +321,17 @@ class Head(Scheduling):
         if isinstance(event, Result):
             self._on_answer(peer, event.object_id, event, None)
         elif isinstance(event, Span):
-            self._on_span(peer, event)
+            if event.mark:
+                self._on_mark(peer, event)
+            else:
+                self._on_span(peer, event)
         elif isinstance(event, Stored):
             self._on_answer(peer, event.object_id, event, None)
         elif isinstance(event, Error):
             self._on_answer(peer, event.object_id, None, event.message)
         elif event.kind == F.KIND_DRAIN:
             peer.draining = True
+            self._forget_worker(peer)
             self._maybe_release_drained(peer)
         # holding, checkpointed, adopted: handled by the recovery and actor machinery
 
@@ -320,7 +365,8 @@ class Head(Scheduling):
     ) -> TaskRecord | None:
         if not self._check_new_ids(peer, oid, results):
             return None
-        task = TaskRecord(oid, task_id, peer.link, peer.registry, results, event, self._now)
+        registry = ANYWHERE if task_id & _TASK_ID_MASK in self._portable else peer.registry
+        task = TaskRecord(oid, task_id, peer.link, registry, results, event, self._now)
         objects = self._objects
         for i in range(oid, oid + results):
             objects[i] = TrackedObject(i, peer.link, task)
@@ -374,6 +420,55 @@ class Head(Scheduling):
             obj.task.span = (span.arrived, span.started, span.ended)
             self._durations.record(obj.task.task_id, span.ended - span.started)
 
+    def _on_mark(self, worker: Peer, span: Span) -> None:
+        """Dista's span marks (`dista_proto._extensions`): blocked, resumed, withdrawn."""
+        obj = self._objects.get(span.object_id)
+        task = obj.task if obj is not None else None
+        if task is None or task.worker is not worker or task.state is not _RUNNING:
+            return  # stale: the task settled, or was retried elsewhere
+        if span.mark == SPAN_BLOCKED:
+            if not task.blocked:
+                self._give_slot_back(worker, task)
+                task.blocked = True
+                worker.blocked += 1
+                self._make_idle(worker)
+                self._pump(worker.registry)
+        elif span.mark == SPAN_RESUMED:
+            if task.blocked:
+                task.blocked = False
+                worker.blocked -= 1
+                worker.free -= 1  # it takes a slot back, even if that overcommits for now
+        elif span.mark == SPAN_WITHDRAWN:
+            self._withdrawn(worker, task)
+
+    def _withdrawn(self, worker: Peer, task: TaskRecord) -> None:
+        """``worker`` dropped ``task`` unstarted: settle it if cancelled, else queue it again."""
+        worker.running.pop(task.oid, None)
+        self._give_slot_back(worker, task)
+        self.running -= 1
+        task.worker = None
+        task.withdrawing = False
+        if task.dropped:
+            self._settle(task)
+        else:
+            self.pending += 1
+            task.state = _QUEUED
+            self._ready[task.registry].push(task, front=True)
+            if task.registry == ANYWHERE:
+                for registry in list(self._idle):
+                    self._pump(registry)
+            else:
+                self._pump(task.registry)
+        self._after_slot_freed(worker)
+
+    def _after_slot_freed(self, worker: Peer) -> None:
+        if worker.draining:
+            self._maybe_release_drained(worker)
+        elif self._peers.get(worker.link) is worker:
+            self._make_idle(worker)
+            self._pump(worker.registry)
+            self._steal_for(worker)
+
     def _on_answer(
         self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
     ) -> None:
@@ -400,6 +495,7 @@ class Head(Scheduling):
                 assert answer is not None
                 obj.state = _STORED
                 obj.size = answer.size
+                self.held_bytes += obj.size
                 obj.holder = worker
                 worker.holds.add(oid)
                 if obj.held:
@@ -416,13 +512,10 @@ class Head(Scheduling):
         worker = task.worker
         assert worker is not None
         worker.running.pop(task.oid, None)
-        if task.spare:
-            worker.spare += 1
-            worker.prefetched -= task.spare_ns
-        else:
-            worker.free += 1
+        self._give_slot_back(worker, task)
         self.running -= 1
         task.worker = None
+        task.withdrawing = False
         if not task.dropped:
             arrived, started, ended = task.span
             self._timeline.append(
@@ -443,11 +536,7 @@ class Head(Scheduling):
                 )
             )
         self._settle(task)
-        if worker.draining:
-            self._maybe_release_drained(worker)
-        elif self._peers.get(worker.link) is worker:
-            self._make_idle(worker)
-            self._pump(worker.registry)
+        self._after_slot_freed(worker)
 
     def _wake(self, obj: TrackedObject) -> None:
         waiters = obj.waiters
@@ -488,9 +577,11 @@ class Head(Scheduling):
         if obj.state is _INLINE:
             self.held_bytes -= obj.size
             obj.value = b""
-        elif obj.state is _STORED and obj.holder is not None:
-            obj.holder.holds.discard(obj.oid)
-            self._links.send(obj.holder.link, Free(obj.oid))
+        elif obj.state is _STORED:
+            self.held_bytes -= obj.size
+            if obj.holder is not None:
+                obj.holder.holds.discard(obj.oid)
+                self._links.send(obj.holder.link, Free(obj.oid))
 
     def _fail_objects(self, task: TaskRecord, objs: list[TrackedObject], why: str) -> None:
         """Fail these results of ``task`` and, transitively, every task waiting on them."""
@@ -525,7 +616,11 @@ class Head(Scheduling):
             ]
             self._fail_results(results, why, stack)
             if task.state is _RUNNING:
-                task.dropped = True  # it finishes; its answers are dropped
+                if not task.dropped:
+                    task.dropped = True  # its answers are dropped
+                    # Its worker drops it if it has not started, else interrupts it.
+                    if task.worker is not None:
+                        self._links.send(task.worker.link, Free(task.oid))
                 continue
             self.pending -= 1
             self._settle(task)
@@ -538,13 +633,21 @@ class Head(Scheduling):
         obj.held = False
         self._unref(obj)
 
-    def _cancel(self, peer: Peer, oid: int) -> None:
+    def _cancel(self, peer: Peer, oid: int, force: bool) -> None:
         obj = self._objects.get(oid)
         if obj is None or obj.owner != peer.link:
             return  # already settled and released: nothing left to cancel
         task = obj.task
-        if task is not None and task.state is not _DONE:
-            self._fail_tasks([(task, "cancelled")])
+        if task is None or task.state is _DONE:
+            return
+        worker = task.worker if task.state is _RUNNING else None
+        self._fail_tasks([(task, "cancelled")])
+        if force and worker is not None and self._peers.get(worker.link) is worker:
+            # The task may not answer an interrupt (stuck in C code): end its worker.
+            why = f"stopped to force-cancel task {task.oid:#x}"
+            self._links.send(worker.link, Stop())
+            self._links.close(worker.link, why)
+            self._lose(worker, why)
 
     # -- losing peers --------------------------------------------------------------------------
 
@@ -558,12 +661,24 @@ class Head(Scheduling):
             if self.exit_without_drivers and peer.role == Role.DRIVER and not self.drivers:
                 self._stop("the last driver left")
 
+    def _forget_worker(self, worker: Peer) -> None:
+        """``worker`` takes no more work (lost or draining)."""
+        serving = self._workers_of.get(worker.registry)
+        if serving is not None:
+            serving.discard(worker)
+            if not serving:
+                del self._workers_of[worker.registry]
+                if self._ready.get(worker.registry):
+                    self._orphaned.setdefault(worker.registry, self._now)
+
     def _lose_worker(self, worker: Peer, why: str) -> None:
+        self._forget_worker(worker)
         name = worker.name
         for task in list(worker.running.values()):
             worker.running.pop(task.oid, None)
             self.running -= 1
             task.worker = None
+            task.blocked = task.withdrawing = False
             if task.dropped:
                 self.pending += 1  # _settle via _fail_tasks expects a not-yet-run task
                 task.state = _QUEUED
@@ -590,6 +705,7 @@ class Head(Scheduling):
         lost = [self._objects[oid] for oid in worker.holds if oid in self._objects]
         for obj in lost:
             obj.holder = None
+            self.held_bytes -= obj.size
             obj.state = _PENDING  # so that _fail_results takes it
             self._fail_results([obj], f"object lost: {name} disconnected ({why})", stack)
         worker.holds.clear()
@@ -604,10 +720,12 @@ class Head(Scheduling):
             for obj in mine
             if obj.task is not None and obj.task.oid == obj.oid
         ]
-        for obj in mine:
+        # Its reference goes once: objects it already released gave theirs up then.
+        held = [obj for obj in mine if obj.held]
+        for obj in held:
             obj.held = False  # no Error frames to a driver that is gone
         self._fail_tasks(stack)
-        for obj in mine:
+        for obj in held:
             if obj.oid in self._objects:
                 self._unref(obj)
 

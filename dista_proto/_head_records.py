@@ -37,6 +37,7 @@ class Peer:
 
     __slots__ = (
         "address",
+        "blocked",
         "draining",
         "free",
         "holds",
@@ -61,6 +62,7 @@ class Peer:
         self.prefetched = 0  # estimated ns of the tasks in its prefetch slots
         self.idle = False  # in its registry's idle deque
         self.draining = False
+        self.blocked = 0  # of its running tasks, those blocked reading others (slot lent)
         self.running: dict[int, TaskRecord] = {}  # first result ID -> task, workers
         self.holds: set[int] = set()  # stored objects, workers
 
@@ -111,6 +113,7 @@ class TaskRecord:
 
     __slots__ = (
         "answers_left",
+        "blocked",
         "dispatched",
         "dropped",
         "event",
@@ -131,6 +134,7 @@ class TaskRecord:
         "task_id",
         "value",
         "waiting",
+        "withdrawing",
         "worker",
     )
 
@@ -166,6 +170,8 @@ class TaskRecord:
         self.span: tuple[int, int, int] = (0, 0, 0)
         self.spare = False  # it runs in one of its worker's prefetch slots
         self.spare_ns = 0  # its estimate, counted in its worker's `prefetched` meanwhile
+        self.blocked = False  # waiting on other objects: its slot is lent meanwhile
+        self.withdrawing = False  # asked back from its worker (to run where one idles)
 
     @property
     def live(self) -> bool:

@@ -5,6 +5,15 @@ registry hash (round-robin between drivers, FIFO within one); workers with a fre
 in one deque per registry, those with nothing running first; a task whose largest stored
 input sits on a worker with room goes there (locality). A worker has ``worker_slots`` slots
 and ``prefetch`` spare ones that only tasks known to be short may take (`Durations`).
+A few task IDs (by-value functions) run on any worker: their tasks wait in the queue under
+`ANYWHERE` and are served to idle workers of every registry, oldest first against the
+registry's own queue.
+
+No worker idles while work waits on another: a task only takes a prefetch slot when no idle
+worker has a real slot; a task whose worker blocks (reading other objects) lends its slot
+until it resumes; and a worker that runs dry while its queue is empty asks the busiest
+worker of its registry for its newest task back (`FREE_WITHDRAW`): if that worker has not
+started it, it says so (`SPAN_WITHDRAWN`) and the task is queued again, at the front.
 `Head` inherits this; the state it reads is the head's own.
 """
 
@@ -14,12 +23,16 @@ from collections import deque
 from typing import Final
 
 from ._durations import PREFETCH_NS, Durations
-from ._events import InlineInput, LocatedInput, Task, TaskInput, TaskInputs, TaskMany
+from ._events import Free, InlineInput, LocatedInput, Task, TaskInput, TaskInputs, TaskMany
+from ._extensions import FREE_WITHDRAW
 from ._fairqueue import FairQueue
 from ._head_records import ObjState, Peer, TaskRecord, TaskState
 from ._links import Links
 
-__all__ = ["Scheduling"]
+__all__ = ["ANYWHERE", "Scheduling"]
+
+#: The registry key of tasks any worker can run (by-value functions).
+ANYWHERE: Final = -1
 
 _INLINE: Final = ObjState.INLINE
 _STORED: Final = ObjState.STORED
@@ -35,6 +48,8 @@ class Scheduling:
     _ready: dict[int, FairQueue[TaskRecord]]  # registry -> ready tasks
     _idle: dict[int, deque[Peer]]  # registry -> workers with a free slot
     _durations: Durations
+    _workers_of: dict[int, set[Peer]]  # registry -> its connected, undrained workers
+    _orphaned: dict[int, int]  # registry with queued tasks and no worker -> since when
     _now: int
     pending: int
     running: int
@@ -45,11 +60,17 @@ class Scheduling:
     def _enqueue(self, task: TaskRecord) -> None:
         task.state = _QUEUED
         task.queued = self._now
+        if task.registry != ANYWHERE and task.registry not in self._workers_of:
+            self._orphaned.setdefault(task.registry, self._now)
         queue = self._ready.get(task.registry)
         if queue is None:
             queue = self._ready[task.registry] = FairQueue()
         queue.push(task)
-        self._pump(task.registry)
+        if task.registry == ANYWHERE:
+            for registry in list(self._idle):
+                self._pump(registry)
+        else:
+            self._pump(task.registry)
 
     # -- scheduling ----------------------------------------------------------------------------
 
@@ -74,14 +95,15 @@ class Scheduling:
             idle.appendleft(worker)  # a worker with nothing to do goes first
 
     def _pump(self, registry: int) -> None:
-        """Dispatch ready tasks of ``registry`` while it has free worker slots."""
+        """Dispatch ready tasks of ``registry`` (and portable ones) while it has free slots."""
         queue = self._ready.get(registry)
+        anywhere = self._ready.get(ANYWHERE)
         idle = self._idle.get(registry)
-        if not queue or not idle:
+        if not idle or not (queue or anywhere):
             return
         peers = self._peers
         short_ids = self._durations
-        while idle and queue:
+        while idle:
             worker = idle[0]
             if (
                 (worker.free <= 0 and worker.spare <= 0)
@@ -91,16 +113,32 @@ class Scheduling:
                 idle.popleft()
                 worker.idle = False
                 continue
-            task = queue.peek()
-            if task is None:
+            task = queue.peek() if queue else None
+            source: FairQueue[TaskRecord] | None
+            if anywhere:
+                other = anywhere.peek()
+                if other is not None and (task is None or other.queued < task.queued):
+                    task, source = other, anywhere
+                else:
+                    source = queue
+            else:
+                source = queue
+            if task is None or source is None:
                 return
             cost = short_ids.short_estimate(task.task_id)
             target = self._preferred(task, cost)
             if target is None:
-                target = worker if _fits(worker, cost) else self._with_slot(idle)
-                if target is None:
-                    return  # only prefetch slots are free: the task waits for a slot, first
-            queue.pop()
+                if worker.free > 0:
+                    target = worker
+                else:
+                    # A real slot anywhere before a prefetch slot here: a task never waits
+                    # behind another worker's work while this registry has an idle slot.
+                    target = self._with_slot(idle)
+                    if target is None and _fits_prefetch(worker, cost):
+                        target = worker
+                    if target is None:
+                        return  # only prefetch slots are free: the task waits for a slot
+            source.pop()
             self._dispatch(task, target, cost)
             if len(idle) > 1 and idle[0] is target:
                 # Spread: every idle worker gets its first task before any gets a second,
@@ -124,7 +162,7 @@ class Scheduling:
                 if (
                     _fits(holder, cost)
                     and not holder.draining
-                    and holder.registry == task.registry
+                    and (holder.registry == task.registry or task.registry == ANYWHERE)
                 ):
                     best, size = holder, obj.size
         return best
@@ -156,6 +194,50 @@ class Scheduling:
         self.pending -= 1
         self.running += 1
         self._links.send(worker.link, frame)
+
+    def _give_slot_back(self, worker: Peer, task: TaskRecord) -> None:
+        """``task`` no longer holds a slot of ``worker`` (it ended, blocked or came back)."""
+        if task.blocked:
+            task.blocked = False  # its slot was lent when it blocked
+            worker.blocked -= 1
+        elif task.spare:
+            task.spare = False
+            worker.spare += 1
+            worker.prefetched -= task.spare_ns
+            task.spare_ns = 0
+        else:
+            worker.free += 1
+
+    def _steal_for(self, worker: Peer) -> None:
+        """``worker`` ran dry and nothing is queued for it: ask the busiest worker of its
+        registry for tasks it holds but may not have started, one per free slot."""
+        if (
+            worker.running
+            or worker.draining
+            or worker.free <= 0
+            or worker.registry not in (self._workers_of)
+        ):
+            return
+        if self._ready.get(worker.registry) or self._ready.get(ANYWHERE):
+            return
+        for _ in range(worker.free):
+            victim, task = None, None
+            most = 1  # a worker running one task has nothing waiting behind it
+            for other in self._workers_of[worker.registry]:
+                if other is worker:
+                    continue
+                waiting = [
+                    t
+                    for t in other.running.values()
+                    if not (t.blocked or t.withdrawing or t.dropped)
+                ]
+                if len(waiting) > most:
+                    most = len(waiting)
+                    victim, task = other, waiting[-1]  # the newest: least likely started
+            if victim is None or task is None:
+                return
+            task.withdrawing = True
+            self._links.send(victim.link, Free(task.oid, FREE_WITHDRAW))
 
     def _task_inputs(self, task: TaskRecord) -> TaskInputs | str:
         inputs: list[TaskInput] = []

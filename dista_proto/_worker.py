@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from . import frame as F
-from ._decisions import Decision, Exit, RunTask
+from ._decisions import CancelTask, Decision, Exit, RunTask
 from ._events import (
     Address,
     Error,
@@ -40,6 +40,13 @@ from ._events import (
     Task,
     TaskInputs,
     TaskMany,
+)
+from ._extensions import (
+    FREE_WITHDRAW,
+    MIN_FETCH_PART,
+    SPAN_BLOCKED,
+    SPAN_RESUMED,
+    SPAN_WITHDRAWN,
 )
 from ._fetcher import Fetcher
 from ._links import Links
@@ -73,6 +80,7 @@ class Worker:
         inline_threshold: int = DEFAULT_INLINE_THRESHOLD,
         part: int = F.PART_SIZE,
         allocate: Callable[[int], bytearray | memoryview] = bytearray,
+        min_part: int = MIN_FETCH_PART,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -84,6 +92,8 @@ class Worker:
         self._links = Links()
         self._fetcher = Fetcher(self._links, part, allocate)
         self._allocate = allocate
+        # The smallest part our object server cuts for a fetcher (tests lower it).
+        self.min_part = min_part
         self._servers: set[int] = set()
         self.store: dict[int, Bytes] = {}
         self._jobs: dict[int, tuple[int, int]] = {}  # first result ID -> (results, arrived)
@@ -173,11 +183,44 @@ class Worker:
                 now,
             )
         elif isinstance(event, Free):
-            self.store.pop(event.object_id, None)
+            self._free(event, now)
         elif isinstance(event, Stop):
             self.stopped = True
             self._links.close(HEAD_LINK, "stopped by the head")
             self._links.queue(Exit("stopped by the head"))
+
+    def _free(self, event: Free, now: int) -> None:
+        oid = event.object_id
+        withdraw = event.mark == FREE_WITHDRAW
+        if not withdraw:
+            self.store.pop(oid, None)
+        if oid not in self._jobs:
+            return
+        if oid in self._gathering:
+            # Still fetching its inputs: it has not started, so it never will.
+            del self._gathering[oid]
+            self.task_withdrawn(oid, now)
+        else:
+            # The binding knows whether it started: it drops it, or interrupts a cancelled one.
+            self._links.queue(CancelTask(oid, withdraw))
+
+    def task_withdrawn(self, oid: int, now: int) -> None:
+        """The binding dropped the task whose first result is ``oid`` without running it."""
+        job = self._jobs.pop(oid, None)
+        if job is not None:
+            self._links.send(HEAD_LINK, Span(oid, job[1], now, now, SPAN_WITHDRAWN))
+
+    def task_blocked(self, oid: int, now: int) -> None:
+        """The task whose first result is ``oid`` waits for other objects: its slot is free."""
+        job = self._jobs.get(oid)
+        if job is not None:
+            self._links.send(HEAD_LINK, Span(oid, job[1], now, now, SPAN_BLOCKED))
+
+    def task_resumed(self, oid: int, now: int) -> None:
+        """The blocked task whose first result is ``oid`` runs again."""
+        job = self._jobs.get(oid)
+        if job is not None:
+            self._links.send(HEAD_LINK, Span(oid, job[1], now, now, SPAN_RESUMED))
 
     def _run(
         self,
@@ -292,6 +335,13 @@ class Worker:
                 send(link, Error(oid, why))
             else:
                 send(link, Result(oid, value))
+            return
+        if part < self.min_part:
+            why = (
+                f"object {oid:#x}: a fetch for parts of {part} bytes; "
+                f"ask for at least {self.min_part}"
+            )
+            send(link, Error(oid, why))
             return
         step = F.part_payload_size(part)
         view = memoryview(value).cast("B")

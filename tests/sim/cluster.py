@@ -48,9 +48,14 @@ class SimWorker:
         self.sim = sim
         self.address = dp.Address(f"10.0.0.{index + 1}", 7000)
         self.core = dp.Worker(
-            registry_hash=sim.registry, address=self.address, inline_threshold=THRESHOLD, part=PART
+            registry_hash=sim.registry,
+            address=self.address,
+            inline_threshold=THRESHOLD,
+            part=PART,
+            min_part=PART,
         )
         self.running: list[dp.RunTask] = []
+        self.blocked: set[int] = set()  # running tasks blocked reading others (slot lent)
         self.alive = True
 
 
@@ -103,8 +108,13 @@ class Sim:
         drivers: int = 2,
         worker_slots: int = 1,
         prefetch: int = 0,
+        blocking: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
+        # Whether running tasks block and resume at random (nested gets lend their slot).
+        self.blocking = blocking
+        self.runs: dict[int, int] = {}  # first result ID -> times a worker ran it to the end
+        self.never_run: set[int] = set()  # cancelled before they started: must never run
         self.seed = seed
         self.registry = 0xD15A
         self.now = 1_000
@@ -169,12 +179,36 @@ class Sim:
             machine = self._machine(core)
             assert isinstance(machine, SimWorker)
             machine.running.append(decision)
+        elif isinstance(decision, dp.CancelTask):
+            machine = self._machine(core)
+            assert isinstance(machine, SimWorker)
+            self._cancel_task(machine, decision)
         elif isinstance(decision, dp.Exit):
             pass
         else:
             machine = self._machine(core)
             assert isinstance(machine, SimDriver)
             self._driver_decision(machine, decision)
+
+    def _cancel_task(self, w: SimWorker, decision: dp.CancelTask) -> None:
+        """The head wants a task back: it may not have started (dropped), or it runs and
+        is interrupted (a cancel) or goes on (a withdrawal, or an interrupt it ignores)."""
+        oid = decision.object_id
+        task = next((t for t in w.running if t.object_id == oid), None)
+        if task is None:
+            return  # it finished meanwhile: its answers are on their way
+        started = oid in w.blocked or self.rng.random() < 0.5
+        if not started:
+            w.running.remove(task)
+            if not decision.withdraw:
+                self.never_run.add(oid)
+            w.core.task_withdrawn(oid, self.now)
+        elif not decision.withdraw and self.rng.random() < 0.5:
+            w.running.remove(task)
+            if oid in w.blocked:
+                w.blocked.discard(oid)
+                w.core.task_resumed(oid, self.now)
+            w.core.task_failed(oid, "TaskCancelledError: interrupted", self.now, self.now)
 
     def _open_fetch(self, core: object, link: int, address: dp.Address) -> None:
         target = self.by_address.get(address)
@@ -228,7 +262,29 @@ class Sim:
         self._run_decisions(target)
 
     def finish_task(self, w: SimWorker) -> None:
-        task = w.running.pop(self.rng.randrange(len(w.running)))
+        if self.blocking:
+            roll = self.rng.random()
+            free = [t for t in w.running if t.object_id not in w.blocked]
+            if w.blocked and (not free or roll < 0.3):
+                oid = self.rng.choice(sorted(w.blocked))
+                w.blocked.discard(oid)
+                w.core.task_resumed(oid, self.now)
+                self._run_decisions(w.core)
+                return
+            if free and roll > 0.85:
+                oid = self.rng.choice(free).object_id
+                w.blocked.add(oid)
+                w.core.task_blocked(oid, self.now)
+                self._run_decisions(w.core)
+                return
+            choices = [i for i, t in enumerate(w.running) if t.object_id not in w.blocked]
+            task = w.running.pop(self.rng.choice(choices))
+        else:
+            task = w.running.pop(self.rng.randrange(len(w.running)))
+        assert task.object_id not in self.never_run, (
+            f"seed {self.seed}: task {task.object_id:#x} ran after it was cancelled unstarted"
+        )
+        self.runs[task.object_id] = self.runs.get(task.object_id, 0) + 1
         started = self.now
         self.now += self.rng.randrange(1, 1000)
         value = compute(task.argument, task.inputs, task.gather)
@@ -240,6 +296,7 @@ class Sim:
         """SIGKILL: every pipe to or from the worker breaks at once."""
         w.alive = False
         w.running.clear()
+        w.blocked.clear()
         self.crash_machine(w.core)
 
     def step(self) -> bool:

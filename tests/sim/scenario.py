@@ -24,6 +24,7 @@ class Scenario:
             drivers=1 + (seed // 3) % 3,
             worker_slots=2 if deep else 1,
             prefetch=4 if deep else 0,
+            blocking=seed % 4 >= 2,
         )
         self.rng = self.sim.rng
         self.uncertain: set[int] = set()  # may fail (cancelled, lost) but never be wrong
@@ -204,6 +205,10 @@ class Scenario:
         sim.settle()
         stats = sim.head.stats()
         assert stats.objects == 0, f"seed {sim.seed}: head still tracks {stats}"
+        self.check_slots()
+        if not self.crashed:
+            twice = {oid: n for oid, n in sim.runs.items() if n > 1}
+            assert not twice, f"seed {sim.seed}: tasks ran more than once: {twice}"
         assert stats.held_bytes == 0 and stats.pending == 0 and stats.running == 0, stats
         for w in sim.workers:
             if w.alive:
@@ -213,6 +218,17 @@ class Scenario:
         sim.driver_call(d)
         sim.settle()
         assert d.stats and d.stats[-1].objects == 0, f"seed {sim.seed}: stats reply {d.stats}"
+
+    def check_slots(self) -> None:
+        """Every slot a worker lent, prefetched or lost to a withdrawal came back."""
+        head = self.sim.head
+        for peer in head._peers.values():
+            if peer.role != dp.Role.WORKER:
+                continue
+            where = f"seed {self.sim.seed}: worker {peer.address}"
+            assert not peer.running and peer.blocked == 0, f"{where} still runs {peer.running}"
+            assert peer.free == head.worker_slots, f"{where} has {peer.free} free slots"
+            assert peer.spare == head.prefetch and peer.prefetched == 0, f"{where} prefetch"
 
 
 def run_seed(seed: int) -> None:

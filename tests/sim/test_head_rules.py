@@ -223,7 +223,7 @@ def test_unknown_and_long_tasks_wait_for_a_slot() -> None:
     assert all(oid in d.got for oid in refs)
 
 
-def test_a_long_task_behind_prefetched_ones_takes_a_free_slot_elsewhere() -> None:
+def test_a_free_slot_elsewhere_comes_before_a_prefetch_slot() -> None:
     long_id = TASK_ID + 1
     sim = Sim(seed=12, workers=2, drivers=1, worker_slots=1, prefetch=2)
     sim.settle()
@@ -242,9 +242,11 @@ def test_a_long_task_behind_prefetched_ones_takes_a_free_slot_elsewhere() -> Non
     second = d.core.submit(long_id, _arg(16, 99))
     sim.driver_call(d)
     _deliver_all(sim)
-    # The long one went to the worker whose slot was free, not into a prefetch slot.
-    assert second in [t.object_id for t in other.running]
+    # The first short one took the other worker's free slot, not a prefetch slot behind
+    # the long task; the long one waits for a real slot.
+    assert shorts[0] in [t.object_id for t in other.running]
     assert held in [t.object_id for t in busy.running]
+    assert second not in [t.object_id for w in sim.workers for t in w.running]
     sim.settle()
     assert all(oid in d.got for oid in [held, second, *shorts])
 
