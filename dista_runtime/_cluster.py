@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
+import threading
+from types import FrameType
 from typing import Self
 
 from . import _context, _registry
@@ -31,6 +34,9 @@ class Cluster:
         return self.local.pids() if self.local is not None else []
 
     def shutdown(self) -> None:
+        if self.local is not None:
+            # First: the head stops its workers as the driver leaves; none may be replaced.
+            self.local.begin_close()
         for close in self.context.close:
             close()
         self.context.close.clear()
@@ -61,8 +67,10 @@ def init(
 
     With no ``address`` (and no ``DISTA_ADDRESS`` in the environment) start a local one: a
     head and ``workers`` worker processes (default: one per core) on loopback, torn down at
-    exit. Tasks registered before this call are known to workers by name; the rest travel
-    by value.
+    exit (and on SIGTERM, unless the program handles SIGTERM itself); return once the
+    workers have joined, or raise `DistaError` if they die on start. Workers that die later
+    are replaced. Tasks registered before this call are known to workers by name; the rest
+    travel by value.
     """
     global _cluster
     if _cluster is not None and not _cluster.context.session.closed:
@@ -76,7 +84,7 @@ def init(
         local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names))
     try:
         if local is not None:
-            context = connect_local(local.take_listener(), local.address, timeout)
+            context = connect_local(local.take_listener(), local.address, timeout, local)
         else:
             assert address is not None
             context = connect_blocking(*parse_head(address), timeout)
@@ -87,8 +95,10 @@ def init(
     _context.install(context)
     _cluster = Cluster(context, local)
     if local is not None:
-        # A worker that cannot import the tasks exits: fail the waits instead of hanging.
+        # Workers that keep dying on start (a task module they cannot import): fail the
+        # waits instead of hanging.
         local.watch(context.session.close)
+        _handle_sigterm()
     return _cluster
 
 
@@ -98,6 +108,50 @@ def shutdown() -> None:
     if _cluster is not None:
         cluster, _cluster = _cluster, None
         cluster.shutdown()
+    _restore_sigterm()
+
+
+#: How long a SIGTERM'd driver gives its local cluster to shut down before killing it.
+_SIGTERM_GRACE_S = 5.0
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM to a driver with a local cluster: shut it down (workers, socket directory),
+    then die of the signal as the default action would have (status 143 in a shell)."""
+    global _cluster
+    cluster, _cluster = _cluster, None
+    if cluster is not None:
+        local = cluster.local
+        # On another thread, bounded: this one may hold a lock the shutdown needs.
+        done = threading.Thread(target=cluster.shutdown, name="dista-sigterm", daemon=True)
+        done.start()
+        done.join(_SIGTERM_GRACE_S)
+        if local is not None:
+            local.close(0)  # kills what is left and removes the socket directory
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _handle_sigterm() -> None:
+    """Install `_on_sigterm`, only where SIGTERM has its default action (an app's own
+    handler stays) and only from the main thread (where Python allows it)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):
+        pass
+
+
+def _restore_sigterm() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except (ValueError, OSError):
+        pass
 
 
 atexit.register(shutdown)

@@ -10,6 +10,13 @@ asks the kernel for SIGKILL when its parent dies (Linux), the head stops itself 
 workers when its last driver disconnects, and `close` waits for them, then kills what is
 left. Children run in their own session so a terminal's Ctrl-C reaches only the parent,
 which tears down in order.
+
+A `Supervisor` keeps the workers alive: a worker that dies (a segfault, an OOM kill, a Stop
+from the head that force-cancelled its task) is replaced, the head names its fate in the
+errors of the tasks it took along (`why_lost`), and workers that die on start again and
+again (a task module they cannot import) stop the cluster with the reason and their last
+stderr lines (`watch`). Their stdout and stderr pass through this process, each line
+prefixed with ``(pid=1234)``.
 """
 
 from __future__ import annotations
@@ -17,14 +24,13 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 
 from ._address import UNIX, format_head
+from ._supervise import Supervisor
 
 __all__ = ["LocalCluster"]
 
@@ -41,6 +47,8 @@ class LocalCluster:
     def __init__(self, workers: int, modules: list[str], worker_threads: int = 1) -> None:
         if workers < 1:
             raise ValueError(f"a local cluster needs at least one worker, not {workers}")
+        #: How many workers the cluster keeps alive.
+        self.expected = workers
         self._dir: str | None = None
         self._listener: socket.socket | None = self._listen()
         listener = self._listener
@@ -49,18 +57,22 @@ class LocalCluster:
             self.address = (UNIX + listener.getsockname(), 0)
         else:
             self.address = listener.getsockname()[:2]
-        env = _child_env()
-        parent = str(os.getpid())
-        cli = [sys.executable, "-m", "dista_runtime.cli"]
-        self.processes: list[subprocess.Popen[bytes]] = []
-        self._closing = False
+        self._lock = threading.Lock()
+        self._broken: list[Callable[[str], object]] = []
+        head = format_head(*self.address)
+        command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head", head]
+        command += ["--parent", str(os.getpid()), "--threads", str(worker_threads)]
+        command += [arg for m in modules for arg in ("--import", m)]
+        self.supervisor = Supervisor(
+            command,
+            workers,
+            env=_child_env(),
+            capture=True,
+            on_give_up=self._gave_up,
+            name="dista-local-workers",
+        )
         try:
-            head = format_head(*self.address)
-            imports = [arg for m in modules for arg in ("--import", m)]
-            for _ in range(workers):
-                command = [*cli, "worker", "--head", head, "--parent", parent, *imports]
-                command += ["--threads", str(worker_threads)]
-                self.processes.append(subprocess.Popen(command, env=env, start_new_session=True))
+            self.supervisor.start()
         except BaseException:
             self.close(0)
             raise
@@ -90,45 +102,55 @@ class LocalCluster:
         listener.listen(1024)
         return listener
 
-    def watch(self, on_broken: Callable[[str], object], interval: float = 0.5) -> None:
-        """In the background: when every worker has died, say why once."""
+    def watch(self, on_broken: Callable[[str], object]) -> None:
+        """Call ``on_broken(reason)`` once, if the workers keep dying on start (at once if
+        they already did)."""
+        with self._lock:
+            reason = self.supervisor.failure
+            if not reason:
+                self._broken.append(on_broken)
+                return
+        on_broken(_broken_text(reason))
 
-        def run() -> None:
-            while not self._closing:
-                if all(w.poll() is not None for w in self.processes):
-                    on_broken(self.failed() or "the local cluster's processes exited")
-                    return
-                time.sleep(interval)
+    def _gave_up(self, reason: str) -> None:
+        with self._lock:
+            listeners, self._broken = self._broken, []
+        for on_broken in listeners:
+            on_broken(_broken_text(reason))
 
-        threading.Thread(target=run, name="dista-local-watch", daemon=True).start()
+    def why_lost(self, pid: int) -> str | None:
+        """How worker process ``pid`` ended ("worker pid 4242 died: SIGSEGV"), None while it
+        runs: for the head's errors about what a lost worker took along."""
+        return self.supervisor.fate(pid)
 
     def pids(self) -> list[int]:
-        return [p.pid for p in self.processes]
+        """The worker processes alive now."""
+        return self.supervisor.pids()
 
     def failed(self) -> str:
-        """Why the cluster is broken (a child exited), or ''."""
-        for p in self.processes:
-            code = p.poll()
-            if code is not None and code != 0:
-                return f"a local cluster process (pid {p.pid}) exited with code {code}"
-        return ""
+        """Why the cluster is broken (its workers keep dying on start), or ''."""
+        reason = self.supervisor.failure
+        return _broken_text(reason) if reason else ""
+
+    def head_exited(self) -> None:
+        """The head stopped: its workers exit, and none should replace them."""
+        self.supervisor.stop_restarting()
+
+    def begin_close(self) -> None:
+        """The cluster is shutting down: workers that exit from now on stay dead."""
+        self.supervisor.stop_restarting()
 
     def close(self, grace: float = 3.0) -> None:
         """Wait up to ``grace`` seconds for the children to stop on their own, then kill."""
-        self._closing = True
+        self.supervisor.stop_restarting()
         if self._listener is not None:  # never served
             self._listener.close()
             self._listener = None
-        deadline = time.monotonic() + grace
-        for p in self.processes:
-            try:
-                p.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        for p in self.processes:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        self.supervisor.close(grace)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+def _broken_text(reason: str) -> str:
+    return f"the local cluster's workers keep failing to start: {reason}"

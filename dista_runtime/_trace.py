@@ -5,6 +5,10 @@ submitted, queued, dispatched and settled (head clock) and when it arrived, star
 on its worker (that worker's clock), all in wall-clock nanoseconds. Rather than ship a viewer,
 we write the JSON object form of the Chrome trace event format, which both viewers open.
 
+Slices are named ``module.function``: a record carries only the task ID, which this process's
+registry maps back to the function for every task it imported (`task_label`); tasks that
+travelled by value share one ID, so they are all "by-value task"; any other is its ID.
+
 Layout:
 
 - one process per worker (labelled ``worker host:port``) holding the tasks' "run" slices
@@ -33,7 +37,13 @@ from typing import Final, NamedTuple
 
 from dista_proto import TimelineRecord
 
-__all__ = ["chrome_trace", "write_chrome_trace"]
+from . import _registry
+
+__all__ = ["BY_VALUE_LABEL", "chrome_trace", "task_label", "write_chrome_trace"]
+
+#: What the timeline calls tasks that travelled by value (they all share one task ID).
+BY_VALUE_LABEL: Final = "by-value task"
+_LOW_60: Final = (1 << 60) - 1
 
 #: The pid of the head's process track; workers are numbered after it.
 HEAD_PID: Final = 0
@@ -57,8 +67,9 @@ def chrome_trace(
 ) -> dict[str, object]:
     """The Chrome trace (JSON object form) of ``records``, ready for `json.dump`.
 
-    ``task_names`` maps task IDs to the names to show; a task not in it is shown as
-    ``task 0x…``. Events come metadata first (process and lane names), then slices by start.
+    ``task_names`` maps task IDs to the names to show; a task not in it is named by
+    `task_label` (``module.function`` for the tasks this process registered, else
+    ``task 0x…``). Events come metadata first (process and lane names), then slices by start.
     """
     return _document(*_events(records, task_names or {}))
 
@@ -108,7 +119,7 @@ def _events(
 
     events: list[Event] = [
         {
-            "name": names.get(s.record.task_id) or f"task {s.record.task_id:#x}",
+            "name": names.get(s.record.task_id) or task_label(s.record.task_id),
             "cat": s.category,
             "ph": "X",
             "ts": (s.start - base) / _NS_PER_US,
@@ -120,6 +131,18 @@ def _events(
         for s, lane in zip(slices, lanes, strict=True)
     ]
     return metadata + events, base
+
+
+def task_label(task_id: int) -> str:
+    """How the timeline names ``task_id``: ``module.function`` for a task this process
+    registered (imported), `BY_VALUE_LABEL` for one that travelled by value, else its ID
+    as ``task 0x…``."""
+    if task_id & _LOW_60 == _registry.BY_VALUE_ID:
+        return BY_VALUE_LABEL
+    fn = _registry.lookup(task_id)
+    if fn is None:
+        return f"task {task_id:#x}"
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def _document(events: list[Event], base: int) -> dict[str, object]:

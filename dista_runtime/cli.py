@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import signal
 import sys
@@ -91,15 +92,26 @@ def cmd_head(args: argparse.Namespace) -> int:
 def _import_all(modules: Sequence[str]) -> None:
     import importlib
 
+    # As `python -m` does: modules in the current directory can be imported.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for spec in modules:
         for name in filter(None, spec.split(",")):
             importlib.import_module(name)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from ._supervise import EXIT_NO_HEAD, signal_ready
+
     _die_with_parent(args.parent)
     if args.processes > 1:
         return _worker_processes(args)
+    if args.parent is not None:  # under a supervisor: prints show as they happen
+        import faulthandler
+
+        faulthandler.enable(all_threads=False)  # a crash prints where, then the process dies
+        if isinstance(sys.stdout, io.TextIOWrapper):
+            sys.stdout.reconfigure(line_buffering=True)
     try:
         _import_all(args.imports)
     except Exception as e:
@@ -109,38 +121,78 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     _tune_process()
     host, port = args.head
+
+    async def serve() -> str:
+        ready: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        if args.ready_fd is not None:
+            ready.add_done_callback(lambda _: signal_ready(args.ready_fd))
+        return await run_worker(host, port, host=args.host, threads=args.threads, ready=ready)
+
     try:
-        _run(run_worker(host, port, host=args.host, threads=args.threads))
+        _run(serve())
     except ConnectionError as e:
-        if args.parent is None:  # a local cluster's worker: its head already went away
-            print(f"dista worker: {e}", file=sys.stderr)
-        return 1
+        print(f"dista worker: {e}", file=sys.stderr)
+        return EXIT_NO_HEAD
     except KeyboardInterrupt:
         return 130
     return 0
 
 
 def _worker_processes(args: argparse.Namespace) -> int:
-    import subprocess
+    """``--processes N``: N worker processes, each replaced when it dies, until a signal
+    stops them all or they cannot start."""
+    import threading
 
     from dista_runtime._address import format_head
 
-    command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head"]
-    command += [format_head(*args.head), "--threads", str(args.threads)]
-    command += ["--parent", str(os.getpid())]
+    from ._supervise import EXIT_NO_HEAD, Death, Supervisor
+
+    head = format_head(*args.head)
+    command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head", head]
+    command += ["--threads", str(args.threads), "--parent", str(os.getpid())]
     for module in args.imports:
         command += ["--import", module]
     if args.host:
         command += ["--host", args.host]
-    children = [subprocess.Popen(command) for _ in range(args.processes)]
+    stopping: list[int] = []
+    deaths: list[Death] = []
+    done = threading.Event()
 
-    def forward(signum: int, frame: object) -> None:
-        for child in children:
-            child.send_signal(signum)
+    def on_death(death: Death) -> None:
+        deaths.append(death)
+        if stopping:
+            return
+        if death.restart_in is None:
+            then = "not restarting"
+        elif death.restart_in == 0:
+            then = "restarting"
+        else:
+            then = f"restarting in {death.restart_in:g} s"
+        print(f"dista worker: {death.description}; {then}", file=sys.stderr, flush=True)
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    return max(child.wait() for child in children)
+    supervisor = Supervisor(
+        command, args.processes, on_death=on_death, on_give_up=lambda _: done.set()
+    )
+
+    def stop(signum: int, frame: object) -> None:
+        stopping.append(signum)
+        done.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    supervisor.start()
+    while not done.wait(1.0):
+        pass
+    supervisor.stop_restarting()
+    supervisor.send_signal(stopping[0] if stopping else signal.SIGTERM)
+    supervisor.close(5.0)  # then SIGKILL what is left
+    if stopping:
+        return 128 + stopping[0]
+    if deaths and deaths[-1].code == EXIT_NO_HEAD:
+        print(f"dista worker: the head at {head} is gone; stopping", file=sys.stderr)
+        return 0 if any(d.joined for d in deaths) else 1
+    print(f"dista worker: {supervisor.failure}; stopping", file=sys.stderr)
+    return 1
 
 
 # -- observer commands ---------------------------------------------------------------------
@@ -169,6 +221,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_timeline(args: argparse.Namespace) -> int:
     import dista_proto as dp
 
+    from ._trace import task_label
+
+    try:
+        _import_all(args.imports)  # their tasks get names instead of hashes
+    except Exception as e:
+        print(f"dista timeline: cannot import the task modules: {e!r}", file=sys.stderr)
+        return 2
     try:
         answer = _ask(args, dp.Timeline())
     except ConnectionError as e:
@@ -185,12 +244,15 @@ def cmd_timeline(args: argparse.Namespace) -> int:
             "open it in https://ui.perfetto.dev or chrome://tracing"
         )
         return 0
-    print(f"{'object':>18} {'task':>18} {'queued ms':>10} {'run ms':>9}  worker")
+    labels = {r.task_id: task_label(r.task_id) for r in records}
+    width = max([18, *map(len, labels.values())])
+    print(f"{'object':>18} {'task':<{width}} {'queued ms':>10} {'run ms':>9}  worker")
     for r in records:
         queued = (r.dispatched - r.submitted) / 1e6 if r.dispatched and r.submitted else 0.0
         ran = (r.ended - r.started) / 1e6 if r.ended and r.started else 0.0
         where = f"{r.address.host}:{r.address.port}"
-        print(f"{r.object_id:#18x} {r.task_id:#18x} {queued:10.3f} {ran:9.3f}  {where}")
+        label = labels[r.task_id]
+        print(f"{r.object_id:#18x} {label:<{width}} {queued:10.3f} {ran:9.3f}  {where}")
     print(f"{len(records)} finished tasks")
     return 0
 
@@ -215,6 +277,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from . import _cluster, _context
 
+    if not os.path.isfile(args.script):
+        what = "is a directory" if os.path.isdir(args.script) else "no such file"
+        print(f"dista run: {args.script}: {what}", file=sys.stderr)
+        return 2
+
     def start() -> object:
         return _cluster.init(workers=args.workers)
 
@@ -226,9 +293,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("dista run: interrupted; stopping the local cluster", file=sys.stderr)
         return 130
+    except SystemExit:
+        raise
+    except BaseException:  # the script's own error: its traceback, as python would show it
+        import traceback
+
+        kind, error, tb = sys.exc_info()
+        mine = tb
+        while mine is not None and mine.tb_frame.f_code.co_filename != args.script:
+            mine = mine.tb_next  # from the script's frame on, not dista's and runpy's
+        traceback.print_exception(kind, error, mine or tb)
+        return 1
     finally:
         _cluster.shutdown()
     return 0
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return f"dista {version('dista')}"
+    except PackageNotFoundError:
+        return "dista (version unknown: not installed as a package)"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -237,6 +324,7 @@ def parser() -> argparse.ArgumentParser:
         description="Dista: a light, typed distributed task engine. "
         "Start a head, point workers at it, then run drivers (dista.init(address=...)).",
     )
+    top.add_argument("--version", action="version", version=_version())
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser(
@@ -292,6 +380,7 @@ def parser() -> argparse.ArgumentParser:
         "(default: the interface that reaches the head)",
     )
     p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_worker)
 
     for name, func, text in [
@@ -314,6 +403,15 @@ def parser() -> argparse.ArgumentParser:
                 metavar="trace.json",
                 help="write a Chrome trace (Perfetto, chrome://tracing) instead",
             )
+            p.add_argument(
+                "--import",
+                dest="imports",
+                action="append",
+                default=[],
+                metavar="MODULE",
+                help="a module defining tasks, to name them module.function "
+                "(repeat, or separate with commas; unnamed tasks show their hash)",
+            )
         p.set_defaults(func=func)
 
     p = sub.add_parser(
@@ -331,7 +429,22 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+        sys.stdout.flush()  # here, so that a closed pipe is caught below
+    except BrokenPipeError:
+        # A reader that stopped early (`dista status | head -1`): quiet, as a shell tool is.
+        # Python would report the failed flush of stdout at exit: point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
+    except KeyboardInterrupt:
+        print(f"dista {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:  # a port in use, a file that cannot be written, ...
+        print(f"dista {args.command}: {e}", file=sys.stderr)
+        return 1
     return code
 
 

@@ -4,19 +4,42 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
+from typing import Protocol
 
 import dista_proto as dp
 from dista_runtime import _context, _registry
+from dista_runtime._errors import DistaError
 
 from ._driver import DriverHost, connect_driver
 from ._head import HeadServer, serve_head
 from ._loop import LoopThread
 from ._memlink import memory_link
 
-__all__ = ["connect", "connect_blocking", "connect_local"]
+__all__ = ["LocalWorkers", "connect", "connect_blocking", "connect_local"]
 
 #: How long a closing local head may take to stop its workers and flush.
 _HEAD_CLOSE_S = 5.0
+_JOIN_POLL_S = 0.002
+
+
+class LocalWorkers(Protocol):
+    """What `connect_local` needs of the worker processes it waits for (`LocalCluster`)."""
+
+    #: How many workers to wait for.
+    expected: int
+
+    def why_lost(self, pid: int) -> str | None:
+        """How process ``pid`` ended ("worker pid 4242 died: SIGSEGV"); None while it runs."""
+        ...
+
+    def failed(self) -> str:
+        """Why the workers cannot start (they keep dying on start), or ''."""
+        ...
+
+    def head_exited(self) -> None:
+        """The head stopped: no worker should be replaced from now on."""
+        ...
 
 
 def connect_blocking(host: str, port: int, timeout: float = 10.0) -> _context.Context:
@@ -57,19 +80,33 @@ async def connect(host: str, port: int, timeout: float = 10.0) -> _context.Conte
 
 
 def connect_local(
-    listener: socket.socket, address: tuple[str, int], timeout: float = 10.0
+    listener: socket.socket,
+    address: tuple[str, int],
+    timeout: float = 10.0,
+    workers: LocalWorkers | None = None,
 ) -> _context.Context:
     """Serve a local cluster's head on ``listener`` and join it as the driver, both on one
-    background loop thread; `Context.close` stops the head (it stops its workers) and it."""
+    background loop thread; `Context.close` stops the head (it stops its workers) and it.
+
+    With ``workers``, return once ``workers.expected`` workers have joined the head (within
+    ``timeout`` in all), or raise `DistaError` as soon as they cannot start; the head asks
+    ``workers.why_lost`` how a lost worker's process ended.
+    """
     names, registry = _registry.snapshot()
     thread = LoopThread()
     served: list[HeadServer] = []  # once the head serves the listener, it closes it
+    deadline = time.monotonic() + timeout
 
     async def start() -> tuple[HeadServer, DriverHost]:
-        server = await serve_head(sock=listener, local=True)
+        why_lost = workers.why_lost if workers is not None else None
+        server = await serve_head(sock=listener, local=True, why_lost=why_lost)
         served.append(server)
+        if workers is not None:
+            server.exited.add_done_callback(lambda _: workers.head_exited())
         try:
             driver = await _attach_driver(server, registry, timeout)
+            if workers is not None:
+                await _workers_joined(server, workers, deadline)
         except BaseException:
             server.head_stop("the driver could not connect")
             server.close_all()
@@ -105,6 +142,22 @@ def connect_local(
 
     context.close.append(close)
     return context
+
+
+async def _workers_joined(server: HeadServer, workers: LocalWorkers, deadline: float) -> None:
+    """Until the head counts ``workers.expected`` workers; `DistaError` if they cannot start
+    or ``deadline`` passes first."""
+    while server.head.stats().workers < workers.expected:
+        reason = workers.failed()
+        if reason:
+            raise DistaError(reason)
+        if time.monotonic() >= deadline:
+            joined = server.head.stats().workers
+            raise DistaError(
+                f"only {joined} of the local cluster's {workers.expected} workers joined "
+                "its head in time (init's timeout)"
+            )
+        await asyncio.sleep(_JOIN_POLL_S)
 
 
 async def _attach_driver(server: HeadServer, registry: int, timeout: float) -> DriverHost:

@@ -3,6 +3,12 @@
 Links read into place (`BufferedLinkProtocol`): small frames into each connection's reused
 buffer, a frame of 1 MiB or more (a large argument) straight into one buffer from
 `allocate`, which the head then forwards to a worker as it lies.
+
+A head that supervises its workers' processes (a local cluster's) passes ``why_lost``: it
+learns each Unix-socket link's peer PID (``SO_PEERCRED``) and, when a worker's link drops,
+asks ``why_lost(pid)`` how that process ended, for up to `FATE_WAIT_S` (the end of the
+connection can arrive before the process is reaped), so that the errors of the tasks the
+worker took along say "worker pid 4242 died: SIGSEGV" rather than "connection lost".
 """
 
 from __future__ import annotations
@@ -10,21 +16,59 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
+import struct
 import time
+from collections.abc import Callable
+from typing import Final
 
 import dista_proto as dp
 from dista_runtime._memory import allocate, ready
 
 from ._host import Host, LinkBase
 
-__all__ = ["HeadServer", "serve_head"]
+__all__ = ["FATE_WAIT_S", "HeadServer", "peer_pid", "serve_head"]
+
+#: How long a lost worker link waits for its process's fate before it is given up as lost.
+FATE_WAIT_S: Final = 0.2
+_FATE_POLL_S: Final = 0.002
+
+
+def peer_pid(transport: asyncio.BaseTransport) -> int | None:
+    """The PID of the process at the other end of a Unix-socket ``transport`` (Linux)."""
+    sock = transport.get_extra_info("socket")
+    option = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or option is None or sock.family != getattr(socket, "AF_UNIX", None):
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid: int = struct.unpack("3i", raw)[0]
+    return pid or None
 
 
 class HeadServer(Host):
-    def __init__(self, loop: asyncio.AbstractEventLoop, head: dp.Head) -> None:
+    """The head's links. ``why_lost`` (pid -> how that process ended, or None while it runs)
+    names the cause when a worker's link drops (see the module's docstring)."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        head: dp.Head,
+        why_lost: Callable[[int], str | None] | None = None,
+    ) -> None:
         super().__init__(loop)
         self.head = head
         self.server: asyncio.Server | None = None
+        self.why_lost = why_lost
+        self._pids: dict[int, int] = {}  # link -> its peer's PID, when why_lost is given
+
+    def attach(self, link: int, transport: asyncio.Transport) -> None:
+        super().attach(link, transport)
+        if self.why_lost is not None:
+            pid = peer_pid(transport)
+            if pid is not None:
+                self._pids[link] = pid
 
     def protocol(self) -> LinkBase:
         return self.link_protocol(self.head.connection_made(time.time_ns()))
@@ -38,8 +82,25 @@ class HeadServer(Host):
         return head.decisions()
 
     def lost(self, link: int) -> list[dp.Decision]:
-        self.head.connection_lost(link, time.time_ns())
+        pid = self._pids.pop(link, None)
+        head = self.head
+        if pid is not None and not head.stopping and head.worker_address(link) is not None:
+            return self._await_fate(link, pid, time.monotonic() + FATE_WAIT_S)
+        head.connection_lost(link, time.time_ns())
+        return head.decisions()
+
+    def _await_fate(self, link: int, pid: int, deadline: float) -> list[dp.Decision]:
+        """Lose ``link`` once ``why_lost`` knows how its process ended, or at ``deadline``."""
+        assert self.why_lost is not None
+        why = self.why_lost(pid)
+        if why is None and time.monotonic() < deadline and not self.head.stopping:
+            self.loop.call_later(_FATE_POLL_S, self._fate_later, link, pid, deadline)
+            return []
+        self.head.connection_lost(link, time.time_ns(), why)
         return self.head.decisions()
+
+    def _fate_later(self, link: int, pid: int, deadline: float) -> None:
+        self.act(self._await_fate(link, pid, deadline))
 
     def opened(self, link: int) -> list[dp.Decision]:
         return []  # the head opens no connections
@@ -80,6 +141,7 @@ async def serve_head(
     worker_slots: int = 2,
     prefetch: int = 32,
     max_retries: int = 3,
+    why_lost: Callable[[int], str | None] | None = None,
 ) -> HeadServer:
     """Start a head listening on ``host:port`` (or an already bound ``sock``).
 
@@ -87,7 +149,8 @@ async def serve_head(
     ``worker_slots`` is how many tasks each worker gets at once: more than one hides the
     round trip between a result and the next task. ``prefetch`` is how many more a worker
     may get when they are known to be short (their recent runs took at most 0.5 ms), so that
-    a stream of tiny tasks flows in batches instead of one round trip each.
+    a stream of tiny tasks flows in batches instead of one round trip each. ``why_lost``
+    names how a worker's process ended when its link drops (`HeadServer`).
     """
     loop = asyncio.get_running_loop()
     rng = random.SystemRandom()
@@ -100,7 +163,7 @@ async def serve_head(
         exit_without_drivers=local,
         allocate=allocate,
     )
-    server = HeadServer(loop, head)
+    server = HeadServer(loop, head, why_lost)
     if sock is not None:
         server.server = await loop.create_server(server.protocol, sock=sock)
     else:

@@ -1,0 +1,497 @@
+"""Keeping worker processes alive: replace the dead, say how they died, stop on a start loop.
+
+A `Supervisor` runs ``count`` copies of one worker command and keeps that many alive. One
+thread watches them all: each child's pidfd (Linux; a short poll elsewhere), the pipe on
+which it says it joined its head (``--ready-fd``), and, when asked, its stdout and stderr,
+which it relays line by line to this process's with a ``(pid=1234)`` prefix (as Ray's
+drivers show their workers' prints), keeping the last lines of stderr for error messages.
+
+When a child dies:
+
+- its fate (`describe_exit`: "pid 4242 died: SIGSEGV", "pid 4242 exited with code 3") is
+  kept for `fate`, which a head asks to name the cause in the errors of what the worker
+  took along;
+- unless the pool is closing, a replacement starts: at once the first time, then with a
+  backoff (0.25 s, doubling up to 5 s) while replacements keep dying within `STABLE_S`;
+- a child that died before it joined its head failed to start. After `MAX_START_FAILURES`
+  such deaths in a row in one slot (or one that says it cannot reach the head:
+  `EXIT_NO_HEAD`), the pool gives up: it stops restarting and reports why once, with the
+  child's last stderr lines when they were captured.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Final, NamedTuple
+
+__all__ = [
+    "EXIT_NO_HEAD",
+    "MAX_START_FAILURES",
+    "STABLE_S",
+    "Death",
+    "Supervisor",
+    "describe_exit",
+    "signal_ready",
+]
+
+#: The exit code of a worker that cannot reach its head (sysexits' EX_UNAVAILABLE).
+EXIT_NO_HEAD: Final = 69
+#: Deaths before joining, in a row in one slot, after which a pool stops restarting.
+MAX_START_FAILURES: Final = 3
+#: A child that lived this long before dying is restarted at once.
+STABLE_S: Final = 10.0
+_FIRST_BACKOFF_S: Final = 0.25
+_MAX_BACKOFF_S: Final = 5.0
+_POLL_S: Final = 0.05  # without pidfds: how often to look for dead children
+_TAIL_LINES: Final = 8
+_READ: Final = 1 << 16
+
+
+def describe_exit(pid: int, code: int) -> str:
+    """How process ``pid`` ended, from its `Popen.returncode`: "pid 4242 died: SIGSEGV"."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"pid {pid} died: {name}"
+    return f"pid {pid} exited with code {code}"
+
+
+def signal_ready(fd: int) -> None:
+    """In a child: tell the supervisor on ``fd`` (its ``--ready-fd``) that it joined."""
+    with contextlib.suppress(OSError):
+        os.write(fd, b"1")
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+class Death(NamedTuple):
+    """One child's end, as a supervisor saw it."""
+
+    pid: int
+    code: int
+    description: str  # describe_exit's text
+    joined: bool  # whether it had joined its head
+    restart_in: float | None  # seconds until its replacement starts; None: no replacement
+
+
+class _Child:
+    __slots__ = ("fds", "joined", "partial", "pidfd", "popen", "ready", "slot", "started", "tail")
+
+    def __init__(self, slot: int, popen: subprocess.Popen[bytes], ready: int) -> None:
+        self.slot = slot
+        self.popen = popen
+        self.started = time.monotonic()
+        self.joined = False
+        self.ready = ready  # read end of the ready pipe, -1 once closed
+        self.pidfd = -1
+        self.fds: dict[int, tuple[str, IO[bytes]]] = {}  # output pipe -> its name, its file
+        self.partial: dict[int, bytes] = {}
+        self.tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+
+
+class _Slot:
+    __slots__ = ("quick", "start_failures")
+
+    def __init__(self) -> None:
+        self.start_failures = 0  # deaths before joining, in a row
+        self.quick = 0  # deaths within STABLE_S of starting, in a row
+
+
+class Supervisor:
+    """``count`` children running ``command`` (plus ``--ready-fd N``), kept alive.
+
+    ``capture`` relays their stdout and stderr through this process with a pid prefix.
+    ``on_death`` hears of every death (on the supervisor's thread), ``on_give_up`` of the
+    reason once, if the pool stops restarting.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        count: int,
+        *,
+        env: Mapping[str, str] | None = None,
+        capture: bool = False,
+        new_session: bool = True,
+        on_death: Callable[[Death], object] | None = None,
+        on_give_up: Callable[[str], object] | None = None,
+        name: str = "dista-supervise",
+    ) -> None:
+        self.command = list(command)
+        self.count = count
+        self.env = dict(env) if env is not None else None
+        self.capture = capture
+        self.new_session = new_session
+        self.on_death = on_death
+        self.on_give_up = on_give_up
+        #: Why the pool stopped restarting ('' while it has not).
+        self.failure = ""
+        self._lock = threading.Lock()
+        self._children: dict[int, _Child] = {}  # pid -> child, alive as far as we know
+        self._fates: collections.OrderedDict[int, str] = collections.OrderedDict()
+        self._slots = [_Slot() for _ in range(count)]
+        self._restarts: list[tuple[float, int]] = []  # (when, slot)
+        self._closing = False
+        self._stopped = False
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._pidfds = hasattr(os, "pidfd_open")
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._changed = threading.Condition(self._lock)
+
+    # -- the caller's side ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every child (here: a failure raises) and the thread that watches them."""
+        try:
+            for slot in range(self.count):
+                self._spawn(slot)
+        except BaseException:
+            self.close(0)
+            raise
+        self._thread.start()
+
+    def pids(self) -> list[int]:
+        """The children alive as far as the supervisor knows, oldest first."""
+        with self._lock:
+            return list(self._children)
+
+    def joined(self) -> int:
+        """How many live children said they joined their head."""
+        with self._lock:
+            return sum(1 for c in self._children.values() if c.joined)
+
+    def fate(self, pid: int) -> str | None:
+        """How child ``pid`` ended ("worker pid 4242 died: SIGSEGV"), or None while it runs
+        (or was never ours)."""
+        with self._lock:
+            known = self._fates.get(pid)
+            child = self._children.get(pid)
+        if known is not None:
+            return known
+        if child is None:
+            return None
+        code = child.popen.poll()  # the exit may be here before the thread saw it
+        return None if code is None else "worker " + describe_exit(pid, code)
+
+    def stop_restarting(self) -> None:
+        """From now on a child that exits stays dead (a closing pool's children exit)."""
+        with self._lock:
+            self._closing = True
+            self._restarts.clear()
+
+    def send_signal(self, signum: int) -> None:
+        with self._lock:
+            children = list(self._children.values())
+        for child in children:
+            with contextlib.suppress(OSError):
+                child.popen.send_signal(signum)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until no child is left and none will start (closing, or given up); whether so."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while self._children or (self._restarts and not self._closing):
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._changed.wait(left if left is not None else 1.0)
+            return True
+
+    def close(self, grace: float = 3.0) -> None:
+        """Stop restarting; wait up to ``grace`` s for the children to exit, then kill them;
+        relay what they printed last and stop the thread."""
+        self.stop_restarting()
+        deadline = time.monotonic() + grace
+        with self._lock:
+            popens = [c.popen for c in self._children.values()]
+        for p in popens:
+            try:
+                p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for p in popens:
+            if p.poll() is None:
+                with contextlib.suppress(OSError):
+                    p.kill()
+                p.wait()
+        with self._lock:
+            self._stopped = True
+        self._wake()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(2.0)
+        if not self._thread.is_alive():
+            self._release()
+
+    # -- children ---------------------------------------------------------------------------
+
+    def _spawn(self, slot: int) -> None:
+        ready_r, ready_w = os.pipe()
+        out = subprocess.PIPE if self.capture else None
+        try:
+            popen = subprocess.Popen(
+                [*self.command, "--ready-fd", str(ready_w)],
+                env=self.env,
+                pass_fds=(ready_w,),
+                stdout=out,
+                stderr=out,
+                start_new_session=self.new_session,
+            )
+        except BaseException:
+            os.close(ready_r)
+            raise
+        finally:
+            os.close(ready_w)
+        child = _Child(slot, popen, ready_r)
+        os.set_blocking(ready_r, False)
+        self._selector.register(ready_r, selectors.EVENT_READ, child)
+        for stream, name in ((popen.stdout, "stdout"), (popen.stderr, "stderr")):
+            if stream is not None:
+                fd = stream.fileno()
+                os.set_blocking(fd, False)
+                child.fds[fd] = (name, stream)
+                self._selector.register(fd, selectors.EVENT_READ, child)
+        if self._pidfds:
+            try:
+                child.pidfd = os.pidfd_open(popen.pid)
+            except OSError:
+                self._pidfds = False
+            else:
+                self._selector.register(child.pidfd, selectors.EVENT_READ, child)
+        with self._lock:
+            self._children[popen.pid] = child
+            self._changed.notify_all()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def _main(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    if self._stopped:
+                        break
+                    now = time.monotonic()
+                    due = [s for when, s in self._restarts if when <= now]
+                    self._restarts = [(w, s) for w, s in self._restarts if w > now]
+                    later = min((w for w, _ in self._restarts), default=None)
+                    closing = self._closing
+                for slot in due:
+                    if not closing:
+                        self._restart(slot)
+                timeout = None if later is None else max(0.0, later - time.monotonic())
+                if not self._pidfds:
+                    timeout = _POLL_S if timeout is None else min(timeout, _POLL_S)
+                for key, _ in self._selector.select(timeout):
+                    child = key.data
+                    if child is None:
+                        with contextlib.suppress(OSError):
+                            os.read(self._wake_r, 4096)
+                    elif key.fd == child.pidfd:
+                        self._reap(child)
+                    elif key.fd == child.ready:
+                        self._on_ready(child)
+                    else:
+                        self._relay(child, key.fd)
+                if not self._pidfds:
+                    with self._lock:
+                        children = list(self._children.values())
+                    for child in children:
+                        if child.popen.poll() is not None:
+                            self._reap(child)
+        finally:
+            with self._lock:
+                children = list(self._children.values())
+            for child in children:  # closed: relay what they printed last
+                for fd in list(child.fds):
+                    self._relay(child, fd, final=True)
+
+    def _restart(self, slot: int) -> None:
+        try:
+            self._spawn(slot)
+        except OSError as e:  # no more processes, no memory: a start failure too
+            self._give_up(f"cannot start a worker process: {e}")
+
+    def _on_ready(self, child: _Child) -> None:
+        try:
+            data = os.read(child.ready, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            with self._lock:
+                child.joined = True
+                self._slots[child.slot].start_failures = 0
+                self._changed.notify_all()
+        self._close_fd(child.ready)
+        child.ready = -1
+
+    def _relay(self, child: _Child, fd: int, final: bool = False) -> None:
+        """Relay what ``fd`` (a child's stdout or stderr) holds, whole lines prefixed."""
+        entry = child.fds.get(fd)
+        if entry is None:
+            return
+        name = entry[0]
+        chunks: list[bytes] = []
+        eof = False
+        while True:
+            try:
+                data = os.read(fd, _READ)
+            except BlockingIOError:
+                break
+            except OSError:
+                data = b""
+            if not data:
+                eof = True
+                break
+            chunks.append(data)
+            if not final:
+                break  # one read per wake-up: a chatty child cannot starve the others
+        data = child.partial.pop(fd, b"") + b"".join(chunks)
+        if eof or final:
+            if data and not data.endswith(b"\n"):
+                data += b"\n"
+        else:
+            cut = data.rfind(b"\n") + 1
+            if len(data) - cut < _READ:
+                child.partial[fd] = data[cut:]
+                data = data[:cut]
+        if data:
+            lines = data.splitlines(keepends=True)
+            if name == "stderr":
+                child.tail.extend(
+                    line.decode(errors="replace").rstrip() for line in lines[-_TAIL_LINES:]
+                )
+            prefix = b"(pid=%d) " % child.popen.pid
+            _emit(name, b"".join(prefix + line for line in lines))
+        if eof:
+            self._close_output(child, fd)
+
+    def _reap(self, child: _Child) -> None:
+        code = child.popen.poll()
+        if code is None:
+            return  # not yet: the pidfd or the poll will say again
+        if child.ready >= 0:
+            self._on_ready(child)  # it may have joined just before dying
+        for fd in list(child.fds):
+            self._relay(child, fd, final=True)
+        for fd in list(child.fds):
+            self._close_output(child, fd)
+        if child.pidfd >= 0:
+            self._close_fd(child.pidfd)
+            child.pidfd = -1
+        if child.ready >= 0:
+            self._close_fd(child.ready)
+            child.ready = -1
+        pid = child.popen.pid
+        description = describe_exit(pid, code)
+        lived = time.monotonic() - child.started
+        give_up = ""
+        with self._lock:
+            if self._children.pop(pid, None) is None:
+                return
+            self._fates[pid] = "worker " + description
+            while len(self._fates) > 1024:
+                self._fates.popitem(last=False)
+            slot = self._slots[child.slot]
+            delay: float | None = None
+            if not self._closing and not self.failure:
+                if not child.joined:
+                    slot.start_failures += 1
+                    if code == EXIT_NO_HEAD or slot.start_failures >= MAX_START_FAILURES:
+                        give_up = self._start_failure(child, description)
+                    else:
+                        delay = _FIRST_BACKOFF_S * 2 ** (slot.start_failures - 1)
+                else:
+                    slot.quick = slot.quick + 1 if lived < STABLE_S else 0
+                    delay = 0.0 if slot.quick <= 1 else _FIRST_BACKOFF_S * 2 ** (slot.quick - 2)
+                    delay = min(delay, _MAX_BACKOFF_S)
+                if delay is not None:
+                    self._restarts.append((time.monotonic() + delay, child.slot))
+            self._changed.notify_all()
+        if self.on_death is not None:
+            self.on_death(Death(pid, code, description, child.joined, delay))
+        if give_up:
+            self._give_up(give_up)
+
+    def _start_failure(self, child: _Child, description: str) -> str:
+        if child.popen.returncode == EXIT_NO_HEAD and child.tail:
+            return child.tail[-1]
+        text = f"worker {description} before it joined the head"
+        if child.tail:
+            text += "; its last output:\n" + "\n".join(f"  {line}" for line in child.tail)
+        return text
+
+    def _give_up(self, reason: str) -> None:
+        with self._lock:
+            if self.failure:
+                return
+            self.failure = reason
+            self._restarts.clear()
+            self._changed.notify_all()
+        if self.on_give_up is not None:
+            self.on_give_up(reason)
+
+    def _close_fd(self, fd: int) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(fd)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+    def _close_output(self, child: _Child, fd: int) -> None:
+        entry = child.fds.pop(fd, None)
+        child.partial.pop(fd, None)
+        if entry is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(fd)
+            with contextlib.suppress(OSError):
+                entry[1].close()  # the Popen's file: it owns the descriptor
+
+    def _release(self) -> None:
+        with self._lock:
+            children = list(self._children.values())
+            self._children.clear()
+        for child in children:
+            for fd in list(child.fds):
+                self._close_output(child, fd)
+            for fd in (child.ready, child.pidfd):
+                if fd >= 0:
+                    self._close_fd(fd)
+            child.ready = child.pidfd = -1
+        for fd in (self._wake_r, self._wake_w):
+            self._close_fd(fd)
+        self._wake_r = self._wake_w = -1
+        self._selector.close()
+
+
+def _emit(name: str, data: bytes) -> None:
+    """Write a child's relayed output to this process's stream of the same name."""
+    stream = getattr(sys, name, None)
+    if stream is None:
+        return
+    try:
+        buffer = getattr(stream, "buffer", None)
+        if buffer is not None:
+            stream.flush()
+            buffer.write(data)
+            buffer.flush()
+        else:
+            stream.write(data.decode(errors="replace"))
+            stream.flush()
+    except (OSError, ValueError):
+        pass  # our own output is closed: nothing to show it on
