@@ -6,24 +6,29 @@ A `Connection` never touches a socket. The binding feeds it what it reads
 (`receive_data`, with ``b""`` for end of stream), drains events (`next_event` or the batched
 `next_events`), hands it events to send (`send`) and writes what `data_to_send` returns.
 
-Each side of the connection has a state (`ConnectionState`). The head's side of a link
-starts in AWAIT_HELLO in both directions: the peer's first frame must be hello, and the head
-may send nothing until it has one. A peer's side starts with our direction in AWAIT_HELLO
-(we must send hello first) and, for drivers and clients, theirs in AWAIT_WELCOME (the head
-answers with welcome, or an error frame refusing us). Object-server links carry no hello and
-start OPEN. In OPEN, every kind is checked against the protocol page's "sent by" column
-(`dista_proto._roles`), both when we send (`LocalProtocolError`, nothing queued) and when
-we receive (`RemoteProtocolError`).
+Each side of the connection has a state (`ConnectionState`; where they start and what
+moves them is `dista_proto._state`). The head's side of a link starts in AWAIT_HELLO in both
+directions: the peer's first frame must be hello, and the head may send nothing until it has
+one. A peer's side starts with our direction in AWAIT_HELLO (we must send hello first) and,
+for drivers and clients, theirs in AWAIT_WELCOME (the head answers with welcome, or an error
+frame refusing us). Object-server links carry no hello and start OPEN. In OPEN, every kind
+is checked against the protocol page's "sent by" column (`dista_proto._roles`), both when we
+send (`LocalProtocolError`, nothing queued) and when we receive (`RemoteProtocolError`).
 
 A receive error moves their side to ERROR and is raised from every later `next_event`; the
 head queues an error frame saying what was wrong before raising, so a peer learns why it is
 dropped. End of stream between frames is a clean close (`ConnectionClosed`); in the middle
 of a frame it is an error.
 
-Memory: the receive side holds at most one incomplete frame. A large frame arriving in
-pieces is kept as a list of the pieces and joined once when whole, so a 1-byte-at-a-time
-stream costs linear time and a length prefix announcing 1 GiB allocates nothing until the
-bytes arrive. The send side copies small payloads into one buffer (fewer writes) and passes
+Memory: the receive side holds at most one incomplete frame, and every read is bounded
+from the first byte. Once the 21 bytes of a frame's prefix and header are in, one lookup
+checks the kind and the length together: each kind this sender may send now has a largest
+body (a hello 42 bytes, a release 17, a part what this fetcher asked for, a task MAX_FRAME,
+and only after hello), and a header over it is refused at once, naming the kind, the length
+and the limit, before anything is sized from it. A large frame arriving in pieces is kept as
+a list of the pieces and joined once when whole, so a 1-byte-at-a-time stream costs linear
+time and, unless it lands in place (below), even an allowed 1 GiB allocates nothing until
+its bytes arrive. The send side copies small payloads into one buffer (fewer writes) and passes
 large ones through as views (no copy).
 
 Receiving into place
@@ -53,8 +58,18 @@ from . import frame as F
 from ._decode import DECODERS
 from ._encode import encode_payload
 from ._errors import LocalProtocolError, RemoteProtocolError
-from ._events import ConnectionClosed, Error, Event, Hello, Part
-from ._roles import Role, allowed_kinds, receives_welcome
+from ._events import ConnectionClosed, Error, Event, Fetch, Hello, Part
+from ._roles import Role, part_limit
+from ._state import (
+    ConnectionState,
+    after_hello,
+    after_welcome,
+    receive_refusal,
+    send_refusal,
+    sent_hello,
+    sent_welcome,
+    start,
+)
 from .frame import Bytes
 
 __all__ = [
@@ -83,15 +98,6 @@ class NeedData(enum.Enum):
 NEED_DATA: Final = NeedData.NEED_DATA
 
 
-class ConnectionState(enum.Enum):
-    AWAIT_HELLO = "await-hello"
-    AWAIT_WELCOME = "await-welcome"
-    OPEN = "open"
-    CLOSED = "closed"
-    ERROR = "error"
-
-
-_PEER_ROLES: Final = frozenset({Role.DRIVER, Role.WORKER, Role.CLIENT, Role.OBSERVER})
 _PREFIX_HEADER: Final = struct.Struct("<IBQQ")
 _U32: Final = struct.Struct("<I")
 _FULL: Final = F.PREFIX + F.HEADER
@@ -121,32 +127,15 @@ class Connection:
 
     def __init__(self, our_role: Role) -> None:
         self.our_role: Final = our_role
-        self.their_role: Role | None = None
-        self._from_head = False
-        self._allowed_in: frozenset[int] = frozenset()
-        self._allowed_out: frozenset[int] = frozenset()
-        if our_role == Role.HEAD:
-            self.our_state = self.their_state = ConnectionState.AWAIT_HELLO
-            self._allowed_in = frozenset({F.KIND_HELLO})
-        elif our_role in _PEER_ROLES:
-            self.their_role = Role.HEAD
-            self._from_head = True
-            self.our_state = ConnectionState.AWAIT_HELLO
-            self._allowed_out = frozenset({F.KIND_HELLO})
-            if receives_welcome(our_role):
-                self.their_state = ConnectionState.AWAIT_WELCOME
-                self._allowed_in = frozenset({F.KIND_WELCOME, F.KIND_ERROR})
-            else:
-                self.their_state = ConnectionState.OPEN
-                self._allowed_in = allowed_kinds(Role.HEAD, our_role)
-        elif our_role in (Role.OBJECT_SERVER, Role.FETCHER):
-            other = Role.FETCHER if our_role == Role.OBJECT_SERVER else Role.OBJECT_SERVER
-            self.their_role = other
-            self.our_state = self.their_state = ConnectionState.OPEN
-            self._allowed_in = allowed_kinds(other, our_role)
-            self._allowed_out = allowed_kinds(our_role, other)
-        else:  # pragma: no cover - Role is a closed enum
-            raise LocalProtocolError(f"no connection for role {our_role!r}")
+        # What they may send is the largest body each kind byte may announce now (0: the
+        # kind may not come), so a header is checked, kind and length, with one lookup, and
+        # nothing is sized from a length before it passed (`dista_proto._state`).
+        self.their_role: Role | None
+        self.their_role, self.our_state, self.their_state, self._limits, self._allowed_out = start(
+            our_role
+        )
+        self._from_head = self.their_role == Role.HEAD
+        self._part_asked = 0  # the largest part a fetcher asked for (0: none yet)
         # Receiving: unparsed whole bytes, a partial frame, or the pieces of a large frame.
         self._data: bytes | bytearray = b""
         self._pos = 0
@@ -353,7 +342,7 @@ class Connection:
         n = len(data)
         unpack = _PREFIX_HEADER.unpack_from
         decoders = self._decoders
-        allowed = self._allowed_in
+        limits = self._limits
         from_head = self._from_head
         try:
             while True:
@@ -362,10 +351,10 @@ class Connection:
                         F.frame_length(data[pos : pos + 4])  # a bad length fails at once
                     break
                 length, kind, object_id, task_id = unpack(data, pos)
-                if length < F.HEADER or length > F.MAX_FRAME:
-                    F.frame_length(data[pos : pos + 4])  # raises, saying which bound
-                if kind not in allowed:
-                    self._refuse(kind)  # at once: never buffer a frame we will refuse
+                if length > limits[kind] or length < F.HEADER:
+                    # At once, from the header: never buffer or size anything for a frame
+                    # we will refuse, nor for more than its kind can hold.
+                    self._refuse(kind, length)
                 end = pos + 4 + length
                 if end > n:
                     break
@@ -378,7 +367,7 @@ class Connection:
                 out.append(event)
                 if kind == F.KIND_HELLO or kind == F.KIND_WELCOME:
                     self._handshake(event)
-                    allowed = self._allowed_in
+                    limits = self._limits
         except RemoteProtocolError as e:
             self._fail(e)
             pos = n
@@ -577,35 +566,26 @@ class Connection:
         view = _writable(view, n)
         return view if view is not None and len(view) == n else None
 
-    def _refuse(self, kind: int) -> None:
-        name = F.kind_name(kind)
-        if kind not in F.KIND_NAMES:
-            raise RemoteProtocolError(f"unknown frame kind {kind}", kind=kind, field="kind")
-        if self.their_state == ConnectionState.AWAIT_HELLO:
-            raise RemoteProtocolError(f"the first frame must be hello, not {name}", kind=kind)
-        if self.their_state == ConnectionState.AWAIT_WELCOME:
-            raise RemoteProtocolError(
-                f"the head must answer hello with welcome, not {name}", kind=kind
-            )
-        sender = self.their_role.name.lower() if self.their_role else "peer"
-        receiver = self.our_role.name.lower().replace("_", " ")
-        raise RemoteProtocolError(f"a {sender} may not send {name} to a {receiver}", kind=kind)
+    def _refuse(self, kind: int, length: int) -> None:
+        """Raise the error a header announcing ``length`` bytes of ``kind`` deserves."""
+        raise receive_refusal(
+            kind,
+            length,
+            self._limits[kind],
+            self._part_asked,
+            self.their_state,
+            self.their_role,
+            self.our_role,
+        )
 
     def _handshake(self, event: Event) -> None:
+        self.their_state = ConnectionState.OPEN
         if isinstance(event, Hello):
             role = Role(event.role)
             self.their_role = role
-            self.their_state = ConnectionState.OPEN
-            self._allowed_in = allowed_kinds(role, Role.HEAD) - {F.KIND_HELLO}
-            if receives_welcome(role):
-                self.our_state = ConnectionState.AWAIT_WELCOME
-                self._allowed_out = frozenset({F.KIND_WELCOME, F.KIND_ERROR})
-            else:
-                self.our_state = ConnectionState.OPEN
-                self._allowed_out = allowed_kinds(Role.HEAD, role)
+            self.our_state, self._allowed_out, self._limits = after_hello(role)
         else:  # welcome
-            self.their_state = ConnectionState.OPEN
-            self._allowed_in = allowed_kinds(Role.HEAD, self.our_role) - {F.KIND_WELCOME}
+            self._limits = after_welcome(self.our_role)
 
     def _fail(self, error: RemoteProtocolError) -> None:
         self._error = error
@@ -633,27 +613,23 @@ class Connection:
         self._queue(*encoded)
         if kind == F.KIND_HELLO:
             self.our_state = ConnectionState.OPEN
-            self._allowed_out = allowed_kinds(self.our_role, Role.HEAD) - {F.KIND_HELLO}
+            self._allowed_out = sent_hello(self.our_role)
         elif kind == F.KIND_WELCOME:
             self.our_state = ConnectionState.OPEN
             assert self.their_role is not None
-            self._allowed_out = allowed_kinds(Role.HEAD, self.their_role) - {F.KIND_WELCOME}
+            self._allowed_out = sent_welcome(self.their_role)
+        elif kind == F.KIND_FETCH:
+            self._asked(event)
+
+    def _asked(self, fetch: Event) -> None:
+        """A fetcher's part frames carry at most the largest part it asked for."""
+        assert isinstance(fetch, Fetch)
+        if fetch.part > self._part_asked:  # an empty fetch (0) asks for a result frame
+            self._part_asked = fetch.part
+            self._limits[F.KIND_PART] = part_limit(fetch.part)
 
     def _refuse_send(self, event: Event) -> None:
-        name = F.kind_name(event.kind)
-        state = self.our_state
-        if state in (ConnectionState.CLOSED, ConnectionState.ERROR):
-            why = f"cannot send {name}: the connection is {state.value}"
-        elif state == ConnectionState.AWAIT_HELLO and self.our_role == Role.HEAD:
-            why = f"cannot send {name} before the peer's hello"
-        elif state == ConnectionState.AWAIT_HELLO:
-            why = f"the first frame must be hello, not {name}"
-        elif state == ConnectionState.AWAIT_WELCOME:
-            why = f"the head answers a hello with welcome (or error), not {name}"
-        else:
-            receiver = self.their_role.name.lower().replace("_", " ") if self.their_role else ""
-            why = f"a {self.our_role.name.lower().replace('_', ' ')} may not send {name} to a {receiver}"
-        raise LocalProtocolError(why, kind=event.kind)
+        raise send_refusal(event.kind, self.our_state, self.our_role, self.their_role)
 
     def _queue(
         self, kind: int, object_id: int, task_id: int, prefix: bytes, tail: Bytes | None

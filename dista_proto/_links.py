@@ -4,18 +4,26 @@ Every role machine owns a set of `Connection`s keyed by link number. Sending mar
 dirty; `decisions()` turns every dirty link's buffers into one `Write` (so a burst of frames
 becomes one write), after the other decisions queued before it, in order. Bytes come in
 with `receive` or, read into place, with `get_buffer` and `buffer_updated`.
+
+Sending to a link that is gone, or whose connection has closed its side (it refused the
+peer, or the binding could not write), drops the frame: a role machine handling the good
+frames that came before a bad one in the same read may still answer them.
 """
 
 from __future__ import annotations
 
+from typing import Final
+
 from ._connection import READ_SIZE, Connection, ConnectionState
 from ._decisions import Close, Decision, Write
-from ._errors import RemoteProtocolError
+from ._errors import LocalProtocolError, RemoteProtocolError
 from ._events import Event
 from ._roles import Role
 from .frame import Bytes
 
 __all__ = ["Links"]
+
+_DONE: Final = (ConnectionState.CLOSED, ConnectionState.ERROR)
 
 
 class Links:
@@ -50,7 +58,15 @@ class Links:
         conn = self._conns.get(link)
         if conn is None:
             return  # the link is gone; whatever it was owed is moot
-        conn.send(event)
+        try:
+            conn.send(event)
+        except LocalProtocolError:
+            if conn.our_state in _DONE:
+                # The connection refused the peer (a bad frame after good ones in the same
+                # read: the head already queued its error frame and closed its side) or
+                # could not write: what the core still answers to the good ones is moot.
+                return
+            raise
         self._dirty[link] = None
 
     def receive(self, link: int, data: Bytes) -> tuple[list[Event], str | None]:
