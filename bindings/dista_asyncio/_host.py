@@ -18,14 +18,19 @@ rest waits, as views, in the link's backlog until the transport asks for more
 their buffer (a 1 GiB object would be copied into 1 GiB of fresh memory); this way at most
 about the mark is copied at a time, into memory the transport reuses. uvloop keeps the
 views it is given, so it copies nothing either way.
+
+A peer's bad input is the core's business: it closes the link with a reason, and the host
+logs one line for it, at WARNING, naming the peer (``dista head: refused peer
+127.0.0.1:54321 (link 7): protocol error: ...``), never a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Iterable
-from typing import Final, cast
+from typing import Any, ClassVar, Final, cast
 
 import dista_proto as dp
 from dista_proto.frame import Bytes
@@ -37,6 +42,8 @@ LOW_WATER: Final = 1 << 20
 _JOIN_BELOW: Final = 256 << 10  # buffers smaller than this are joined into one write
 #: Large buffers are handed to a transport this much at a time, while it is under HIGH_WATER.
 SLICE: Final = 1 << 20
+#: The start of the reason of a link a core closes because the peer broke the protocol.
+_PROTOCOL_ERROR: Final = "protocol error"
 
 
 class LinkBase(asyncio.BaseProtocol):
@@ -80,8 +87,15 @@ class LinkBase(asyncio.BaseProtocol):
 class Host:
     """The transports of one core; subclasses say where the core reads and what it decides."""
 
+    #: Who this host is in its log lines ("dista head: ...", logger ``dista.head``); by
+    #: default the name of the module defining the subclass (``_head`` gives "head").
+    role_name: ClassVar[str] = ""
+
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        name = self.role_name or type(self).__module__.rsplit(".", 1)[-1].strip("_")
+        self.name = name
+        self.log = logging.getLogger(f"dista.{name}")
         self.transports: dict[int, asyncio.Transport] = {}
         self.paused: set[int] = set()
         self._blocked: dict[int, set[int]] = {}  # slow link -> links not read because of it
@@ -161,6 +175,8 @@ class Host:
             elif isinstance(d, dp.Close):
                 transport = self.transports.get(d.link)
                 if transport is not None:
+                    if d.reason.startswith(_PROTOCOL_ERROR):
+                        self.refused(d.link, transport, d.reason)
                     if d.link in self._backlog:
                         self._close_after.add(d.link)
                     else:
@@ -172,6 +188,11 @@ class Host:
                     self.exited.set_result(d.reason)
             else:
                 self.other(d)
+
+    def refused(self, link: int, transport: asyncio.BaseTransport, reason: str) -> None:
+        """The core closes ``link`` for the peer's bad input: one line, no traceback."""
+        peer = peer_name(transport.get_extra_info("peername"))
+        self.log.warning("dista %s: refused peer %s (link %d): %s", self.name, peer, link, reason)
 
     def _pump(self, link: int) -> bool:
         """Write more of ``link``'s backlog; whether some still waits."""
@@ -210,6 +231,18 @@ class Host:
     def close_all(self) -> None:
         for transport in list(self.transports.values()):
             transport.close()
+
+
+def peer_name(peername: Any) -> str:
+    """A transport's ``peername`` as a person reads it: ``host:port``, or what there is."""
+    if isinstance(peername, tuple) and len(peername) >= 2:
+        host, port = peername[0], peername[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    if isinstance(peername, bytes):
+        peername = peername.decode(errors="replace")
+    if isinstance(peername, str):
+        return f"unix:{peername}" if peername else "(a local socket)"
+    return "(unknown address)"  # an in-process link, or a socket gone before it was asked
 
 
 def write(transport: asyncio.Transport, buffers: list[Bytes]) -> deque[Bytes] | None:
