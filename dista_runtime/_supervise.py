@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import os
 import selectors
 import signal
@@ -31,7 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Final, NamedTuple
+from typing import IO, Final, NamedTuple, TypeVar
 
 __all__ = [
     "EXIT_NO_HEAD",
@@ -54,6 +55,8 @@ _MAX_BACKOFF_S: Final = 5.0
 _POLL_S: Final = 0.05  # without pidfds: how often to look for dead children
 _TAIL_LINES: Final = 8
 _READ: Final = 1 << 16
+
+T = TypeVar("T")
 
 
 def describe_exit(pid: int, code: int) -> str:
@@ -150,7 +153,6 @@ class Supervisor:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._pidfds = hasattr(os, "pidfd_open")
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._changed = threading.Condition(self._lock)
 
     # -- the caller's side ----------------------------------------------------------------
 
@@ -168,11 +170,6 @@ class Supervisor:
         """The children alive as far as the supervisor knows, oldest first."""
         with self._lock:
             return list(self._children)
-
-    def joined(self) -> int:
-        """How many live children said they joined their head."""
-        with self._lock:
-            return sum(1 for c in self._children.values() if c.joined)
 
     def fate(self, pid: int) -> str | None:
         """How child ``pid`` ended ("worker pid 4242 died: SIGSEGV"), or None while it runs
@@ -199,17 +196,6 @@ class Supervisor:
         for child in children:
             with contextlib.suppress(OSError):
                 child.popen.send_signal(signum)
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Until no child is left and none will start (closing, or given up); whether so."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._changed:
-            while self._children or (self._restarts and not self._closing):
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._changed.wait(left if left is not None else 1.0)
-            return True
 
     def close(self, grace: float = 3.0) -> None:
         """Stop restarting; wait up to ``grace`` s for the children to exit, then kill them;
@@ -238,7 +224,7 @@ class Supervisor:
 
     # -- children ---------------------------------------------------------------------------
 
-    def _spawn(self, slot: int) -> None:
+    def _spawn(self, slot: int, restart: bool = False) -> None:
         ready_r, ready_w = os.pipe()
         out = subprocess.PIPE if self.capture else None
         try:
@@ -273,7 +259,10 @@ class Supervisor:
                 self._selector.register(child.pidfd, selectors.EVENT_READ, child)
         with self._lock:
             self._children[popen.pid] = child
-            self._changed.notify_all()
+            late = restart and self._closing
+        if late:  # the pool began closing while this replacement started
+            with contextlib.suppress(OSError):
+                popen.kill()
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):
@@ -322,7 +311,7 @@ class Supervisor:
 
     def _restart(self, slot: int) -> None:
         try:
-            self._spawn(slot)
+            self._spawn(slot, restart=True)
         except OSError as e:  # no more processes, no memory: a start failure too
             self._give_up(f"cannot start a worker process: {e}")
 
@@ -337,7 +326,6 @@ class Supervisor:
             with self._lock:
                 child.joined = True
                 self._slots[child.slot].start_failures = 0
-                self._changed.notify_all()
         self._close_fd(child.ready)
         child.ready = -1
 
@@ -423,9 +411,8 @@ class Supervisor:
                     delay = min(delay, _MAX_BACKOFF_S)
                 if delay is not None:
                     self._restarts.append((time.monotonic() + delay, child.slot))
-            self._changed.notify_all()
         if self.on_death is not None:
-            self.on_death(Death(pid, code, description, child.joined, delay))
+            _tell(self.on_death, Death(pid, code, description, child.joined, delay))
         if give_up:
             self._give_up(give_up)
 
@@ -443,9 +430,8 @@ class Supervisor:
                 return
             self.failure = reason
             self._restarts.clear()
-            self._changed.notify_all()
         if self.on_give_up is not None:
-            self.on_give_up(reason)
+            _tell(self.on_give_up, reason)
 
     def _close_fd(self, fd: int) -> None:
         with contextlib.suppress(KeyError, ValueError):
@@ -477,6 +463,14 @@ class Supervisor:
             self._close_fd(fd)
         self._wake_r = self._wake_w = -1
         self._selector.close()
+
+
+def _tell(callback: Callable[[T], object], what: T) -> None:
+    """Call a listener; its failure is logged, and the supervisor goes on."""
+    try:
+        callback(what)
+    except Exception:
+        logging.getLogger("dista.supervise").exception("a supervisor's listener failed")
 
 
 def _emit(name: str, data: bytes) -> None:

@@ -62,6 +62,17 @@ def head() -> Iterator[str]:
             process.stderr.close()
 
 
+def test_timeline_labels() -> None:
+    from dista_runtime import _ids, _registry
+    from dista_runtime._trace import BY_VALUE_LABEL, task_label
+    from tests.runtime import tasks  # noqa: F401  (registers tests.runtime.tasks:add)
+
+    assert task_label(_ids.task_id("tests.runtime.tasks:add")) == "tests.runtime.tasks.add"
+    assert task_label(_ids.task_id("tests.runtime.tasks:add", 2)) == "tests.runtime.tasks.add"
+    assert task_label(_registry.BY_VALUE_ID) == BY_VALUE_LABEL == "by-value task"
+    assert task_label(0xAB) == "task 0xab"
+
+
 def test_version() -> None:
     out = cli("--version")
     assert out.returncode == 0, out.stderr

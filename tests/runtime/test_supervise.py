@@ -122,7 +122,7 @@ def test_crashed_workers_are_named_replaced_and_their_prints_prefixed(workdir: P
     result = run_driver(
         workdir,
         """
-        import json, time
+        import json, os, time
         import dista_runtime as dista
         import crashy
 
@@ -148,6 +148,9 @@ def test_crashed_workers_are_named_replaced_and_their_prints_prefixed(workdir: P
             out["pids"] = dista.local_pids()
             out["names"] = sorted({e["name"] for e in dista.chrome_trace(dista.timeline())
                                    ["traceEvents"] if e["ph"] == "X"})
+        time.sleep(0.5)  # no worker was started during the shutdown
+        out["children"] = [t for t in os.listdir("/proc/self/task")
+                           if open(f"/proc/self/task/{t}/children").read().strip()]
         print(json.dumps(out))
         """,
     )
@@ -171,6 +174,7 @@ def test_crashed_workers_are_named_replaced_and_their_prints_prefixed(workdir: P
     assert "crashy.py" in result.stderr
     # The timeline names tasks by module.function.
     assert "crashy.hello" in out["names"], out["names"]  # type: ignore[operator]
+    assert out["children"] == []
     assert_gone([int(p) for p in pids])
     assert_no_socket_directory(workdir)
 
