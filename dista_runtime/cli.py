@@ -106,12 +106,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _die_with_parent(args.parent)
     if args.processes > 1:
         return _worker_processes(args)
-    if args.parent is not None:  # under a supervisor: prints show as they happen
-        import faulthandler
+    import faulthandler
 
-        faulthandler.enable(all_threads=False)  # a crash prints where, then the process dies
-        if isinstance(sys.stdout, io.TextIOWrapper):
-            sys.stdout.reconfigure(line_buffering=True)
+    faulthandler.enable(all_threads=False)  # a crash prints where, then the process dies
+    if isinstance(sys.stdout, io.TextIOWrapper):  # tasks' prints show as they happen,
+        sys.stdout.reconfigure(line_buffering=True)  # into a pipe or a log file too
     try:
         _import_all(args.imports)
     except Exception as e:
@@ -160,8 +159,8 @@ def _worker_processes(args: argparse.Namespace) -> int:
 
     def on_death(death: Death) -> None:
         deaths.append(death)
-        if stopping:
-            return
+        if stopping or done.is_set():
+            return  # stopped on purpose: no news
         if death.restart_in is None:
             then = "not restarting"
         elif death.restart_in == 0:
@@ -191,7 +190,8 @@ def _worker_processes(args: argparse.Namespace) -> int:
     if deaths and deaths[-1].code == EXIT_NO_HEAD:
         print(f"dista worker: the head at {head} is gone; stopping", file=sys.stderr)
         return 0 if any(d.joined for d in deaths) else 1
-    print(f"dista worker: {supervisor.failure}; stopping", file=sys.stderr)
+    why = supervisor.failure
+    print(f"dista worker: workers keep failing to start; stopping (last: {why})", file=sys.stderr)
     return 1
 
 

@@ -448,3 +448,22 @@ def test_cli_worker_imports_from_the_current_directory(workdir: Path, head: str)
         err = worker.stderr.read()
         worker.stderr.close()
     assert "cannot import" not in err, err
+
+
+def test_cli_workers_that_cannot_start_stop_with_the_reason(workdir: Path) -> None:
+    out = subprocess.run(
+        [*CLI, "worker", "--head", "127.0.0.1:9", "--processes", "2", "--import", "nowhere"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env_for(workdir),
+        cwd=workdir,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    lines = out.stderr.splitlines()
+    assert "restarting in 0.25 s" in out.stderr, out.stderr  # a backoff, then it stops
+    assert lines[-1].startswith("dista worker: workers keep failing to start; stopping"), lines
+    assert "exited with code 2 before it joined the head" in lines[-1]
+    assert "No module named 'nowhere'" in out.stderr
+    assert "Traceback" not in out.stderr
