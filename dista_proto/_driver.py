@@ -43,6 +43,7 @@ from ._events import (
     Timeline,
     Welcome,
 )
+from ._extensions import CANCEL_FORCE
 from ._fetcher import Fetcher
 from ._links import Links
 from ._roles import Role
@@ -168,8 +169,10 @@ class Driver:
         self._located.pop(oid, None)
         self._links.send(HEAD_LINK, Release(oid))
 
-    def cancel(self, oid: int) -> None:
-        self._links.send(HEAD_LINK, Cancel(oid))
+    def cancel(self, oid: int, force: bool = False) -> None:
+        """Fail ``oid``'s task with "cancelled"; with ``force`` also end the worker running
+        it (Dista's `CANCEL_FORCE` mark)."""
+        self._links.send(HEAD_LINK, Cancel(oid, CANCEL_FORCE if force else 0))
 
     def request_stats(self) -> None:
         self._links.send(HEAD_LINK, Stats())

@@ -1,118 +1,40 @@
-"""A worker over asyncio: the `Worker` core, its object server, and threads for user code.
+"""A worker over asyncio: the `Worker` core, its object server, and where user code runs.
 
-Plain tasks run in runner threads (one per slot the head gives, plus one more whenever a
-task blocks reading another task's result, so nested tasks cannot starve the worker),
-except those the worker has learnt are short and self-contained, which run inline on the
-loop (`dista_runtime._inline`); ``async def`` tasks run on the loop. Finished tasks are
-handed back to the loop in batches: one wake-up of the loop for however many finished
-meanwhile.
+Plain tasks run on runner threads (`dista_runtime._runners`: withdrawn before they start or
+interrupted when the head cancels them, and lending their slot while they block on other
+tasks' results), except those the worker has learnt are short and self-contained, which
+run inline on the loop (`dista_runtime._inline`); ``async def`` tasks run on the loop.
+Finished tasks are handed back to the loop in batches: one wake-up of the loop for however
+many finished meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import queue
-import threading
 import time
 from collections import deque
-from collections.abc import Iterator
 from typing import Any
 
 import dista_proto as dp
 import dista_runtime._session as session_module
-from dista_proto.frame import Bytes
 from dista_runtime import _context, _registry
 from dista_runtime._address import format_head, unix_path
 from dista_runtime._errors import message_from_exception
 from dista_runtime._execute import Call, Executor, encode_results
 from dista_runtime._inline import InlinePolicy, RunOnThread
 from dista_runtime._memory import allocate, ready
+from dista_runtime._runners import Outcome, Runners, run_call
 
 from ._dial import dial
 from ._driver import DriverHost, connect_driver
 from ._host import Host, LinkBase
 
-__all__ = ["CURRENT", "WorkerHost", "run_worker"]
+__all__ = ["CURRENT", "WorkerHost", "run_call", "run_worker"]
 
-# (first result ID, encoded values or None, error text, started, ended)
-_Outcome = tuple[int, list[Bytes] | None, str, int, int]
-
+_Outcome = Outcome
 
 #: The worker this process runs, if any (for introspection from inside tasks).
 CURRENT: WorkerHost | None = None
-
-
-class _Runners:
-    """Threads that run user code; one more whenever a running task blocks on a ref."""
-
-    def __init__(self, worker: WorkerHost, threads: int) -> None:
-        self.worker = worker
-        self.base = threads
-        self.queue: queue.SimpleQueue[tuple[dp.RunTask, Call] | None] = queue.SimpleQueue()
-        self.lock = threading.Lock()
-        self.threads = 0
-        self.blocked = 0
-        self._mine = threading.local()
-        for _ in range(threads):
-            self._spawn()
-
-    def _spawn(self) -> None:
-        self.threads += 1
-        threading.Thread(target=self._loop, name="dista-runner", daemon=True).start()
-
-    def _loop(self) -> None:
-        self._mine.runner = True
-        get = self.queue.get
-        finish = self.worker.finished
-        while True:
-            with self.lock:
-                if self.threads - self.blocked > self.base:
-                    self.threads -= 1  # a spare started while a task was blocked
-                    return
-            item = get()
-            if item is None:
-                return
-            task, call = item
-            finish(run_call(task, call, self.worker.inline))
-
-    @contextlib.contextmanager
-    def blocking(self) -> Iterator[None]:
-        if not getattr(self._mine, "runner", False):
-            yield
-            return
-        with self.lock:
-            self.blocked += 1
-            if self.threads - self.blocked < self.base:
-                self._spawn()
-        try:
-            yield
-        finally:
-            with self.lock:
-                self.blocked -= 1
-
-
-def run_call(task: dp.RunTask, call: Call, policy: InlinePolicy, inline: bool = False) -> _Outcome:
-    """Run ``call``, telling ``policy`` how it went. Inline, raises `RunOnThread` if the
-    task reached for the session, even if it caught the `RunOnThread` that stopped it."""
-    policy.begin(inline)
-    started = time.time_ns()
-    error = ""
-    values: list[Bytes] | None = None
-    try:
-        values = encode_results(call.run(), task.results)
-    except RunOnThread:
-        pass  # only ever raised inline: handled below
-    except Exception as e:
-        error = message_from_exception(e)
-    ended = time.time_ns()
-    if inline and policy.stopped():
-        policy.forbid(call.function)
-        raise RunOnThread("run it again on a thread")
-    policy.end(call.function, ended - started)
-    if values is None and not error:
-        error = "RunOnThread: the worker stopped this task outside an inline run"
-    return task.object_id, values, error, started, ended
 
 
 class WorkerHost(Host):
@@ -121,11 +43,11 @@ class WorkerHost(Host):
         self.core = core
         self.executor = Executor()
         self.inline = InlinePolicy()
-        self.runners = _Runners(self, threads)
+        self.runners = Runners(threads, self.inline, self.finished, self.blocked)
         self._done: deque[_Outcome] = deque()
         self._drain_scheduled = False
         self.client: DriverHost | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[int, asyncio.Task[None]] = {}  # async tasks by first result ID
 
     def protocol(self) -> LinkBase:
         return self.link_protocol(self.core.connection_made(time.time_ns()))
@@ -152,6 +74,9 @@ class WorkerHost(Host):
         return out
 
     def other(self, decision: dp.Decision) -> None:
+        if isinstance(decision, dp.CancelTask):
+            self._cancel(decision)
+            return
         if not isinstance(decision, dp.RunTask):
             return
         try:
@@ -161,27 +86,62 @@ class WorkerHost(Host):
             self.finished((decision.object_id, None, message_from_exception(e), now, now))
             return
         if call.is_async:
+            oid = decision.object_id
             task = self.loop.create_task(self._run_async(decision, call))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks[oid] = task
+            task.add_done_callback(lambda _: self._tasks.pop(oid, None))
         elif self.inline.may_inline(call.function):
             try:
                 outcome = run_call(decision, call, self.inline, inline=True)
             except RunOnThread:
-                self.runners.queue.put((decision, call))
+                self.runners.submit(decision, call)
                 return
             self._done.append(outcome)
             if not self._drain_scheduled:
                 self._drain_scheduled = True
                 self.loop.call_soon(self._drain)
         else:
-            self.runners.queue.put((decision, call))
+            self.runners.submit(decision, call)
+
+    def _cancel(self, decision: dp.CancelTask) -> None:
+        """The head wants a task back: drop it if it has not started, else interrupt it
+        if it was cancelled (a withdrawn task that started just runs on)."""
+        oid = decision.object_id
+        if self.runners.withdraw(oid):
+            self.core.task_withdrawn(oid, time.time_ns())
+            self.act(self._decisions())
+        elif not decision.withdraw:
+            # After the rest of this read's decisions: an interrupted runner takes the next
+            # queued task at once, and cancels of those may be right behind this one.
+            self.loop.call_soon(self._interrupt, oid)
+
+    def _interrupt(self, oid: int) -> None:
+        task = self._tasks.get(oid)
+        if task is not None:
+            task.cancel()
+        else:
+            self.runners.interrupt(oid)
+
+    def blocked(self, oid: int, blocked: bool) -> None:
+        """A runner's task blocked on other tasks' results, or resumed (any thread)."""
+        try:
+            self.loop.call_soon_threadsafe(self._mark_blocked, oid, blocked)
+        except RuntimeError:
+            pass  # the loop is gone: the worker is exiting
+
+    def _mark_blocked(self, oid: int, blocked: bool) -> None:
+        now = time.time_ns()
+        if blocked:
+            self.core.task_blocked(oid, now)
+        else:
+            self.core.task_resumed(oid, now)
+        self.act(self._decisions())
 
     async def _run_async(self, task: dp.RunTask, call: Call) -> None:
         started = time.time_ns()
         try:
             values = encode_results(await call.run(), task.results)
-        except Exception as e:
+        except BaseException as e:  # cancelled, SystemExit...: this task's failure only
             error = message_from_exception(e)
             self.finished((task.object_id, None, error, started, time.time_ns()))
         else:

@@ -1,0 +1,148 @@
+"""Everyday faults on real processes: tasks that exit, nest, get cancelled, or run long.
+
+Each test starts its own local cluster (a head in this process, worker processes) and
+checks what a user sees: values, errors, which tasks ran, how long it took, that the
+workers survived. Timing margins are wide: the machine is small and noisy.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import dista_runtime as dista
+from tests.runtime import fault_tasks as ft
+from tests.runtime.conftest import assert_gone, wait_for_workers
+
+
+def _cluster(workers: int) -> Iterator[dista.Cluster]:
+    with dista.init(workers=workers) as c:
+        wait_for_workers(workers)
+        yield c
+    assert_gone(c.pids())
+
+
+@pytest.fixture
+def one() -> Iterator[dista.Cluster]:
+    yield from _cluster(1)
+
+
+@pytest.fixture
+def two() -> Iterator[dista.Cluster]:
+    yield from _cluster(2)
+
+
+def _wait_clean(timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (s := dista.stats()).objects or s.running or s.pending:
+        assert time.monotonic() < deadline, f"the head still counts {s}"
+        time.sleep(0.05)
+
+
+# -- a task can't take its worker down ---------------------------------------------------------
+
+
+def test_sys_exit_and_keyboard_interrupt_fail_only_their_task(two: dista.Cluster) -> None:
+    pids = sorted(two.pids())
+    refs = [ft.exits.remote(2), ft.exits.remote(3), ft.interrupts_itself.remote()]
+    for ref, what in zip(refs, ["sys.exit(2)", "sys.exit(3)", "KeyboardInterrupt"], strict=True):
+        with pytest.raises(dista.TaskError) as caught:
+            ref.get(timeout=30)
+        assert what in str(caught.value)
+        assert not isinstance(caught.value, (SystemExit, KeyboardInterrupt))
+    # Every runner survived: more work than threads still runs, on the same processes.
+    assert sorted(set(dista.get([ft.pid.remote() for _ in range(20)], timeout=30))) == pids
+    assert dista.stats().workers == 2
+    assert sorted(two.pids()) == pids
+
+
+# -- nested gets never deadlock ------------------------------------------------------------------
+
+
+def test_fib_10_with_every_call_a_task_finishes_on_two_workers(two: dista.Cluster) -> None:
+    assert ft.fib.remote(10).get(timeout=120) == 55
+    _wait_clean()
+
+
+# -- cancel means never runs --------------------------------------------------------------------
+
+
+def test_cancel_withdraws_tasks_a_worker_holds_and_interrupts_the_running_one(
+    one: dista.Cluster, tmp_path: Path
+) -> None:
+    marks = [tmp_path / name for name in "ABC"]
+    refs = [ft.nap.remote(5.0 if i == 0 else 0.2, str(m)) for i, m in enumerate(marks)]
+    deadline = time.monotonic() + 10
+    while not marks[0].exists():  # A runs; B waits in the worker's second slot, C at the head
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.3)
+    began = time.monotonic()
+    for ref in refs:
+        ref.cancel()
+    for ref in refs:
+        with pytest.raises(dista.TaskCancelledError):
+            ref.get(timeout=10)
+    # A was interrupted in its sleep: the worker is free long before A's 5 s.
+    assert ft.quick.remote().get(timeout=10) in one.pids()
+    assert time.monotonic() - began < 3.0
+    time.sleep(0.5)
+    assert not marks[1].exists(), "B was cancelled while its worker held it, yet it ran"
+    assert not marks[2].exists(), "C was cancelled before dispatch, yet it ran"
+    del refs, ref
+    _wait_clean()
+
+
+def test_cancel_interrupts_running_python_code(one: dista.Cluster, tmp_path: Path) -> None:
+    mark = tmp_path / "spin"
+    ref = ft.spin.remote(60.0, str(mark))
+    deadline = time.monotonic() + 10
+    while not mark.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    began = time.monotonic()
+    ref.cancel()
+    with pytest.raises(dista.TaskCancelledError):
+        ref.get(timeout=10)
+    assert ft.quick.remote().get(timeout=10) == one.pids()[0]  # the same, living worker
+    assert time.monotonic() - began < 5.0
+
+
+# -- no idle worker while work waits ------------------------------------------------------------
+
+
+def test_tasks_right_after_init_spread_over_both_workers() -> None:
+    with dista.init(workers=2) as c:
+        began = time.monotonic()
+        pids = dista.get([ft.nap.remote(1.0) for _ in range(2)], timeout=30)
+        took = time.monotonic() - began
+        assert sorted(pids) == sorted(c.pids())
+        assert took < 1.8, f"2 x 1 s tasks on 2 workers took {took:.2f} s"
+    assert_gone(c.pids())
+
+
+def test_long_calls_of_a_function_known_as_short_do_not_queue_on_one_worker(
+    two: dista.Cluster,
+) -> None:
+    dista.get([ft.nap.remote(0.0) for _ in range(20)], timeout=30)  # now "short"
+    began = time.monotonic()
+    pids = dista.get([ft.nap.remote(1.0) for _ in range(4)], timeout=30)
+    took = time.monotonic() - began
+    assert sorted(set(pids)) == sorted(two.pids())
+    assert took < 3.0, f"4 x 1 s tasks on 2 workers took {took:.2f} s (ideal 2 s)"
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+
+def test_a_finished_tasks_argument_is_freed(one: dista.Cluster) -> None:
+    before = ft.rss.remote().get(timeout=30)
+    data = os.urandom(1 << 20) * 200  # 200 MiB
+    assert ft.big_argument.remote(data).get(timeout=60) == len(data)
+    del data
+    after = ft.rss.remote().get(timeout=30)
+    assert after - before < 100 << 20, f"the worker grew {(after - before) >> 20} MiB"
