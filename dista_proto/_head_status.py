@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ._fairqueue import FairQueue
 from ._head_records import Peer, TaskRecord
+from ._head_scheduling import ANYWHERE
 from ._roles import Role
 
 if TYPE_CHECKING:
@@ -23,31 +24,42 @@ def status_text(
     drivers = [p for p in peers if p.role in (Role.DRIVER, Role.CLIENT)]
     workers = [p for p in peers if p.role == Role.WORKER]
     observers = sum(1 for p in peers if p.role == Role.OBSERVER)
+    clients = sum(1 for p in drivers if p.role == Role.CLIENT)
+    blocked = sum(w.blocked for w in workers)
     lines = [
         f"dista head: epoch {head.epoch:#x}{' (stopping)' if head.stopping else ''}",
-        f"drivers: {len(drivers)}  workers: {len(workers)}  observers: {observers}",
+        (
+            f"drivers: {len(drivers) - clients}  clients (tasks' sessions): {clients}  "
+            f"workers: {len(workers)}  observers: {observers}"
+        ),
         (
             f"objects: {stats.objects}  held bytes: {stats.held_bytes}  "
-            f"pending: {stats.pending}  running: {stats.running}"
+            f"pending: {stats.pending}  running: {stats.running} (blocked in get: {blocked})"
         ),
     ]
     registries = {p.registry for p in drivers} | {p.registry for p in workers}
     for registry in sorted(registries):
         serving = [w for w in workers if w.registry == registry and not w.draining]
         queued = len(ready[registry]) if registry in ready else 0
-        users = sum(1 for d in drivers if d.registry == registry)
+        users = sum(1 for d in drivers if d.registry == registry and d.role == Role.DRIVER)
         line = (
             f"registry {registry:#018x}: drivers {users}, workers {len(serving)}, queued {queued}"
         )
         if users and not serving:
-            line += "  NO WORKER has this registry: its tasks wait (start workers that import it)"
+            line += (
+                "  NO WORKER has this registry: its tasks wait, then fail "
+                "(start workers that import its task modules)"
+            )
         lines.append(line)
+    portable = len(ready[ANYWHERE]) if ANYWHERE in ready else 0
+    if portable:
+        lines.append(f"by-value tasks (any worker runs them): queued {portable}")
     for worker in sorted(workers, key=lambda w: str(w.address)):
         state = "draining" if worker.draining else "ready"
         busy = len(worker.running)
         lines.append(
-            f"worker {worker.address}: {state}, running {busy}, holding {len(worker.holds)}, "
-            f"registry {worker.registry:#018x}"
+            f"worker {worker.address}: {state}, running {busy} (blocked {worker.blocked}), "
+            f"holding {len(worker.holds)}, registry {worker.registry:#018x}"
         )
     for driver in sorted(drivers, key=lambda d: d.number):
         kind = "client" if driver.role == Role.CLIENT else "driver"

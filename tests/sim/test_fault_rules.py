@@ -1,0 +1,231 @@
+"""Rules of the hardened head, each driven step by step over the simulated cluster:
+cancel of a task a worker holds, work taken back for an idle worker, tasks any worker runs,
+tasks no worker can run, force-cancel, and what `held_bytes` counts."""
+
+from __future__ import annotations
+
+import struct
+
+import dista_proto as dp
+
+from .cluster import PART, TASK_ID, Sim, SimWorker
+
+SECOND = 1_000_000_000
+
+
+def _arg(size: int, tag: int = 0) -> bytes:
+    return struct.pack("<II", size, tag)
+
+
+def _deliver_all(sim: Sim) -> None:
+    """Move bytes only (no task finishes)."""
+    while busy := [p for p in sim.pipes if p.chunks or p.closed]:
+        sim.deliver(busy[0])
+
+
+def _finish(sim: Sim, w: SimWorker, oid: int, value: bytes = b"v") -> None:
+    task = next(t for t in w.running if t.object_id == oid)
+    w.running.remove(task)
+    w.core.task_done(oid, [value] * task.results, sim.now, sim.now + 1)
+    sim._run_decisions(w.core)
+
+
+def _running(w: SimWorker) -> list[int]:
+    return [t.object_id for t in w.running]
+
+
+def test_a_cancelled_task_its_worker_holds_is_withdrawn_and_never_runs() -> None:
+    sim = Sim(seed=1, workers=1, drivers=1, worker_slots=2)
+    sim.settle()
+    d, w = sim.drivers[0], sim.workers[0]
+    a, b, c = (d.core.submit(TASK_ID, _arg(16, i)) for i in range(3))
+    sim.driver_call(d)
+    _deliver_all(sim)
+    assert _running(w) == [a, b]  # two slots: a runs, b waits on the worker; c at the head
+    for oid in (a, b, c):
+        d.core.cancel(oid)
+    sim.driver_call(d)
+    withdrawn: list[dp.CancelTask] = []
+    original = sim._cancel_task
+    sim._cancel_task = lambda worker, decision: withdrawn.append(decision)  # type: ignore[method-assign]
+    _deliver_all(sim)
+    sim._cancel_task = original  # type: ignore[method-assign]
+    assert [(x.object_id, x.withdraw) for x in withdrawn] == [(a, False), (b, False)]
+    # The binding: b had not started, so it drops it; a runs and is interrupted.
+    w.running = [t for t in w.running if t.object_id != b]
+    w.core.task_withdrawn(b, sim.now)
+    sim._run_decisions(w.core)
+    _finish(sim, w, a)  # (an interrupted task answers with its error; any answer will do)
+    _deliver_all(sim)
+    for oid in (a, b, c):
+        assert d.failed.get(oid) == "cancelled"
+    assert not w.running
+    for oid in (a, b, c):
+        d.core.release(oid)
+    sim.driver_call(d)
+    sim.settle()
+    assert sim.head.stats() == dp.HeadStats(0, 0, 0, 0, 1)
+    (peer,) = [p for p in sim.head._peers.values() if p.role == dp.Role.WORKER]
+    assert peer.free == 2
+
+
+def test_an_idle_worker_takes_back_a_task_another_holds_unstarted() -> None:
+    sim = Sim(seed=2, workers=2, drivers=1, worker_slots=2)
+    sim.settle()
+    d = sim.drivers[0]
+    a, b = sim.workers
+    refs = [d.core.submit(TASK_ID, _arg(16, i)) for i in range(4)]
+    sim.driver_call(d)
+    _deliver_all(sim)
+    assert len(a.running) == 2 and len(b.running) == 2
+    # b finishes both of its tasks; a is still on its first, its second not started.
+    for oid in _running(b):
+        _finish(sim, b, oid)
+    decisions: list[dp.CancelTask] = []
+    original = sim._cancel_task
+    sim._cancel_task = lambda worker, decision: decisions.append(decision)  # type: ignore[method-assign]
+    _deliver_all(sim)
+    sim._cancel_task = original  # type: ignore[method-assign]
+    newest = _running(a)[-1]
+    assert [(x.object_id, x.withdraw) for x in decisions] == [(newest, True)]
+    a.running = [t for t in a.running if t.object_id != newest]
+    a.core.task_withdrawn(newest, sim.now)
+    sim._run_decisions(a.core)
+    _deliver_all(sim)
+    assert _running(b) == [newest]  # it runs on the idle worker now
+    sim.settle()
+    assert all(oid in d.got for oid in refs)
+    assert sim.runs.get(newest) == 1
+
+
+def test_a_withdrawal_that_comes_too_late_lets_the_task_run_where_it_is() -> None:
+    sim = Sim(seed=3, workers=2, drivers=1, worker_slots=2)
+    sim.settle()
+    d = sim.drivers[0]
+    b = sim.workers[1]
+    refs = [d.core.submit(TASK_ID, _arg(16, i)) for i in range(4)]
+    sim.driver_call(d)
+    _deliver_all(sim)
+    for oid in _running(b):
+        _finish(sim, b, oid)
+    decisions: list[dp.CancelTask] = []
+    original = sim._cancel_task
+    sim._cancel_task = lambda worker, decision: decisions.append(decision)  # type: ignore[method-assign]
+    _deliver_all(sim)
+    sim._cancel_task = original  # type: ignore[method-assign]
+    assert len(decisions) == 1
+    # It had started: the worker ignores the withdrawal, and the task answers from there.
+    sim.settle()
+    assert all(oid in d.got for oid in refs)
+    assert all(n == 1 for n in sim.runs.values())
+
+
+def test_tasks_of_a_portable_id_run_on_workers_of_any_registry() -> None:
+    sim = Sim(seed=4, workers=1, drivers=1)
+    portable = 0xB1
+    sim.head = dp.Head(epoch=1, first_number=5, portable_tasks=[portable])
+    # Rewire: a worker of another registry, and the driver.
+    sim.pipes.clear()
+    sim.ends.clear()
+    w = sim.workers[0]
+    w.core = dp.Worker(
+        registry_hash=0xE15E, address=w.address, inline_threshold=256, part=PART, min_part=PART
+    )
+    d = sim.drivers[0]
+    d.core = dp.Driver(registry_hash=sim.registry, part=PART)
+    for core in (w.core, d.core):
+        sim._connect_to_head(core)
+        core.start(sim.now)
+        sim._run_decisions(core)
+    sim.settle()
+    by_value = d.core.submit(portable, _arg(16))
+    by_name = d.core.submit(TASK_ID, _arg(16, 1))
+    sim.driver_call(d)
+    sim.settle()
+    assert by_value in d.got  # ran on the other registry's worker
+    assert by_name not in d.got and by_name not in d.failed  # waits for its registry
+    assert "NO WORKER has this registry" in sim.head.status()
+
+
+def test_tasks_no_worker_can_run_fail_after_the_grace_with_what_to_do() -> None:
+    sim = Sim(seed=5, workers=1, drivers=1)
+    sim.settle()
+    d, w = sim.drivers[0], sim.workers[0]
+    sim.crash(w)
+    sim.settle()
+    oid = d.core.submit(TASK_ID, _arg(16))
+    sim.driver_call(d)
+    sim.settle()
+    head = sim.head
+    deadline = head.next_deadline()
+    assert deadline is not None and deadline > sim.now
+    head.on_timer(deadline - 1)
+    sim._run_decisions(head)
+    sim.settle()
+    assert oid not in d.failed  # still in its grace: workers may be starting
+    head.on_timer(deadline)
+    sim._run_decisions(head)
+    sim.settle()
+    assert "no worker can run task 0x7" in d.failed[oid]
+    assert f"registry {sim.registry:#018x}" in d.failed[oid]
+    assert head.next_deadline() is None
+    d.core.release(oid)
+    sim.driver_call(d)
+    sim.settle()
+    assert head.stats() == dp.HeadStats(0, 0, 0, 0, 0)
+
+
+def test_a_worker_joining_in_the_grace_runs_the_waiting_tasks() -> None:
+    sim = Sim(seed=6, workers=2, drivers=1)
+    sim.settle()
+    d = sim.drivers[0]
+    first, second = sim.workers
+    sim.crash(first)
+    sim.crash(second)
+    sim.settle()
+    oid = d.core.submit(TASK_ID, _arg(16))
+    sim.driver_call(d)
+    sim.settle()
+    assert sim.head.next_deadline() is not None
+    second.alive = True
+    second.core = dp.Worker(
+        registry_hash=sim.registry, address=second.address, inline_threshold=256, part=PART
+    )
+    sim._connect_to_head(second.core)
+    second.core.start(sim.now)
+    sim._run_decisions(second.core)
+    sim.settle()
+    assert oid in d.got
+    assert sim.head.next_deadline() is None
+
+
+def test_force_cancel_stops_the_worker_running_the_task() -> None:
+    sim = Sim(seed=7, workers=2, drivers=1)
+    sim.settle()
+    d = sim.drivers[0]
+    oid = d.core.submit(TASK_ID, _arg(16))
+    sim.driver_call(d)
+    _deliver_all(sim)
+    (w,) = [w for w in sim.workers if w.running]
+    d.core.cancel(oid, force=True)
+    sim.driver_call(d)
+    _deliver_all(sim)
+    assert w.core.stopped  # told to stop: its process ends (a supervisor replaces it)
+    assert d.failed[oid] == "cancelled"
+    assert sim.head.stats().workers == 1
+
+
+def test_held_bytes_count_stored_values_too() -> None:
+    sim = Sim(seed=8, workers=1, drivers=1)
+    sim.settle()
+    d = sim.drivers[0]
+    small = d.core.submit(TASK_ID, _arg(100))  # inline: held by the head
+    large = d.core.submit(TASK_ID, _arg(3000))  # stored: held by the worker
+    sim.driver_call(d)
+    sim.settle()
+    assert sim.head.stats().held_bytes == 100 + 3000
+    for oid in (small, large):
+        d.core.release(oid)
+    sim.driver_call(d)
+    sim.settle()
+    assert sim.head.stats() == dp.HeadStats(0, 0, 0, 0, 1)
