@@ -191,7 +191,12 @@ class Host:
 
     def refused(self, link: int, transport: asyncio.BaseTransport, reason: str) -> None:
         """The core closes ``link`` for the peer's bad input: one line, no traceback."""
-        peer = peer_name(transport.get_extra_info("peername"))
+        from ._memlink import MemoryTransport
+
+        if isinstance(transport, MemoryTransport):
+            peer = "(in-process link)"
+        else:
+            peer = peer_name(transport.get_extra_info("peername"))
         self.log.warning("dista %s: refused peer %s (link %d): %s", self.name, peer, link, reason)
 
     def _pump(self, link: int) -> bool:
@@ -242,7 +247,7 @@ def peer_name(peername: Any) -> str:
         peername = peername.decode(errors="replace")
     if isinstance(peername, str):
         return f"unix:{peername}" if peername else "(a local socket)"
-    return "(unknown address)"  # an in-process link, or a socket gone before it was asked
+    return "(unknown address)"  # a socket gone before it was asked
 
 
 def write(transport: asyncio.Transport, buffers: list[Bytes]) -> deque[Bytes] | None:

@@ -184,3 +184,13 @@ def test_a_bad_peer_gets_one_warning_line_and_no_traceback(
         assert f"protocol error: {match.group(2)}" == refusal(data)
     assert "MAX_FRAME" in records[0].getMessage()
     assert "unknown frame kind 0" in records[1].getMessage()
+
+
+def test_peer_names() -> None:
+    from dista_asyncio._host import peer_name
+
+    assert peer_name(("127.0.0.1", 54321)) == "127.0.0.1:54321"
+    assert peer_name(("::1", 7420, 0, 0)) == "[::1]:7420"
+    assert peer_name("/tmp/dista/head.sock") == "unix:/tmp/dista/head.sock"
+    assert peer_name(b"") == peer_name("") == "(a local socket)"
+    assert peer_name(None) == "(unknown address)"
