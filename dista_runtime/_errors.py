@@ -9,9 +9,13 @@ driver raises a `TaskError` that is also an instance of the original type where 
 from __future__ import annotations
 
 import base64
+import importlib.util
+import os
 import pickle
 import traceback
 from typing import Final
+
+from ._values import dumps
 
 __all__ = [
     "DistaError",
@@ -20,6 +24,7 @@ __all__ = [
     "TaskError",
     "error_from_message",
     "message_from_exception",
+    "remote_traceback",
 ]
 
 _MARK: Final = "\n--- dista: pickled exception ---\n"
@@ -60,19 +65,152 @@ class TaskCancelledError(TaskError):
 
 
 def message_from_exception(error: BaseException) -> str:
-    """What a worker puts in the error frame for a task that raised ``error``."""
-    type_name = type(error).__qualname__
-    module = type(error).__module__
+    """What a worker puts in the error frame for a task that raised ``error``.
+
+    The traceback shows the user's frames, not Dista's (set ``DISTA_FULL_TRACEBACKS=1`` on
+    the worker to keep every frame). Only an `Exception` travels pickled: a `SystemExit` or
+    `KeyboardInterrupt` raised on the driver would stop the driver, so those, like every
+    other `BaseException`, come back as a plain `TaskError` that says what happened.
+    """
+    kind = type(error)
+    type_name = kind.__qualname__
+    module = kind.__module__
     if module not in ("builtins", "__main__"):
         type_name = f"{module}.{type_name}"
-    frames = traceback.format_exception(type(error), error, error.__traceback__)
-    text = f"{type_name}: {error}\n{''.join(frames)}"
-    try:
-        blob = pickle.dumps(error, protocol=5)
-        pickle.loads(blob)  # a type that pickles but does not unpickle is no use to the driver
-    except Exception:
+    if isinstance(error, SystemExit):
+        summary = f"{type_name}: the task called {_exit_call(error.code)}"
+    elif isinstance(error, KeyboardInterrupt):
+        summary = f"{type_name}: the task was interrupted"
+    elif not isinstance(error, Exception):
+        said = str(error)
+        summary = f"{type_name}: {said}" if said else f"{type_name}: the task raised {type_name}"
+    else:
+        summary = f"{type_name}: {error}"
+    if "\n" in summary:  # the first line is the summary: the rest is in the traceback
+        summary = summary.partition("\n")[0] + " ..."
+    text = f"{summary}\n{remote_traceback(error)}"
+    if not isinstance(error, Exception):
         return text
-    return text + _MARK + base64.b64encode(blob).decode()
+    blob = _pickle_exception(error)
+    return text if blob is None else text + _MARK + base64.b64encode(blob).decode()
+
+
+def _pickle_exception(error: Exception) -> bytes | None:
+    """``error`` pickled so that the driver can load it, or None."""
+    try:
+        blob = dumps(error)
+        pickle.loads(blob)  # one that does not come back is no use to the driver
+        return blob
+    except Exception:
+        kind = type(error)
+        if kind.__reduce__ is not BaseException.__reduce__:
+            return None  # it chose how to pickle (or not to)
+        if kind.__reduce_ex__ is not BaseException.__reduce_ex__:
+            return None
+    try:
+        blob = dumps(_Pickled(error))
+        _revive(pickle.loads(blob))
+        return blob
+    except Exception:
+        return None
+
+
+class _Pickled:
+    """An exception as its class, args and attributes: it comes back without calling the
+    class's ``__init__``, so one whose ``__init__`` takes other arguments than its ``args``
+    (``def __init__(self, message, code)``) comes back too, where pickle would fail."""
+
+    __slots__ = ("args", "kind", "state")
+
+    def __init__(self, error: BaseException) -> None:
+        self.kind = type(error)
+        self.args = error.args
+        self.state = dict(getattr(error, "__dict__", {}))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_pickled, (self.kind, self.args, self.state))
+
+
+def _pickled(
+    kind: type[BaseException], args: tuple[object, ...], state: dict[str, object]
+) -> _Pickled:
+    out = _Pickled.__new__(_Pickled)
+    out.kind, out.args, out.state = kind, args, state
+    return out
+
+
+def _revive(loaded: object) -> BaseException:
+    """The exception a `_Pickled` (or, from an older worker, a plain pickle) stands for."""
+    if isinstance(loaded, BaseException):
+        return loaded
+    if not isinstance(loaded, _Pickled):
+        raise TypeError(f"not an exception: {type(loaded).__qualname__}")
+    error = loaded.kind.__new__(loaded.kind, *loaded.args)
+    error.args = loaded.args
+    if loaded.state:
+        error.__dict__.update(loaded.state)
+    return error
+
+
+def _exit_call(code: object) -> str:
+    return "sys.exit()" if code is None else f"sys.exit({code!r})"
+
+
+def remote_traceback(error: BaseException) -> str:
+    """``error``'s traceback as text, without Dista's own frames (nor the runner thread's)."""
+    te = traceback.TracebackException(type(error), error, error.__traceback__, compact=True)
+    if not os.environ.get("DISTA_FULL_TRACEBACKS"):
+        _prune(te, _hidden_prefixes(), set())
+    return "".join(te.format())
+
+
+def _prune(te: traceback.TracebackException, hidden: tuple[str, ...], seen: set[int]) -> None:
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack = traceback.StackSummary.from_list(
+        [f for f in te.stack if not os.path.abspath(f.filename).startswith(hidden)]
+    )
+    for other in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())):
+        if other is not None:
+            _prune(other, hidden, seen)
+
+
+_hidden: tuple[str, ...] = ()
+
+
+def _hidden_prefixes() -> tuple[str, ...]:
+    """Where the frames a user need not see live: Dista's packages, the cloudpickle they
+    call, and the standard library's thread machinery that runs tasks."""
+    global _hidden
+    if not _hidden:
+        import concurrent.futures.thread
+        import threading
+
+        import cloudpickle
+
+        places = [
+            threading.__file__,
+            concurrent.futures.thread.__file__,
+            os.path.dirname(cloudpickle.__file__) + os.sep,
+        ]
+        for name in (
+            "dista_proto",
+            "dista_runtime",
+            "dista_asyncio",
+            "dista_anyio",
+            "dista_gevent",
+        ):
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                spec = None
+            places.extend(
+                os.path.join(where, "")
+                for where in (spec and spec.submodule_search_locations) or ()
+            )
+        _hidden = tuple(places)
+    return _hidden
 
 
 def error_from_message(message: str, object_id: int) -> TaskError:
@@ -81,7 +219,7 @@ def error_from_message(message: str, object_id: int) -> TaskError:
     text, mark, blob = message.partition(_MARK)
     if mark:
         try:
-            original = pickle.loads(base64.b64decode(blob))
+            original = _revive(pickle.loads(base64.b64decode(blob)))
         except Exception:
             original = None
     summary, _, remote_tb = text.partition("\n")

@@ -11,15 +11,29 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import cloudpickle
-
 import dista_proto as dp
 from dista_proto.frame import Bytes
 
-from ._registry import BY_VALUE_ID, lookup, split_by_value
+from ._registry import BY_VALUE_ID, PUT_ID, load_function, lookup, split_by_value
 from ._values import decode, decode_call, encode
 
-__all__ = ["Call", "Executor", "encode_results"]
+__all__ = ["Call", "Encoded", "Executor", "encode_results"]
+
+_LOW_60 = (1 << 60) - 1
+
+
+class Encoded:
+    """A result already encoded (`dista.put`'s value): `encode_results` passes it as is."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Bytes) -> None:
+        self.data = data
+
+
+def stored(data: Bytes) -> Encoded:
+    """The function `dista.put`'s task runs: its argument, an encoded value, is its result."""
+    return Encoded(data)
 
 
 class Call:
@@ -52,13 +66,16 @@ class Executor:
         """The call for ``task``; raises with a message for the error frame if there is none."""
         argument: Bytes | None = task.argument
         inputs: Sequence[Bytes] = task.inputs
-        if task.task_id & ((1 << 60) - 1) == BY_VALUE_ID:
+        low = task.task_id & _LOW_60
+        if low == PUT_ID and argument is not None and not task.after:
+            return Call(stored, (argument,), {}, task.results)
+        if low == BY_VALUE_ID:
             if argument is None:
                 raise ValueError("a by-value task came without its function")
             digest, pickled, argument = split_by_value(argument)
             function = self._by_digest.get(digest)
             if function is None:
-                function = cloudpickle.loads(pickled)
+                function = load_function(pickled)
                 self._by_digest[digest] = function
         else:
             found = lookup(task.task_id)
@@ -80,6 +97,8 @@ class Executor:
 
 def encode_results(value: object, results: int) -> list[Bytes]:
     if results == 1:
+        if type(value) is Encoded:
+            return [value.data]
         return [encode(value, "the task's result")]
     if not isinstance(value, (tuple, list)) or len(value) != results:
         got = f"{len(value)} values" if isinstance(value, (tuple, list)) else type(value).__name__

@@ -12,13 +12,23 @@ import hashlib
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["BY_VALUE_NAME", "MAX_RETRIES_LIMIT", "name_hash", "registry_hash", "task_id"]
+__all__ = [
+    "BY_VALUE_NAME",
+    "MAX_RETRIES_LIMIT",
+    "PUT_NAME",
+    "name_hash",
+    "registry_hash",
+    "task_id",
+]
 
 _LOW_60: Final = (1 << 60) - 1
 #: The highest per-task retry limit the task ID can carry.
 MAX_RETRIES_LIMIT: Final = 14
 #: The well-known name that functions travelling by value run under.
 BY_VALUE_NAME: Final = "dista:by-value"
+#: The well-known name of `dista.put`'s task: its argument is an encoded value, which the
+#: worker keeps as the task's result, as it came.
+PUT_NAME: Final = "dista:put"
 
 
 def name_hash(name: str) -> int:

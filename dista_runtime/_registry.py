@@ -5,32 +5,50 @@ Every decorated task lands here. A task whose module a worker can import (not
 by value: cloudpickled once per function, cached on each worker by digest, run under one
 well-known task ID. The registry hash a session sends is taken when it starts, over the
 importable tasks known then; a task registered later travels by value, so it still runs.
+
+A function travelling by value takes its source lines along (best effort: what `inspect`
+finds on the driver, a notebook cell's too), and the worker hands them to `linecache`, so
+a remote traceback shows the lines of a function the worker has no file for.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
+import linecache
 import struct
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
+import cloudpickle
+
 from dista_proto.frame import Bytes
 
-from ._ids import BY_VALUE_NAME, name_hash, registry_hash
+from ._ids import BY_VALUE_NAME, PUT_NAME, name_hash, registry_hash
+from ._values import dumps_by_value
 
 __all__ = [
     "BY_VALUE_ID",
-    "digest_of",
+    "PUT_ID",
+    "Source",
     "by_value_argument",
+    "digest_of",
     "importable",
+    "install_source",
+    "load_function",
     "lookup",
     "modules",
+    "pickle_function",
     "register",
     "snapshot",
+    "source_of",
     "split_by_value",
 ]
 
 BY_VALUE_ID: Final = name_hash(BY_VALUE_NAME)
+PUT_ID: Final = name_hash(PUT_NAME)
+#: (file name as in the code object, first line number, the lines' text)
+Source = tuple[str, int, str]
 _BY_VALUE = struct.Struct("<16sI")
 
 _tasks: dict[str, Callable[..., Any]] = {}  # name -> the user's function
@@ -85,3 +103,57 @@ def split_by_value(argument: Bytes) -> tuple[bytes, memoryview, memoryview]:
 
 def digest_of(data: Bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def source_of(fn: Callable[..., Any]) -> Source | None:
+    """Where ``fn``'s lines are and what they say, if this process can find them."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    return code.co_filename, max(first, 1), "".join(lines)
+
+
+def pickle_function(fn: Callable[..., Any]) -> tuple[bytes, bytes]:
+    """``fn`` pickled by value with its source: (digest, the bytes of `by_value_argument`)."""
+    source = source_of(fn)
+    data = dumps_by_value(fn if source is None else (fn, source))
+    return digest_of(data), data
+
+
+def load_function(pickled: Bytes) -> Callable[..., Any]:
+    """What `pickle_function` made (or a bare cloudpickled function), its source installed."""
+    loaded = cloudpickle.loads(pickled)
+    if type(loaded) is tuple:
+        function, source = loaded
+        install_source(*source)
+        return function  # type: ignore[no-any-return]
+    return loaded  # type: ignore[no-any-return]
+
+
+_installed: dict[str, list[str]] = {}
+
+
+def install_source(filename: str, first: int, text: str) -> None:
+    """Put ``text`` in `linecache` as lines ``first``.. of ``filename``, unless this process
+    already reads those very lines there (its own copy of the file)."""
+    lines = text.splitlines(keepends=True)
+    if not lines:
+        return
+    if not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    start, end = first - 1, first - 1 + len(lines)
+    have = linecache.getlines(filename)
+    if have[start:end] == lines:
+        return
+    mine = _installed.get(filename)
+    if mine is None:
+        mine = _installed[filename] = list(have)
+    if len(mine) < end:
+        mine.extend("\n" for _ in range(end - len(mine)))
+    mine[start:end] = lines
+    # No modification time: `linecache.checkcache` leaves the entry alone.
+    linecache.cache[filename] = (sum(map(len, mine)), None, mine, filename)

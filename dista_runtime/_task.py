@@ -20,13 +20,11 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
-import cloudpickle
-
 from . import _context
 from ._ids import BY_VALUE_NAME
 from ._ids import task_id as _task_id
 from ._ref import ObjectRef
-from ._registry import by_value_argument, digest_of, importable, register
+from ._registry import by_value_argument, importable, pickle_function, register
 from ._session import Session
 from ._values import encode_call
 
@@ -64,8 +62,7 @@ class _Remote:
             tid = self._id
         else:
             if self._pickled is None:
-                data = cloudpickle.dumps(self._fn, protocol=5)
-                self._pickled = (digest_of(data), data)
+                self._pickled = pickle_function(self._fn)  # with its source, for tracebacks
             digest, data = self._pickled
             argument = by_value_argument(digest, data, argument)
             tid = self._by_value_id
