@@ -15,7 +15,16 @@ from __future__ import annotations
 
 from dista_proto import HeadStats, TimelineRecord
 
-from ._api import as_completed, get, stats, timeline, wait
+from ._api import (
+    as_completed,
+    get,
+    put,
+    stats,
+    stats_async,
+    timeline,
+    timeline_async,
+    wait,
+)
 from ._cluster import Cluster, init, local_pids, shutdown
 from ._errors import DistaError, GetTimeoutError, TaskCancelledError, TaskError
 from ._ref import ObjectRef
@@ -40,10 +49,13 @@ __all__ = [
     "get",
     "init",
     "local_pids",
+    "put",
     "shutdown",
     "stats",
+    "stats_async",
     "task",
     "timeline",
+    "timeline_async",
     "wait",
     "write_chrome_trace",
 ]

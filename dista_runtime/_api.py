@@ -1,4 +1,4 @@
-"""The module-level API on refs: `get`, `wait`, `as_completed`, `stats`, `timeline`."""
+"""The module-level API on refs: `put`, `get`, `wait`, `as_completed`, `stats`, `timeline`."""
 
 from __future__ import annotations
 
@@ -13,18 +13,38 @@ import dista_proto as dp
 
 from . import _context, _session
 from ._errors import GetTimeoutError
+from ._ids import PUT_NAME, task_id
 from ._progress import Progress
 from ._ref import ObjectRef
+from ._values import encode
 
 __all__ = [
     "as_completed",
     "get",
+    "put",
     "stats",
+    "stats_async",
     "timeline",
+    "timeline_async",
     "wait",
 ]
 
 T = TypeVar("T")
+
+_PUT_TASK = task_id(PUT_NAME)
+
+
+def put(value: T) -> ObjectRef[T]:
+    """Store ``value`` in the cluster once; tasks given the ref read it there.
+
+    The value crosses from this process once, to a worker, which keeps it (a small one, up
+    to 64 KiB, goes on to the head) until its last ref is released. Pass the ref to any
+    number of tasks, or `get` it. Refs cannot be stored inside the value: pass them to
+    tasks directly.
+    """
+    live = _context.session().session
+    data = encode(value, "the value given to dista.put")
+    return ObjectRef(live.submit(_PUT_TASK, data, (), 1), live)
 
 
 @overload
@@ -41,8 +61,21 @@ def get(refs: ObjectRef[Any] | Sequence[ObjectRef[Any]], *, timeout: float | Non
         values: list[Any] = []
         for ref in refs:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            values.append(ref.get(left))
+            try:
+                values.append(ref.get(left))
+            except GetTimeoutError:
+                raise GetTimeoutError(_not_ready(refs, timeout)) from None
     return values
+
+
+def _not_ready(refs: Sequence[ObjectRef[Any]], timeout: float | None) -> str:
+    late = [r for r in refs if not r.done()]
+    if not late:  # all located, but a value was still on its way here
+        return f"the values of {len(refs)} objects did not all arrive within {timeout} s"
+    return (
+        f"{len(late)} of {len(refs)} objects were not ready within {timeout} s "
+        f"(the first: {late[0]!r})"
+    )
 
 
 def _wait_all(refs: Sequence[ObjectRef[Any]], deadline: float | None, progress: Progress) -> None:
@@ -75,7 +108,11 @@ def wait(
     refs: Sequence[ObjectRef[T]], num_returns: int = 1, timeout: float | None = None
 ) -> tuple[list[ObjectRef[T]], list[ObjectRef[T]]]:
     """Wait until ``num_returns`` of ``refs`` are done (value, failure or stored on a
-    worker) or ``timeout`` passes: (done, not done), each in the order given."""
+    worker) or ``timeout`` passes: (done, not done), each in the order given.
+
+    As Ray's: done holds at most ``num_returns`` refs, the first done in the order given;
+    every other ref is in not done, even one that finished meanwhile.
+    """
     if not 0 <= num_returns <= len(refs):
         raise ValueError(f"num_returns must be in [0, {len(refs)}], not {num_returns}")
     arrived: queue.SimpleQueue[None] = queue.SimpleQueue()
@@ -93,9 +130,14 @@ def wait(
         except queue.Empty:
             break
         count += 1
-    done = [r for r in refs if r.done()]
-    done_set = {r.object_id for r in done}
-    return done, [r for r in refs if r.object_id not in done_set]
+    done: list[ObjectRef[T]] = []
+    pending: list[ObjectRef[T]] = []
+    for ref in refs:
+        if len(done) < num_returns and ref.done():
+            done.append(ref)
+        else:
+            pending.append(ref)
+    return done, pending
 
 
 def as_completed(
@@ -120,14 +162,36 @@ def as_completed(
 
 
 def stats(timeout: float | None = 10.0) -> dp.HeadStats:
-    """The head's counts: objects, held bytes, pending and running tasks, workers."""
+    """The head's counts: objects, held bytes, pending and running tasks, workers.
+
+    Blocks; on the event loop that runs Dista (an ``async`` driver, an ``async def`` task)
+    it raises RuntimeError: use ``await dista.stats_async()`` there.
+    """
     result: dp.HeadStats = _context.session().session.request("stats", timeout)
     return result
 
 
+async def stats_async(timeout: float | None = 10.0) -> dp.HeadStats:
+    """`stats` for a coroutine: awaits the head's answer without blocking the loop."""
+    result: dp.HeadStats = await _context.session().session.request_async("stats", timeout)
+    return result
+
+
 def timeline(timeout: float | None = 10.0) -> list[dp.TimelineRecord]:
-    """This driver's finished tasks since the last call (the head hands them over once)."""
+    """This driver's finished tasks since the last call (the head hands them over once).
+
+    Blocks; on the event loop that runs Dista it raises RuntimeError: use
+    ``await dista.timeline_async()`` there.
+    """
     records: tuple[dp.TimelineRecord, ...] = _context.session().session.request(
+        "timeline", timeout
+    )
+    return list(records)
+
+
+async def timeline_async(timeout: float | None = 10.0) -> list[dp.TimelineRecord]:
+    """`timeline` for a coroutine: awaits the head's answer without blocking the loop."""
+    records: tuple[dp.TimelineRecord, ...] = await _context.session().session.request_async(
         "timeline", timeout
     )
     return list(records)

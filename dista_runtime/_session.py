@@ -306,7 +306,11 @@ class Session:
 
     def request(self, what: str, timeout: float | None) -> Any:
         """A stats or timeline answer from the head, waiting at most ``timeout`` seconds."""
-        on_use()
+        if self.io.in_io_thread():
+            raise RuntimeError(
+                f"dista.{what}() would block the event loop that runs Dista (its answer "
+                f"arrives on this very loop): use `await dista.{what}_async()`"
+            )
         box: list[Any] = []
         event = threading.Event()
 
@@ -314,6 +318,34 @@ class Session:
             box.append(answer)
             event.set()
 
+        self._ask(what, got)
+        if not event.wait(timeout):
+            raise GetTimeoutError(f"the head did not answer a {what} request within {timeout} s")
+        return self._answered(what, box[0])
+
+    async def request_async(self, what: str, timeout: float | None) -> Any:
+        """`request` for a coroutine: waits without blocking its loop (any loop)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[object] = loop.create_future()
+
+        def got(answer: object) -> None:
+            try:
+                loop.call_soon_threadsafe(_answer, future, answer)
+            except RuntimeError:
+                pass  # that loop is closed: nobody waits any more
+
+        self._ask(what, got)
+        try:
+            answer = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise GetTimeoutError(
+                f"the head did not answer a {what} request within {timeout} s"
+            ) from None
+        return self._answered(what, answer)
+
+    def _ask(self, what: str, got: Callable[[Any], None]) -> None:
+        """Send a stats or timeline request; ``got`` receives the answer (None: closed)."""
+        on_use()
         with self._lock:
             self._check_open()
             self._drain_releases()  # so that the counts include every release made before
@@ -324,11 +356,11 @@ class Session:
                 self._timeline_waiters.append(got)
                 self.core.request_timeline()
         self.io.schedule_flush()
-        if not event.wait(timeout):
-            raise GetTimeoutError(f"the head did not answer a {what} request within {timeout} s")
-        if box[0] is None:
+
+    def _answered(self, what: str, answer: object) -> object:
+        if answer is None:
             raise DistaError(f"no {what}: the session closed ({self.closed})")
-        return box[0]
+        return answer
 
     def held(self) -> int:
         return len(self._slots)
@@ -337,6 +369,11 @@ class Session:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _answer(future: asyncio.Future[object], answer: object) -> None:
+    if not future.done():
+        future.set_result(answer)
 
 
 def _outcome(oid: int, slot: _Slot) -> Any:

@@ -318,6 +318,27 @@ def check_api(r1: ObjectRef[int], r2: ObjectRef[int], s: ObjectRef[str]) -> None
     dista.get(s, timeout="soon")  # type: ignore[call-overload]
 
 
+def check_put(array: list[float]) -> None:
+    assert_type(dista.put(3), ObjectRef[int])
+    assert_type(dista.put("s"), ObjectRef[str])
+    assert_type(dista.put(array), ObjectRef[list[float]])
+    assert_type(dista.put({"k": (1, b"")}), ObjectRef[dict[str, tuple[int, bytes]]])
+    stored = dista.put(2)
+    assert_type(add.remote(stored, 1), ObjectRef[int])  # a put ref is a ref like any other
+    assert_type(dista.get(dista.put(2.5)), float)
+    assert_type(dista.get([dista.put(1), dista.put(2)]), list[int])
+    add.remote(dista.put("no"), 1)  # type: ignore[arg-type]
+
+
+async def check_async_api() -> None:
+    assert_type(await dista.stats_async(), dista.HeadStats)
+    assert_type(await dista.stats_async(timeout=2.0), dista.HeadStats)
+    assert_type(await dista.timeline_async(), list[dista.TimelineRecord])
+    assert_type(await dista.timeline_async(None), list[dista.TimelineRecord])
+    assert_type((await dista.stats_async()).objects, int)
+    await dista.stats_async(timeout="soon")  # type: ignore[arg-type]
+
+
 def check_init() -> None:
     assert_type(dista.init(), dista.Cluster)
     assert_type(dista.init("127.0.0.1:7420"), dista.Cluster)
