@@ -194,3 +194,21 @@ def test_a_scripts_classes_and_errors(tmp_path: Path, how: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     for line in ["dataclass ok", "results ok", "chained ok", "exception ok", "closure ok"]:
         assert line in done.stdout, done.stdout + done.stderr
+
+
+def test_the_example_script() -> None:
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run(
+        [sys.executable, "examples/script_values.py"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "first done: Summary(part=" in done.stdout
+    assert "caught BadPart for part 9" in done.stdout
+    assert "raise BadPart(part)" in done.stdout and "dista_runtime" not in done.stdout
