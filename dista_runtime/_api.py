@@ -40,7 +40,8 @@ def put(value: T) -> ObjectRef[T]:
     The value crosses from this process once, to a worker, which keeps it (a small one, up
     to 64 KiB, goes on to the head) until its last ref is released. Pass the ref to any
     number of tasks, or `get` it. Refs cannot be stored inside the value: pass them to
-    tasks directly.
+    tasks directly. As with a task's result, if the worker holding the value is lost,
+    reading the ref fails (put it again).
     """
     live = _context.session().session
     data = encode(value, "the value given to dista.put")
