@@ -178,6 +178,8 @@ class Cluster:
                     worker.task_done(d.object_id, (RESULT,), now, now)
                 elif isinstance(d, dp.Write):
                     self.to_head[link].append(b"".join(d.buffers))
+                elif isinstance(d, dp.CancelTask):
+                    pass  # a withdrawal for an idle worker: every task here already ran
                 else:
                     unexpected("a worker", d)
 
