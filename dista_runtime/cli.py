@@ -69,7 +69,11 @@ async def _head(args: argparse.Namespace) -> str:
     from dista_asyncio import serve_head
 
     server = await serve_head(
-        args.host, args.port, worker_slots=args.worker_slots, prefetch=args.prefetch
+        args.host,
+        args.port,
+        worker_slots=args.worker_slots,
+        prefetch=args.prefetch,
+        no_worker_grace=args.no_worker_grace,
     )
     host, port = server.address
     print(f"dista head listening on {host}:{port}", file=sys.stderr, flush=True)
@@ -347,6 +351,14 @@ def parser() -> argparse.ArgumentParser:
         default=32,
         help="extra tasks a worker may get at once when they are known to take under 0.5 ms "
         "(default 32; 0 turns prefetching off)",
+    )
+    p.add_argument(
+        "--no-worker-grace",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long a task waits for a worker that can run it (one that imports its "
+        "driver's task modules) before it fails saying so (default 10)",
     )
     p.set_defaults(func=cmd_head)
 

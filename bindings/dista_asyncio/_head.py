@@ -23,6 +23,7 @@ from typing import Final
 
 import dista_proto as dp
 from dista_runtime._memory import allocate, ready
+from dista_runtime._registry import BY_VALUE_ID, PUT_ID
 
 from ._host import Host, LinkBase
 
@@ -62,6 +63,8 @@ class HeadServer(Host):
         self.server: asyncio.Server | None = None
         self.why_lost = why_lost
         self._pids: dict[int, int] = {}  # link -> its peer's PID, when why_lost is given
+        self._timer: asyncio.TimerHandle | None = None  # the core's pulled deadline, armed
+        self._deadline: int | None = None
 
     def attach(self, link: int, transport: asyncio.Transport) -> None:
         super().attach(link, transport)
@@ -79,6 +82,8 @@ class HeadServer(Host):
     def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
         head = self.head
         head.buffer_updated(link, nbytes, time.time_ns())
+        if head.next_deadline() != self._deadline:
+            self._arm()
         return head.decisions()
 
     def lost(self, link: int) -> list[dp.Decision]:
@@ -87,7 +92,28 @@ class HeadServer(Host):
         if pid is not None and not head.stopping and head.worker_address(link) is not None:
             return self._await_fate(link, pid, time.monotonic() + FATE_WAIT_S)
         head.connection_lost(link, time.time_ns())
+        self._arm()
         return head.decisions()
+
+    def _arm(self) -> None:
+        """Keep one loop timer at the core's next deadline (aioquic's get_timer)."""
+        deadline = self.head.next_deadline()
+        if deadline == self._deadline:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._deadline = deadline
+        if deadline is not None:
+            delay = max(0.0, (deadline - time.time_ns()) / 1e9)
+            self._timer = self.loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._deadline = None
+        self.head.on_timer(time.time_ns())
+        self._arm()
+        self.act(self.head.decisions())
 
     def _await_fate(self, link: int, pid: int, deadline: float) -> list[dp.Decision]:
         """Lose ``link`` once ``why_lost`` knows how its process ended, or at ``deadline``."""
@@ -97,6 +123,7 @@ class HeadServer(Host):
             self.loop.call_later(_FATE_POLL_S, self._fate_later, link, pid, deadline)
             return []
         self.head.connection_lost(link, time.time_ns(), why)
+        self._arm()
         return self.head.decisions()
 
     def _fate_later(self, link: int, pid: int, deadline: float) -> None:
@@ -142,6 +169,7 @@ async def serve_head(
     prefetch: int = 32,
     max_retries: int = 3,
     why_lost: Callable[[int], str | None] | None = None,
+    no_worker_grace: float = 10.0,
 ) -> HeadServer:
     """Start a head listening on ``host:port`` (or an already bound ``sock``).
 
@@ -151,6 +179,8 @@ async def serve_head(
     may get when they are known to be short (their recent runs took at most 0.5 ms), so that
     a stream of tiny tasks flows in batches instead of one round trip each. ``why_lost``
     names how a worker's process ended when its link drops (`HeadServer`).
+    ``no_worker_grace`` is how long, in seconds, tasks wait for a worker with their
+    driver's registry before they fail saying that none has it.
     """
     loop = asyncio.get_running_loop()
     rng = random.SystemRandom()
@@ -162,6 +192,9 @@ async def serve_head(
         prefetch=prefetch,
         exit_without_drivers=local,
         allocate=allocate,
+        # By-value functions and put values run on any worker, whatever its registry.
+        portable_tasks=(BY_VALUE_ID, PUT_ID),
+        no_worker_grace_ns=int(no_worker_grace * 1e9),
     )
     server = HeadServer(loop, head, why_lost)
     if sock is not None:
