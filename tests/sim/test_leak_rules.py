@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import struct
 
-import pytest
-
 import dista_proto as dp
 
 from .cluster import TASK_ID, Sim, compute
-
-FIX = "leak: _lose_driver drops the driver's reference of objects it already released"
 
 
 def _arg(size: int, tag: int = 0) -> bytes:
@@ -31,7 +27,6 @@ def _deliver_all(sim: Sim) -> None:
         sim.deliver(busy[0])
 
 
-@pytest.mark.xfail(strict=True, reason=FIX)
 def test_released_object_of_a_running_task_is_forgotten_after_its_driver_leaves() -> None:
     sim = Sim(seed=1, workers=1, drivers=1)
     sim.settle()
@@ -52,7 +47,6 @@ def test_released_object_of_a_running_task_is_forgotten_after_its_driver_leaves(
     assert not w.core.store
 
 
-@pytest.mark.xfail(strict=True, reason=FIX)
 def test_leaving_driver_does_not_free_what_another_drivers_task_still_takes() -> None:
     sim = Sim(seed=2, workers=1, drivers=2)
     sim.settle()
