@@ -99,6 +99,8 @@ NEED_DATA: Final = NeedData.NEED_DATA
 
 
 _PREFIX_HEADER: Final = struct.Struct("<IBQQ")
+#: Kinds whose sending changes the connection's state (see `Connection._sent`).
+_SENT_CHANGES_STATE: Final = frozenset({F.KIND_HELLO, F.KIND_WELCOME, F.KIND_FETCH})
 _U32: Final = struct.Struct("<I")
 _FULL: Final = F.PREFIX + F.HEADER
 #: Payloads at least this large are passed as views (received) or separate buffers (sent).
@@ -611,22 +613,24 @@ class Connection:
                 field="role",
             )
         self._queue(*encoded)
-        if kind == F.KIND_HELLO:
+        if kind in _SENT_CHANGES_STATE:  # one lookup on the common path
+            self._sent(event)
+
+    def _sent(self, event: Event) -> None:
+        """What sending a hello, a welcome or a fetch changes."""
+        if isinstance(event, Hello):
             self.our_state = ConnectionState.OPEN
             self._allowed_out = sent_hello(self.our_role)
-        elif kind == F.KIND_WELCOME:
+        elif isinstance(event, Fetch):
+            # A fetcher's part frames carry at most the largest part it asked for; an empty
+            # fetch (part 0) asks for a result frame instead.
+            if event.part > self._part_asked:
+                self._part_asked = event.part
+                self._limits[F.KIND_PART] = part_limit(event.part)
+        else:  # welcome
             self.our_state = ConnectionState.OPEN
             assert self.their_role is not None
             self._allowed_out = sent_welcome(self.their_role)
-        elif kind == F.KIND_FETCH:
-            self._asked(event)
-
-    def _asked(self, fetch: Event) -> None:
-        """A fetcher's part frames carry at most the largest part it asked for."""
-        assert isinstance(fetch, Fetch)
-        if fetch.part > self._part_asked:  # an empty fetch (0) asks for a result frame
-            self._part_asked = fetch.part
-            self._limits[F.KIND_PART] = part_limit(fetch.part)
 
     def _refuse_send(self, event: Event) -> None:
         raise send_refusal(event.kind, self.our_state, self.our_role, self.their_role)
