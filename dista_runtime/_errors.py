@@ -12,6 +12,7 @@ import base64
 import importlib.util
 import os
 import pickle
+import re
 import traceback
 from typing import Final
 
@@ -223,6 +224,7 @@ def error_from_message(message: str, object_id: int) -> TaskError:
         except Exception:
             original = None
     summary, _, remote_tb = text.partition("\n")
+    summary = _advise(summary)
     type_name = summary.partition(": ")[0] if ": " in summary else ""
     if " failed: " in summary and summary.startswith("input "):
         type_name = summary.rsplit(" failed: ", 1)[-1].partition(": ")[0]
@@ -236,6 +238,25 @@ def error_from_message(message: str, object_id: int) -> TaskError:
     if original is not None:
         error.__cause__ = original
     return error
+
+
+_NO_WORKER: Final = re.compile(r"no worker can run task 0x([0-9a-f]+): ")
+
+
+def _advise(summary: str) -> str:
+    """The head's "no worker can run task 0x..." in the driver's words: which module its
+    workers are missing, and the flag that adds it."""
+    found = _NO_WORKER.search(summary)
+    if found is None:
+        return summary
+    from ._registry import lookup  # the driver's own tasks, known by name
+
+    function = lookup(int(found.group(1), 16))
+    module = getattr(function, "__module__", None)
+    if not module:
+        return summary
+    advice = f"no worker imports module {module}: start workers with --import {module}"
+    return f"{summary[: found.start()]}{advice} ({summary[found.start() :]})"
 
 
 _DUAL: dict[type[BaseException], type[TaskError]] = {}

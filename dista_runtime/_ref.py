@@ -56,10 +56,14 @@ class ObjectRef(Generic[T_co]):
         """Whether the value (or its failure) has reached this driver's head connection."""
         return self._session.is_done(self.object_id)
 
-    def cancel(self) -> None:
-        """Ask the head to cancel the task behind this ref; reading it then raises."""
+    def cancel(self, force: bool = False) -> None:
+        """Ask the head to cancel the task behind this ref; reading it then raises
+        `TaskCancelledError`. A task that has not started never runs; a running one is
+        interrupted (KeyboardInterrupt in its thread, at its next Python instruction).
+        ``force`` also ends the worker process running it (a supervisor replaces it): for
+        a task stuck in C code that an interrupt cannot reach."""
         self._check()
-        self._session.cancel(self.object_id)
+        self._session.cancel(self.object_id, force)
 
     def release(self) -> None:
         """Give up this driver's reference now; the ref is unusable afterwards."""

@@ -235,10 +235,10 @@ class Session:
         self._releases.append(oid)
         self.io.schedule_flush()
 
-    def cancel(self, oid: int) -> None:
+    def cancel(self, oid: int, force: bool = False) -> None:
         with self._lock:
             self._check_open()
-            self.core.cancel(oid)
+            self.core.cancel(oid, force)
         self.io.schedule_flush()
 
     def is_done(self, oid: int) -> bool:
@@ -285,9 +285,8 @@ class Session:
             ready, slot = self._poll(oid, event.set)
             if ready:
                 return _outcome(oid, slot)
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             with on_block():
-                arrived = event.wait(remaining)
+                arrived = _wait(event, deadline)
             if not arrived:
                 raise GetTimeoutError(f"object {oid:#x} was not ready within {timeout} s")
 
@@ -364,6 +363,21 @@ class Session:
 
     def held(self) -> int:
         return len(self._slots)
+
+
+#: A blocking wait wakes at least this often: a task interrupted by a cancel gets its
+#: KeyboardInterrupt there (a lock's wait in C code can't be interrupted).
+_WAIT_SLICE_S: Final = 0.2
+
+
+def _wait(event: threading.Event, deadline: float | None) -> bool:
+    """``event.wait`` until ``deadline`` (monotonic; None: no limit), in slices."""
+    while True:
+        left = _WAIT_SLICE_S if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            return event.is_set()
+        if event.wait(min(left, _WAIT_SLICE_S)):
+            return True
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

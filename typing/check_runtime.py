@@ -288,6 +288,7 @@ def check_ref(r: ObjectRef[int]) -> None:
     assert_type(r.get(None), int)
     assert_type(r.done(), bool)
     assert_type(r.cancel(), None)
+    assert_type(r.cancel(force=True), None)
     assert_type(r.release(), None)
     assert_type(r.object_id, int)
     wide: ObjectRef[object] = r  # covariant

@@ -70,3 +70,14 @@ def rss() -> int:
     """This worker's resident memory, in bytes."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@dista.task
+def stuck_in_c(seconds: int, marker: str = "") -> int:
+    """Blocked in C code, where no interrupt reaches it."""
+    import ctypes
+
+    if marker:
+        Path(marker).write_text(str(os.getpid()))
+    ctypes.CDLL(None).sleep(seconds)
+    return os.getpid()

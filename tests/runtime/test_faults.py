@@ -146,3 +146,25 @@ def test_a_finished_tasks_argument_is_freed(one: dista.Cluster) -> None:
     del data
     after = ft.rss.remote().get(timeout=30)
     assert after - before < 100 << 20, f"the worker grew {(after - before) >> 20} MiB"
+
+
+def test_force_cancel_ends_the_worker_stuck_in_c_code_and_a_new_one_takes_over(
+    one: dista.Cluster, tmp_path: Path
+) -> None:
+    mark = tmp_path / "stuck"
+    ref = ft.stuck_in_c.remote(60, str(mark))
+    deadline = time.monotonic() + 10
+    while not mark.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    stuck = int(mark.read_text())
+    began = time.monotonic()
+    ref.cancel(force=True)
+    with pytest.raises(dista.TaskCancelledError):
+        ref.get(timeout=10)
+    assert_gone([stuck], timeout=10)
+    fresh = ft.quick.remote().get(timeout=30)
+    assert fresh != stuck and one.pids() == [fresh]
+    assert time.monotonic() - began < 15
+    del ref
+    _wait_clean()
