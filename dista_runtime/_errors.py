@@ -255,8 +255,11 @@ def _advise(summary: str) -> str:
     module = getattr(function, "__module__", None)
     if not module:
         return summary
-    advice = f"no worker imports module {module}: start workers with --import {module}"
-    return f"{summary[: found.start()]}{advice} ({summary[found.start() :]})"
+    advice = (
+        f"no worker imports module {module}: start workers with --import {module} "
+        "(a worker runs the tasks of drivers whose task modules are exactly its own)"
+    )
+    return f"{summary[: found.start()]}{advice}; {summary[found.start() :]}"
 
 
 _DUAL: dict[type[BaseException], type[TaskError]] = {}

@@ -50,10 +50,23 @@ def assert_gone(pids: list[int], timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def task_modules() -> list[str]:
+    """Every module this process has registered tasks from: what workers must import for
+    this process, as a driver, to have their registry hash whatever other test modules were
+    imported first (a worker serves drivers of exactly its own task modules)."""
+    from dista_runtime import _registry
+    from tests.runtime import tasks  # noqa: F401
+
+    names, _ = _registry.snapshot()
+    return _registry.modules(names)
+
+
 class CliHead:
     """`dista head` and `dista worker` as real subprocesses, for multi-driver tests."""
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(
+        self, workers: int = 2, imports: tuple[str, ...] = ("tests.runtime.tasks",)
+    ) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
         self.head = subprocess.Popen(
             [sys.executable, "-m", "dista_runtime.cli", "head", "--port", "0"],
@@ -75,7 +88,7 @@ class CliHead:
                     "--head",
                     self.address,
                     "--import",
-                    "tests.runtime.tasks",
+                    ",".join(imports),
                 ],
                 env=env,
             )

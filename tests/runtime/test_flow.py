@@ -11,7 +11,7 @@ from dista_asyncio import HIGH_WATER, connect, serve_head
 import dista_proto as dp
 import dista_runtime as dista
 from tests.runtime import tasks
-from tests.runtime.conftest import CliHead
+from tests.runtime.conftest import CliHead, task_modules
 
 RESULT = 32 * 1024  # inline results: each one the head must forward to the driver
 
@@ -97,7 +97,7 @@ def test_a_slow_driver_cannot_make_the_head_buffer_without_bound() -> None:
 
 
 def test_asyncio_app_awaits_refs_on_its_own_loop() -> None:
-    head = CliHead()
+    head = CliHead(imports=tuple(task_modules()))  # this process is the driver
     try:
         host, port = head.address.rsplit(":", 1)
 

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def test_unpicklable_argument_is_named() -> None:
         dista.init  # noqa: B018  (no cluster needed: encoding fails first)
         from dista_runtime._values import encode_call
 
-        encode_call((1, lambda: 0), {}, dista.ObjectRef, "tests.runtime.tasks:add")
+        encode_call((1, threading.Lock()), {}, dista.ObjectRef, "tests.runtime.tasks:add")
 
 
 def test_by_value_functions(cluster: dista.Cluster) -> None:
