@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -48,6 +50,38 @@ def assert_gone(pids: list[int], timeout: float = 10.0) -> None:
             f"processes still alive: {[p for p in pids if alive(p)]}"
         )
         time.sleep(0.05)
+
+
+def stop_process(process: subprocess.Popen[Any]) -> None:
+    """Terminate, give it 10 s, then kill; close its pipes."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
+@contextlib.contextmanager
+def head_process(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A `dista head --port 0 ARGS` process for the block; its address."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dista_runtime.cli", "head", "--port", "0", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert "listening on" in line, line
+        yield line.rsplit(" ", 1)[1].strip()
+    finally:
+        stop_process(process)
 
 
 def task_modules() -> list[str]:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.runtime.conftest import head_process
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]))
 CLI = [sys.executable, "-m", "dista_runtime.cli"]
@@ -40,26 +42,8 @@ def cli(
 @pytest.fixture(scope="module")
 def head() -> Iterator[str]:
     """A `dista head` on a free port; its address."""
-    process = subprocess.Popen(
-        [*CLI, "head", "--port", "0"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=ENV,
-    )
-    try:
-        assert process.stderr is not None
-        line = process.stderr.readline()
-        assert "listening on" in line, line
-        yield line.rsplit(" ", 1)[1].strip()
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+    with head_process(env=ENV) as address:
+        yield address
 
 
 def test_timeline_labels() -> None:

@@ -36,6 +36,14 @@ def two() -> Iterator[dista.Cluster]:
     yield from _cluster(2)
 
 
+def _wait_for_file(path: Path, timeout: float = 10.0) -> None:
+    """Until a task has left its marker (it started)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"no {path.name} after {timeout} s"
+        time.sleep(0.02)
+
+
 def _wait_clean(timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while (s := dista.stats()).objects or s.running or s.pending:
@@ -76,10 +84,7 @@ def test_cancel_withdraws_tasks_a_worker_holds_and_interrupts_the_running_one(
 ) -> None:
     marks = [tmp_path / name for name in "ABC"]
     refs = [ft.nap.remote(5.0 if i == 0 else 0.2, str(m)) for i, m in enumerate(marks)]
-    deadline = time.monotonic() + 10
-    while not marks[0].exists():  # A runs; B waits in the worker's second slot, C at the head
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    _wait_for_file(marks[0])  # A runs; B waits in the worker's second slot, C at the head
     time.sleep(0.3)
     began = time.monotonic()
     for ref in refs:
@@ -100,10 +105,7 @@ def test_cancel_withdraws_tasks_a_worker_holds_and_interrupts_the_running_one(
 def test_cancel_interrupts_running_python_code(one: dista.Cluster, tmp_path: Path) -> None:
     mark = tmp_path / "spin"
     ref = ft.spin.remote(60.0, str(mark))
-    deadline = time.monotonic() + 10
-    while not mark.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    _wait_for_file(mark)
     began = time.monotonic()
     ref.cancel()
     with pytest.raises(dista.TaskCancelledError):
@@ -153,10 +155,7 @@ def test_force_cancel_ends_the_worker_stuck_in_c_code_and_a_new_one_takes_over(
 ) -> None:
     mark = tmp_path / "stuck"
     ref = ft.stuck_in_c.remote(60, str(mark))
-    deadline = time.monotonic() + 10
-    while not mark.exists():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    _wait_for_file(mark)
     stuck = int(mark.read_text())
     began = time.monotonic()
     ref.cancel(force=True)

@@ -10,7 +10,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.runtime.conftest import head_process, stop_process
+
 GRACE_S = 2.0
+CLI = [sys.executable, "-m", "dista_runtime.cli"]
 
 DRIVER = """
 import sys, time
@@ -53,49 +56,29 @@ def test_tasks_no_worker_imports_fail_after_the_grace_naming_the_module(tmp_path
     )
     (tmp_path / "driver.py").write_text(DRIVER)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
-    cli = [sys.executable, "-m", "dista_runtime.cli"]
-    head = subprocess.Popen(
-        [*cli, "head", "--port", "0", "--no-worker-grace", str(GRACE_S)],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    processes = [head]
-    try:
-        assert head.stderr is not None
-        line = head.stderr.readline()
-        assert "listening on" in line, line
-        address = line.rsplit(" ", 1)[1].strip()
+    with head_process("--no-worker-grace", str(GRACE_S), env=env) as address:
         worker = subprocess.Popen(
-            [*cli, "worker", "--head", address, "--import", "tests.runtime.tasks"], env=env
-        )
-        processes.append(worker)
-        driver = subprocess.run(
-            [sys.executable, str(tmp_path / "driver.py"), address],
-            check=False,
-            capture_output=True,
-            text=True,
+            [*CLI, "worker", "--head", address, "--import", "tests.runtime.tasks"],
             env=env,
-            timeout=90,
-            cwd=tmp_path,
         )
-        out = driver.stdout
-        assert driver.returncode == 0, driver.stderr[-3000:]
-        assert (
-            "ERROR no worker imports module lonely_tasks: start workers with --import "
-            "lonely_tasks" in out
-        ), out
-        after = float(out.split("AFTER ", 1)[1].split()[0])
-        assert GRACE_S - 0.5 <= after < GRACE_S + 5, out
-        assert "STATUS 0" in out, out  # the second task failed too: nothing waits
-    finally:
-        for p in processes:
-            p.terminate()
-        for p in processes:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        if head.stderr is not None:
-            head.stderr.close()
+        try:
+            driver = subprocess.run(
+                [sys.executable, str(tmp_path / "driver.py"), address],
+                check=False,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=90,
+                cwd=tmp_path,
+            )
+        finally:
+            stop_process(worker)
+    out = driver.stdout
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    assert (
+        "ERROR no worker imports module lonely_tasks: start workers with --import lonely_tasks"
+        in out
+    ), out
+    after = float(out.split("AFTER ", 1)[1].split()[0])
+    assert GRACE_S - 0.5 <= after < GRACE_S + 5, out
+    assert "STATUS 0" in out, out  # the second task failed too: nothing waits

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.conftest import CliHead, alive, assert_gone
+from tests.runtime.conftest import CliHead, alive, assert_gone, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *sys.path]))
@@ -147,12 +147,7 @@ def test_no_orphans_when_the_driver_dies(how: signal.Signals) -> None:
         driver.wait(10)
         assert_gone(pids)
     finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-        for stream in (driver.stdout, driver.stderr):
-            if stream is not None:
-                stream.close()
+        stop_process(driver)
 
 
 def test_clean_exit_leaves_nothing() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.conftest import alive, assert_gone
+from tests.runtime.conftest import alive, assert_gone, head_process, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHONPATH = os.pathsep.join([str(ROOT), *sys.path])
@@ -285,12 +285,7 @@ def test_sigterm_to_a_driver_leaves_nothing_behind(workdir: Path) -> None:
         assert driver.stderr is not None
         assert "Traceback" not in driver.stderr.read()
     finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
-        for stream in (driver.stdout, driver.stderr):
-            if stream is not None:
-                stream.close()
+        stop_process(driver)
 
 
 def test_an_apps_own_sigterm_handler_is_kept(workdir: Path) -> None:
@@ -362,26 +357,8 @@ class Lines:
 @pytest.fixture
 def head(workdir: Path) -> Iterator[str]:
     """A `dista head` on a free port; its address."""
-    process = subprocess.Popen(
-        [*CLI, "head", "--port", "0"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env_for(workdir),
-    )
-    try:
-        assert process.stderr is not None
-        line = process.stderr.readline()
-        assert "listening on" in line, line
-        yield line.rsplit(" ", 1)[1].strip()
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+    with head_process(env=env_for(workdir)) as address:
+        yield address
 
 
 def test_cli_worker_processes_replace_the_dead_and_stop_on_sigterm(

@@ -33,6 +33,17 @@ def compute(argument: bytes | None, inputs: tuple[bytes, ...], gather: bool) -> 
     return (digest * (size // 16 + 1))[:size]
 
 
+def arg(size: int, tag: int = 0) -> bytes:
+    """A sim task's argument: the result's size, and a tag that makes it distinct."""
+    return struct.pack("<II", size, tag)
+
+
+def deliver_all(sim: Sim) -> None:
+    """Move bytes only: no task finishes (rule tests finish them by hand)."""
+    while busy := [p for p in sim.pipes if p.chunks or p.closed]:
+        sim.deliver(busy[0])
+
+
 @dataclass
 class Pipe:
     """One direction of one connection: bytes waiting to be delivered."""

@@ -4,23 +4,11 @@ tasks no worker can run, force-cancel, and what `held_bytes` counts."""
 
 from __future__ import annotations
 
-import struct
-
 import dista_proto as dp
 
-from .cluster import PART, TASK_ID, Sim, SimWorker
+from .cluster import PART, TASK_ID, Sim, SimWorker, arg, deliver_all
 
 SECOND = 1_000_000_000
-
-
-def _arg(size: int, tag: int = 0) -> bytes:
-    return struct.pack("<II", size, tag)
-
-
-def _deliver_all(sim: Sim) -> None:
-    """Move bytes only (no task finishes)."""
-    while busy := [p for p in sim.pipes if p.chunks or p.closed]:
-        sim.deliver(busy[0])
 
 
 def _finish(sim: Sim, w: SimWorker, oid: int, value: bytes = b"v") -> None:
@@ -28,6 +16,19 @@ def _finish(sim: Sim, w: SimWorker, oid: int, value: bytes = b"v") -> None:
     w.running.remove(task)
     w.core.task_done(oid, [value] * task.results, sim.now, sim.now + 1)
     sim._run_decisions(w.core)
+
+
+def _cancels_delivering(sim: Sim) -> list[dp.CancelTask]:
+    """Deliver every byte; the tasks workers were asked for back, left for the test to
+    answer (the sim would decide at random whether they had started)."""
+    asked: list[dp.CancelTask] = []
+    original = sim._cancel_task
+    sim._cancel_task = lambda worker, decision: asked.append(decision)  # type: ignore[method-assign]
+    try:
+        deliver_all(sim)
+    finally:
+        sim._cancel_task = original  # type: ignore[method-assign]
+    return asked
 
 
 def _running(w: SimWorker) -> list[int]:
@@ -38,25 +39,21 @@ def test_a_cancelled_task_its_worker_holds_is_withdrawn_and_never_runs() -> None
     sim = Sim(seed=1, workers=1, drivers=1, worker_slots=2)
     sim.settle()
     d, w = sim.drivers[0], sim.workers[0]
-    a, b, c = (d.core.submit(TASK_ID, _arg(16, i)) for i in range(3))
+    a, b, c = (d.core.submit(TASK_ID, arg(16, i)) for i in range(3))
     sim.driver_call(d)
-    _deliver_all(sim)
+    deliver_all(sim)
     assert _running(w) == [a, b]  # two slots: a runs, b waits on the worker; c at the head
     for oid in (a, b, c):
         d.core.cancel(oid)
     sim.driver_call(d)
-    withdrawn: list[dp.CancelTask] = []
-    original = sim._cancel_task
-    sim._cancel_task = lambda worker, decision: withdrawn.append(decision)  # type: ignore[method-assign]
-    _deliver_all(sim)
-    sim._cancel_task = original  # type: ignore[method-assign]
+    withdrawn = _cancels_delivering(sim)
     assert [(x.object_id, x.withdraw) for x in withdrawn] == [(a, False), (b, False)]
     # The binding: b had not started, so it drops it; a runs and is interrupted.
     w.running = [t for t in w.running if t.object_id != b]
     w.core.task_withdrawn(b, sim.now)
     sim._run_decisions(w.core)
     _finish(sim, w, a)  # (an interrupted task answers with its error; any answer will do)
-    _deliver_all(sim)
+    deliver_all(sim)
     for oid in (a, b, c):
         assert d.failed.get(oid) == "cancelled"
     assert not w.running
@@ -74,24 +71,20 @@ def test_an_idle_worker_takes_back_a_task_another_holds_unstarted() -> None:
     sim.settle()
     d = sim.drivers[0]
     a, b = sim.workers
-    refs = [d.core.submit(TASK_ID, _arg(16, i)) for i in range(4)]
+    refs = [d.core.submit(TASK_ID, arg(16, i)) for i in range(4)]
     sim.driver_call(d)
-    _deliver_all(sim)
+    deliver_all(sim)
     assert len(a.running) == 2 and len(b.running) == 2
     # b finishes both of its tasks; a is still on its first, its second not started.
     for oid in _running(b):
         _finish(sim, b, oid)
-    decisions: list[dp.CancelTask] = []
-    original = sim._cancel_task
-    sim._cancel_task = lambda worker, decision: decisions.append(decision)  # type: ignore[method-assign]
-    _deliver_all(sim)
-    sim._cancel_task = original  # type: ignore[method-assign]
+    decisions = _cancels_delivering(sim)
     newest = _running(a)[-1]
     assert [(x.object_id, x.withdraw) for x in decisions] == [(newest, True)]
     a.running = [t for t in a.running if t.object_id != newest]
     a.core.task_withdrawn(newest, sim.now)
     sim._run_decisions(a.core)
-    _deliver_all(sim)
+    deliver_all(sim)
     assert _running(b) == [newest]  # it runs on the idle worker now
     sim.settle()
     assert all(oid in d.got for oid in refs)
@@ -103,16 +96,12 @@ def test_a_withdrawal_that_comes_too_late_lets_the_task_run_where_it_is() -> Non
     sim.settle()
     d = sim.drivers[0]
     b = sim.workers[1]
-    refs = [d.core.submit(TASK_ID, _arg(16, i)) for i in range(4)]
+    refs = [d.core.submit(TASK_ID, arg(16, i)) for i in range(4)]
     sim.driver_call(d)
-    _deliver_all(sim)
+    deliver_all(sim)
     for oid in _running(b):
         _finish(sim, b, oid)
-    decisions: list[dp.CancelTask] = []
-    original = sim._cancel_task
-    sim._cancel_task = lambda worker, decision: decisions.append(decision)  # type: ignore[method-assign]
-    _deliver_all(sim)
-    sim._cancel_task = original  # type: ignore[method-assign]
+    decisions = _cancels_delivering(sim)
     assert len(decisions) == 1
     # It had started: the worker ignores the withdrawal, and the task answers from there.
     sim.settle()
@@ -138,8 +127,8 @@ def test_tasks_of_a_portable_id_run_on_workers_of_any_registry() -> None:
         core.start(sim.now)
         sim._run_decisions(core)
     sim.settle()
-    by_value = d.core.submit(portable, _arg(16))
-    by_name = d.core.submit(TASK_ID, _arg(16, 1))
+    by_value = d.core.submit(portable, arg(16))
+    by_name = d.core.submit(TASK_ID, arg(16, 1))
     sim.driver_call(d)
     sim.settle()
     assert by_value in d.got  # ran on the other registry's worker
@@ -153,7 +142,7 @@ def test_tasks_no_worker_can_run_fail_after_the_grace_with_what_to_do() -> None:
     d, w = sim.drivers[0], sim.workers[0]
     sim.crash(w)
     sim.settle()
-    oid = d.core.submit(TASK_ID, _arg(16))
+    oid = d.core.submit(TASK_ID, arg(16))
     sim.driver_call(d)
     sim.settle()
     head = sim.head
@@ -183,7 +172,7 @@ def test_a_worker_joining_in_the_grace_runs_the_waiting_tasks() -> None:
     sim.crash(first)
     sim.crash(second)
     sim.settle()
-    oid = d.core.submit(TASK_ID, _arg(16))
+    oid = d.core.submit(TASK_ID, arg(16))
     sim.driver_call(d)
     sim.settle()
     assert sim.head.next_deadline() is not None
@@ -203,13 +192,13 @@ def test_force_cancel_stops_the_worker_running_the_task() -> None:
     sim = Sim(seed=7, workers=2, drivers=1)
     sim.settle()
     d = sim.drivers[0]
-    oid = d.core.submit(TASK_ID, _arg(16))
+    oid = d.core.submit(TASK_ID, arg(16))
     sim.driver_call(d)
-    _deliver_all(sim)
+    deliver_all(sim)
     (w,) = [w for w in sim.workers if w.running]
     d.core.cancel(oid, force=True)
     sim.driver_call(d)
-    _deliver_all(sim)
+    deliver_all(sim)
     assert w.core.stopped  # told to stop: its process ends (a supervisor replaces it)
     assert d.failed[oid] == "cancelled"
     assert sim.head.stats().workers == 1
@@ -219,8 +208,8 @@ def test_held_bytes_count_stored_values_too() -> None:
     sim = Sim(seed=8, workers=1, drivers=1)
     sim.settle()
     d = sim.drivers[0]
-    small = d.core.submit(TASK_ID, _arg(100))  # inline: held by the head
-    large = d.core.submit(TASK_ID, _arg(3000))  # stored: held by the worker
+    small = d.core.submit(TASK_ID, arg(100))  # inline: held by the head
+    large = d.core.submit(TASK_ID, arg(3000))  # stored: held by the worker
     sim.driver_call(d)
     sim.settle()
     assert sim.head.stats().held_bytes == 100 + 3000

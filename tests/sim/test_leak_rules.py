@@ -7,24 +7,9 @@ went to -1 references when the driver left, so settling the task never forgot it
 
 from __future__ import annotations
 
-import struct
-
 import dista_proto as dp
 
-from .cluster import TASK_ID, Sim, compute
-
-
-def _arg(size: int, tag: int = 0) -> bytes:
-    return struct.pack("<II", size, tag)
-
-
-def _deliver_all(sim: Sim) -> None:
-    """Move bytes only (no task finishes)."""
-    while True:
-        busy = [p for p in sim.pipes if p.chunks or p.closed]
-        if not busy:
-            return
-        sim.deliver(busy[0])
+from .cluster import TASK_ID, Sim, arg, compute, deliver_all
 
 
 def test_released_object_of_a_running_task_is_forgotten_after_its_driver_leaves() -> None:
@@ -32,13 +17,13 @@ def test_released_object_of_a_running_task_is_forgotten_after_its_driver_leaves(
     sim.settle()
     d = sim.drivers[0]
     w = sim.workers[0]
-    a = d.core.submit(TASK_ID, _arg(16))
+    a = d.core.submit(TASK_ID, arg(16))
     sim.driver_call(d)
-    _deliver_all(sim)
+    deliver_all(sim)
     assert [t.object_id for t in w.running] == [a]
     d.core.release(a)  # fire and forget: the task still runs, so the head keeps a
     sim.driver_call(d)
-    _deliver_all(sim)
+    deliver_all(sim)
     assert sim.head.tracked(a)
     sim.disconnect(d)  # the driver leaves before the task answers
     sim.settle()  # the task finishes; its answer is dropped and the task settles
@@ -52,26 +37,26 @@ def test_leaving_driver_does_not_free_what_another_drivers_task_still_takes() ->
     sim.settle()
     owner, other = sim.drivers
     w = sim.workers[0]
-    a = owner.core.submit(TASK_ID, _arg(300))  # stored on the worker
+    a = owner.core.submit(TASK_ID, arg(300))  # stored on the worker
     sim.driver_call(owner)
     sim.settle()
     assert a in owner.located
-    slow = other.core.submit(TASK_ID, _arg(16))
+    slow = other.core.submit(TASK_ID, arg(16))
     sim.driver_call(other)
-    _deliver_all(sim)  # slow takes the only slot
+    deliver_all(sim)  # slow takes the only slot
     b = other.core.submit_after(TASK_ID, [slow, a], gather=True)  # waits for slow; refs a
     sim.driver_call(other)
-    _deliver_all(sim)
+    deliver_all(sim)
     owner.core.release(a)  # b's reference keeps a
     sim.driver_call(owner)
-    _deliver_all(sim)
+    deliver_all(sim)
     sim.disconnect(owner)
-    _deliver_all(sim)
+    deliver_all(sim)
     assert sim.head.tracked(a), "b still takes a"
     assert a in w.core.store
     other.live.extend([slow, b])
     sim.settle()
-    inputs = (compute(_arg(16), (), False), compute(_arg(300), (), False))
+    inputs = (compute(arg(16), (), False), compute(arg(300), (), False))
     assert other.got[b] == compute(None, inputs, True)
     for oid in (slow, b):
         other.core.release(oid)

@@ -16,7 +16,7 @@ import pytest
 
 import dista_proto as dp
 
-from .cluster import Sim, SimDriver, SimWorker
+from .cluster import Sim, SimDriver, SimWorker, deliver_all
 
 FIB_ID = 11
 
@@ -158,22 +158,16 @@ def test_fib_10_with_every_call_a_task_finishes_on_two_one_slot_workers(seed: in
     assert all(not w.core.store for w in nested.sim.workers)
 
 
-def _deliver_all(sim: Sim) -> None:
-    """Move bytes only: no task runs (the sim's own `settle` would run fib as its task)."""
-    while busy := [p for p in sim.pipes if p.chunks or p.closed]:
-        sim.deliver(busy[0])
-
-
 def test_a_blocked_task_shows_in_status_and_lends_its_slot() -> None:
     nested = NestedSim(3, workers=1, slots=1)
     sim = nested.sim
     driver = sim.drivers[0]
     top = driver.core.submit(FIB_ID, _value(2))
     sim.driver_call(driver)
-    _deliver_all(sim)
+    deliver_all(sim)
     (w,) = sim.workers
     nested.run_one(w)  # fib(2) submits fib(1), fib(0) and blocks
-    _deliver_all(sim)
+    deliver_all(sim)
     text = sim.head.status()
     assert "running 2 (blocked 1)" in text, text
     # Its slot was lent: a child runs on the only worker while the parent waits.
@@ -184,7 +178,7 @@ def test_a_blocked_task_shows_in_status_and_lends_its_slot() -> None:
             break
         if w.running:
             nested.run_one(w)
-        _deliver_all(sim)
+        deliver_all(sim)
         nested.fetch_located()
-        _deliver_all(sim)
+        deliver_all(sim)
     assert nested.value(driver, top) == 1
