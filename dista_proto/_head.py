@@ -19,7 +19,9 @@ loop, not recursion, so a chain of any length fails cleanly. A worker that is lo
 running tasks retried elsewhere (at most ``max_retries`` times) and the objects only it held
 fail with an error naming it. Ready tasks wait in one `FairQueue` per registry (round-robin
 between drivers); idle worker slots wait in one deque per registry; a task whose largest
-stored input sits on an idle worker goes there.
+stored input sits on an idle worker goes there. A cancelled task a worker holds is withdrawn
+from it (or interrupted there); slots lent by blocked tasks, tasks taken back for idle
+workers and tasks no worker can run are `Scheduling`'s (`_head_scheduling`).
 """
 
 from __future__ import annotations
@@ -54,10 +56,10 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
-from ._extensions import CANCEL_FORCE, SPAN_BLOCKED, SPAN_RESUMED, SPAN_WITHDRAWN
+from ._extensions import CANCEL_FORCE
 from ._fairqueue import FairQueue
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
-from ._head_scheduling import ANYWHERE, Scheduling
+from ._head_scheduling import _TASK_ID_MASK, ANYWHERE, Scheduling
 from ._head_status import status_text
 from ._links import Links
 from ._roles import Role
@@ -72,7 +74,6 @@ _ID_MASK: Final = (1 << _ID_BITS) - 1
 TIMELINE_CAP: Final = 100_000
 #: How long tasks wait for a worker with their driver's registry before they fail.
 NO_WORKER_GRACE_NS: Final = 10_000_000_000
-_TASK_ID_MASK: Final = (1 << 60) - 1  # the top 4 bits carry the retry limit
 
 _PENDING: Final = ObjState.PENDING
 _INLINE: Final = ObjState.INLINE
@@ -199,33 +200,6 @@ class Head(Scheduling):
     def decisions(self) -> list[Decision]:
         """What to do now: writes, closes, exit; in order."""
         return self._links.decisions()
-
-    def next_deadline(self) -> int | None:
-        """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
-        if not self._orphaned:
-            return None
-        return min(self._orphaned.values()) + self.no_worker_grace_ns
-
-    def on_timer(self, now: int) -> None:
-        """Time passed: fail tasks that waited out the grace for a worker of their registry."""
-        self._now = now
-        for registry, since in list(self._orphaned.items()):
-            if now < since + self.no_worker_grace_ns:
-                continue
-            del self._orphaned[registry]
-            if self._workers_of.get(registry):
-                continue
-            queue = self._ready.get(registry)
-            waited = self.no_worker_grace_ns / 1e9
-            failed = []
-            while queue and (task := queue.pop()) is not None:
-                why = (
-                    f"no worker can run task {task.task_id & _TASK_ID_MASK:#x}: none of the "
-                    f"connected workers has this driver's registry {registry:#018x} "
-                    f"(waited {waited:g} s for one)"
-                )
-                failed.append((task, why))
-            self._fail_tasks(failed)
 
     @property
     def drivers(self) -> int:
@@ -420,55 +394,6 @@ class Head(Scheduling):
             obj.task.span = (span.arrived, span.started, span.ended)
             self._durations.record(obj.task.task_id, span.ended - span.started)
 
-    def _on_mark(self, worker: Peer, span: Span) -> None:
-        """Dista's span marks (`dista_proto._extensions`): blocked, resumed, withdrawn."""
-        obj = self._objects.get(span.object_id)
-        task = obj.task if obj is not None else None
-        if task is None or task.worker is not worker or task.state is not _RUNNING:
-            return  # stale: the task settled, or was retried elsewhere
-        if span.mark == SPAN_BLOCKED:
-            if not task.blocked:
-                self._give_slot_back(worker, task)
-                task.blocked = True
-                worker.blocked += 1
-                self._make_idle(worker)
-                self._pump(worker.registry)
-        elif span.mark == SPAN_RESUMED:
-            if task.blocked:
-                task.blocked = False
-                worker.blocked -= 1
-                worker.free -= 1  # it takes a slot back, even if that overcommits for now
-        elif span.mark == SPAN_WITHDRAWN:
-            self._withdrawn(worker, task)
-
-    def _withdrawn(self, worker: Peer, task: TaskRecord) -> None:
-        """``worker`` dropped ``task`` unstarted: settle it if cancelled, else queue it again."""
-        worker.running.pop(task.oid, None)
-        self._give_slot_back(worker, task)
-        self.running -= 1
-        task.worker = None
-        task.withdrawing = False
-        if task.dropped:
-            self._settle(task)
-        else:
-            self.pending += 1
-            task.state = _QUEUED
-            self._ready[task.registry].push(task, front=True)
-            if task.registry == ANYWHERE:
-                for registry in list(self._idle):
-                    self._pump(registry)
-            else:
-                self._pump(task.registry)
-        self._after_slot_freed(worker)
-
-    def _after_slot_freed(self, worker: Peer) -> None:
-        if worker.draining:
-            self._maybe_release_drained(worker)
-        elif self._peers.get(worker.link) is worker:
-            self._make_idle(worker)
-            self._pump(worker.registry)
-            self._steal_for(worker)
-
     def _on_answer(
         self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
     ) -> None:
@@ -660,16 +585,6 @@ class Head(Scheduling):
             self._lose_driver(peer)
             if self.exit_without_drivers and peer.role == Role.DRIVER and not self.drivers:
                 self._stop("the last driver left")
-
-    def _forget_worker(self, worker: Peer) -> None:
-        """``worker`` takes no more work (lost or draining)."""
-        serving = self._workers_of.get(worker.registry)
-        if serving is not None:
-            serving.discard(worker)
-            if not serving:
-                del self._workers_of[worker.registry]
-                if self._ready.get(worker.registry):
-                    self._orphaned.setdefault(worker.registry, self._now)
 
     def _lose_worker(self, worker: Peer, why: str) -> None:
         self._forget_worker(worker)

@@ -23,16 +23,26 @@ from collections import deque
 from typing import Final
 
 from ._durations import PREFETCH_NS, Durations
-from ._events import Free, InlineInput, LocatedInput, Task, TaskInput, TaskInputs, TaskMany
-from ._extensions import FREE_WITHDRAW
+from ._events import (
+    Free,
+    InlineInput,
+    LocatedInput,
+    Span,
+    Task,
+    TaskInput,
+    TaskInputs,
+    TaskMany,
+)
+from ._extensions import FREE_WITHDRAW, SPAN_BLOCKED, SPAN_RESUMED, SPAN_WITHDRAWN
 from ._fairqueue import FairQueue
-from ._head_records import ObjState, Peer, TaskRecord, TaskState
+from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
 from ._links import Links
 
 __all__ = ["ANYWHERE", "Scheduling"]
 
 #: The registry key of tasks any worker can run (by-value functions).
 ANYWHERE: Final = -1
+_TASK_ID_MASK: Final = (1 << 60) - 1  # the top 4 bits carry the retry limit
 
 _INLINE: Final = ObjState.INLINE
 _STORED: Final = ObjState.STORED
@@ -48,14 +58,113 @@ class Scheduling:
     _ready: dict[int, FairQueue[TaskRecord]]  # registry -> ready tasks
     _idle: dict[int, deque[Peer]]  # registry -> workers with a free slot
     _durations: Durations
+    _objects: dict[int, TrackedObject]
     _workers_of: dict[int, set[Peer]]  # registry -> its connected, undrained workers
     _orphaned: dict[int, int]  # registry with queued tasks and no worker -> since when
     _now: int
     pending: int
     running: int
 
+    no_worker_grace_ns: int
+
     def _fail_tasks(self, stack: list[tuple[TaskRecord, str]]) -> None:
         raise NotImplementedError  # the head's
+
+    def _settle(self, task: TaskRecord) -> None:
+        raise NotImplementedError  # the head's
+
+    def _maybe_release_drained(self, worker: Peer) -> None:
+        raise NotImplementedError  # the head's
+
+    # -- the pulled timer: tasks no worker can run ---------------------------------------
+
+    def next_deadline(self) -> int | None:
+        """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
+        if not self._orphaned:
+            return None
+        return min(self._orphaned.values()) + self.no_worker_grace_ns
+
+    def on_timer(self, now: int) -> None:
+        """Time passed: fail tasks that waited out the grace for a worker of their registry."""
+        self._now = now
+        for registry, since in list(self._orphaned.items()):
+            if now < since + self.no_worker_grace_ns:
+                continue
+            del self._orphaned[registry]
+            if self._workers_of.get(registry):
+                continue
+            queue = self._ready.get(registry)
+            waited = self.no_worker_grace_ns / 1e9
+            failed = []
+            while queue and (task := queue.pop()) is not None:
+                why = (
+                    f"no worker can run task {task.task_id & _TASK_ID_MASK:#x}: none of the "
+                    f"connected workers has this driver's registry {registry:#018x} "
+                    f"(waited {waited:g} s for one)"
+                )
+                failed.append((task, why))
+            self._fail_tasks(failed)
+
+    # -- slots lent, given back, taken back ----------------------------------------------
+
+    def _on_mark(self, worker: Peer, span: Span) -> None:
+        """Dista's span marks (`dista_proto._extensions`): blocked, resumed, withdrawn."""
+        obj = self._objects.get(span.object_id)
+        task = obj.task if obj is not None else None
+        if task is None or task.worker is not worker or task.state is not _RUNNING:
+            return  # stale: the task settled, or was retried elsewhere
+        if span.mark == SPAN_BLOCKED:
+            if not task.blocked:
+                self._give_slot_back(worker, task)
+                task.blocked = True
+                worker.blocked += 1
+                self._make_idle(worker)
+                self._pump(worker.registry)
+        elif span.mark == SPAN_RESUMED:
+            if task.blocked:
+                task.blocked = False
+                worker.blocked -= 1
+                worker.free -= 1  # it takes a slot back, even if that overcommits for now
+        elif span.mark == SPAN_WITHDRAWN:
+            self._withdrawn(worker, task)
+
+    def _withdrawn(self, worker: Peer, task: TaskRecord) -> None:
+        """``worker`` dropped ``task`` unstarted: settle it if cancelled, else queue it again."""
+        worker.running.pop(task.oid, None)
+        self._give_slot_back(worker, task)
+        self.running -= 1
+        task.worker = None
+        task.withdrawing = False
+        if task.dropped:
+            self._settle(task)
+        else:
+            self.pending += 1
+            task.state = _QUEUED
+            self._ready[task.registry].push(task, front=True)
+            if task.registry == ANYWHERE:
+                for registry in list(self._idle):
+                    self._pump(registry)
+            else:
+                self._pump(task.registry)
+        self._after_slot_freed(worker)
+
+    def _after_slot_freed(self, worker: Peer) -> None:
+        if worker.draining:
+            self._maybe_release_drained(worker)
+        elif self._peers.get(worker.link) is worker:
+            self._make_idle(worker)
+            self._pump(worker.registry)
+            self._steal_for(worker)
+
+    def _forget_worker(self, worker: Peer) -> None:
+        """``worker`` takes no more work (lost or draining)."""
+        serving = self._workers_of.get(worker.registry)
+        if serving is not None:
+            serving.discard(worker)
+            if not serving:
+                del self._workers_of[worker.registry]
+                if self._ready.get(worker.registry):
+                    self._orphaned.setdefault(worker.registry, self._now)
 
     def _enqueue(self, task: TaskRecord) -> None:
         task.state = _QUEUED
