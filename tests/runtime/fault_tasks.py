@@ -81,3 +81,8 @@ def stuck_in_c(seconds: int, marker: str = "") -> int:
         Path(marker).write_text(str(os.getpid()))
     ctypes.CDLL(None).sleep(seconds)
     return os.getpid()
+
+
+@dista.task
+def blob(megabytes: int) -> bytes:
+    return b"x" * (megabytes << 20)

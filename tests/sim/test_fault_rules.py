@@ -218,3 +218,20 @@ def test_held_bytes_count_stored_values_too() -> None:
     sim.driver_call(d)
     sim.settle()
     assert sim.head.stats() == dp.HeadStats(0, 0, 0, 0, 1)
+
+
+def test_an_object_server_refuses_parts_under_the_floor() -> None:
+    worker = dp.Worker(registry_hash=1, address=dp.Address("10.0.0.9", 7000))
+    worker.store[5] = b"x" * (1 << 20)
+    link = worker.connection_made(0)
+    fetcher = dp.Connection(dp.Role.FETCHER)
+    fetcher.send(dp.Fetch(5, part=1))
+    for buffer in fetcher.data_to_send():
+        worker.receive_data(link, bytes(buffer), 0)
+    out = b"".join(
+        bytes(b) for d in worker.decisions() if isinstance(d, dp.Write) for b in d.buffers
+    )
+    fetcher.receive_data(out)
+    (answer,) = fetcher.next_events()
+    assert isinstance(answer, dp.Error)
+    assert "ask for at least 65536" in answer.message
