@@ -96,7 +96,7 @@ class Scheduling:
             queue = self._ready.get(registry)
             waited = self.no_worker_grace_ns / 1e9
             failed = []
-            while queue and (task := queue.pop()) is not None:
+            while queue is not None and (task := queue.pop()) is not None:
                 why = (
                     f"no worker can run task {task.task_id & _TASK_ID_MASK:#x}: none of the "
                     f"connected workers has this driver's registry {registry:#018x} "
@@ -163,7 +163,7 @@ class Scheduling:
             serving.discard(worker)
             if not serving:
                 del self._workers_of[worker.registry]
-                if self._ready.get(worker.registry):
+                if _has_work(self._ready.get(worker.registry)):
                     self._orphaned.setdefault(worker.registry, self._now)
 
     def _enqueue(self, task: TaskRecord) -> None:
@@ -208,7 +208,7 @@ class Scheduling:
         queue = self._ready.get(registry)
         anywhere = self._ready.get(ANYWHERE)
         idle = self._idle.get(registry)
-        if not idle or not (queue or anywhere):
+        if not idle or not (_has_work(queue) or _has_work(anywhere)):
             return
         peers = self._peers
         short_ids = self._durations
@@ -222,9 +222,9 @@ class Scheduling:
                 idle.popleft()
                 worker.idle = False
                 continue
-            task = queue.peek() if queue else None
+            task = queue.peek() if queue is not None else None
             source: FairQueue[TaskRecord] | None
-            if anywhere:
+            if anywhere is not None:
                 other = anywhere.peek()
                 if other is not None and (task is None or other.queued < task.queued):
                     task, source = other, anywhere
@@ -327,7 +327,7 @@ class Scheduling:
             or worker.registry not in (self._workers_of)
         ):
             return
-        if self._ready.get(worker.registry) or self._ready.get(ANYWHERE):
+        if _has_work(self._ready.get(worker.registry)) or _has_work(self._ready.get(ANYWHERE)):
             return
         for _ in range(worker.free):
             victim, task = None, None
@@ -359,6 +359,12 @@ class Scheduling:
                 return f"input {obj.oid:#x} failed: {obj.error}"
         many = task.results if task.many else None
         return TaskInputs(task.oid, task.task_id, tuple(inputs), task.gather, task.value, many)
+
+
+def _has_work(queue: FairQueue[TaskRecord] | None) -> bool:
+    """Whether ``queue`` holds a live task. (Not ``bool(queue)``: compiled by mypyc, a
+    native class is always true, whatever its ``__len__``.)"""
+    return queue is not None and queue.peek() is not None
 
 
 def _fits_prefetch(worker: Peer, cost: int | None) -> bool:
