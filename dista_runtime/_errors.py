@@ -73,6 +73,11 @@ def message_from_exception(error: BaseException) -> str:
     `KeyboardInterrupt` raised on the driver would stop the driver, so those, like every
     other `BaseException`, come back as a plain `TaskError` that says what happened.
     """
+    if isinstance(error, TaskError):
+        # A task that failed reading another task's result: it travels as what that one
+        # raised (`except ValueError` works through any depth of nesting), its text saying
+        # where, and both tracebacks.
+        return _nested_message(error)
     kind = type(error)
     type_name = kind.__qualname__
     module = kind.__module__
@@ -94,6 +99,25 @@ def message_from_exception(error: BaseException) -> str:
         return text
     blob = _pickle_exception(error)
     return text if blob is None else text + _MARK + base64.b64encode(blob).decode()
+
+
+_TASK_ERROR_FIELDS: Final = frozenset({"message", "type_name", "remote_traceback", "object_id"})
+
+
+def _nested_message(error: TaskError) -> str:
+    text = f"{error.message}\n{remote_traceback(error)}"
+    original = next((c for c, dual in _DUAL.items() if dual is type(error)), None)
+    if original is None:
+        return text
+    inner = _Pickled(error)
+    inner.kind = original
+    inner.state = {k: v for k, v in inner.state.items() if k not in _TASK_ERROR_FIELDS}
+    try:
+        blob = dumps(inner)
+        _revive(pickle.loads(blob))
+    except Exception:
+        return text
+    return text + _MARK + base64.b64encode(blob).decode()
 
 
 def _pickle_exception(error: Exception) -> bytes | None:
@@ -255,9 +279,11 @@ def _advise(summary: str) -> str:
     module = getattr(function, "__module__", None)
     if not module:
         return summary
+    name = f"{module}.{getattr(function, '__qualname__', '?')}"
     advice = (
         f"no worker imports module {module}: start workers with --import {module} "
-        "(a worker runs the tasks of drivers whose task modules are exactly its own)"
+        f"(task {name}; a worker runs the tasks of drivers whose task modules are exactly "
+        "its own)"
     )
     return f"{summary[: found.start()]}{advice}; {summary[found.start() :]}"
 

@@ -86,3 +86,21 @@ def stuck_in_c(seconds: int, marker: str = "") -> int:
 @dista.task
 def blob(megabytes: int) -> bytes:
     return b"x" * (megabytes << 20)
+
+
+class Odd(ValueError):
+    def __init__(self, value: int) -> None:
+        super().__init__(f"{value} is odd")
+        self.value = value
+
+
+@dista.task
+def check_even(value: int) -> int:
+    if value % 2:
+        raise Odd(value)
+    return value
+
+
+@dista.task
+def outer_check(value: int) -> int:
+    return check_even.remote(value).get() + 1

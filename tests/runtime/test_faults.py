@@ -167,3 +167,13 @@ def test_force_cancel_ends_the_worker_stuck_in_c_code_and_a_new_one_takes_over(
     assert time.monotonic() - began < 15
     del ref
     _wait_clean()
+
+
+def test_an_error_read_through_a_nested_task_keeps_its_type(two: dista.Cluster) -> None:
+    assert ft.outer_check.remote(2).get(timeout=30) == 3
+    with pytest.raises(ft.Odd) as caught:
+        ft.outer_check.remote(3).get(timeout=30)
+    assert isinstance(caught.value, dista.TaskError)
+    assert caught.value.value == 3
+    text = str(caught.value)
+    assert "3 is odd" in text and "outer_check" in text and "check_even" in text
