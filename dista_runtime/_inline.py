@@ -7,7 +7,8 @@ function, which tasks are short and self-contained, and runs those inline on the
 
 A function becomes inline once `WARMUP` runs in a row on runner threads each took at most
 `BUDGET_NS` and none used the session (submitted work, read a ref, asked the head
-anything). It goes back to threads, and must earn its place again, after two runs in a
+anything), unless its code names what reaches the session (``.remote``, ``dista.get``...):
+such a task may run short many times and reach for the session the next. It goes back to threads, and must earn its place again, after two runs in a
 row over the budget or one over `HARD_LIMIT_NS` (one run over the budget alone is more
 often the kernel preempting the process than the task being slow), and for good once it
 uses the session: a task blocked on a ref must never hold the loop that would bring the ref's value.
@@ -22,6 +23,7 @@ retry, this repeats whatever it did before the call, once per function and worke
 from __future__ import annotations
 
 import threading
+import types
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -38,6 +40,26 @@ _NEVER: Final = -1
 
 class RunOnThread(BaseException):
     """An inline task reached for the session: the worker runs it again on a thread."""
+
+
+#: Attribute and global names through which a task reaches the session: a function whose
+#: code (or a function or class defined in it) uses one of them is never run inline.
+_SESSION_NAMES: Final = frozenset({"remote", "put", "wait", "as_completed", "timeline", "stats"})
+
+
+def _names_the_session(function: Callable[..., Any]) -> bool:
+    """Whether ``function``'s code names what reaches the session: ``.remote(...)``,
+    ``dista.get/put/wait...``. A helper it calls that does so is not seen: such a task is
+    still stopped and run again on a thread, as the module docstring says."""
+    code = getattr(function, "__code__", None)
+    stack = [code] if isinstance(code, types.CodeType) else []
+    while stack:
+        code = stack.pop()
+        names = code.co_names
+        if not _SESSION_NAMES.isdisjoint(names) or ("dista" in names and "get" in names):
+            return True
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return False
 
 
 class InlinePolicy:
@@ -83,7 +105,12 @@ class InlinePolicy:
         else:
             self._strike[function] = False
             if streak < self.warmup:
-                self._streak[function] = streak + 1
+                promoted = streak + 1 >= self.warmup
+                # Code that names what reaches the session would, run inline, be stopped
+                # there and run again whole: never inline it, so it never runs twice.
+                self._streak[function] = (
+                    _NEVER if promoted and _names_the_session(function) else streak + 1
+                )
         if local.inline:
             self.inline_runs += 1
 

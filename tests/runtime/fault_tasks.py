@@ -104,3 +104,13 @@ def check_even(value: int) -> int:
 @dista.task
 def outer_check(value: int) -> int:
     return check_even.remote(value).get() + 1
+
+
+@dista.task
+def step(i: int, nested: bool, log: str) -> int:
+    """Short and self-contained, until the one call that submits and reads a task."""
+    with open(log, "a") as f:
+        f.write(f"{i}\n")
+    if nested:
+        return dista.get(quick.remote()) and i
+    return i

@@ -177,3 +177,13 @@ def test_an_error_read_through_a_nested_task_keeps_its_type(two: dista.Cluster) 
     assert caught.value.value == 3
     text = str(caught.value)
     assert "3 is odd" in text and "outer_check" in text and "check_even" in text
+
+
+def test_a_short_task_that_sometimes_nests_runs_once_per_call(
+    one: dista.Cluster, tmp_path: Path
+) -> None:
+    log = tmp_path / "steps"
+    for i in range(8):  # short, self-contained runs: what the worker would run inline
+        assert ft.step.remote(i, False, str(log)).get(timeout=30) == i
+    assert ft.step.remote(99, True, str(log)).get(timeout=30) == 99
+    assert log.read_text().split() == [*map(str, range(8)), "99"]  # 99 ran once

@@ -138,3 +138,25 @@ def test_an_overrunning_inline_task_does_not_stall_others(cluster: dista.Cluster
     quick = [tasks.add.remote(1, 1) for _ in range(20)]
     assert dista.get(quick, timeout=30) == [2] * 20
     assert slow.get(timeout=30) == 0.5
+
+
+def test_code_that_names_the_session_is_never_inlined() -> None:
+    from dista_runtime._inline import InlinePolicy
+
+    def plain(x: int) -> int:
+        return {"x": x}.get("x", 0)
+
+    def nests(x: int) -> int:
+        import dista_runtime as dista
+
+        if x > 10:
+            return dista.get(nests.remote(x - 1))  # type: ignore[attr-defined, no-any-return]
+        return x
+
+    policy = InlinePolicy()
+    for function in (plain, nests):
+        for _ in range(policy.warmup):
+            policy.begin(False)
+            policy.end(function, 1000)
+    assert policy.may_inline(plain)
+    assert not policy.may_inline(nests)
