@@ -123,9 +123,10 @@ def _spawn_local_driver(script: str) -> subprocess.Popen[str]:
 
 HOLD = textwrap.dedent(
     """
-    import sys, time
+    import faulthandler, signal, sys, time
     import dista_runtime as dista
     from tests.runtime import tasks
+    faulthandler.register(signal.SIGUSR1)  # the test asks where it hangs, if it does
     cluster = dista.init(workers=2)
     assert tasks.add.remote(1, 2).get(timeout=30) == 3
     print(" ".join(map(str, cluster.pids())), flush=True)
@@ -144,7 +145,14 @@ def test_no_orphans_when_the_driver_dies(how: signal.Signals) -> None:
         assert len(pids) == 2, (line, driver.stderr.read() if driver.stderr else "")  # workers
         assert all(alive(p) for p in pids)
         driver.send_signal(how)
-        driver.wait(10)
+        try:
+            driver.wait(10)
+        except subprocess.TimeoutExpired:
+            driver.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            driver.kill()
+            _, err = driver.communicate()
+            raise AssertionError(f"the driver did not exit after {how.name}:\n{err}") from None
         assert_gone(pids)
     finally:
         stop_process(driver)
