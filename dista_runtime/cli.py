@@ -322,13 +322,30 @@ def _version() -> str:
         return "dista (version unknown: not installed as a package)"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked: importlib.metadata costs every worker
+    process a few MiB and milliseconds at start."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(_version())
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="dista",
         description="Dista: a light, typed distributed task engine. "
         "Start a head, point workers at it, then run drivers (dista.init(address=...)).",
     )
-    top.add_argument("--version", action="version", version=_version())
+    top.add_argument(
+        "--version", action=_VersionAction, nargs=0, help="print the version and exit"
+    )
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser(
