@@ -41,6 +41,11 @@ _FAILED: Final = 3
 on_block: Callable[[], AbstractContextManager[object]] = nullcontext
 
 
+#: Entered around every ``await`` of a ref that is not there yet. A worker sets it so that
+#: an ``async def`` task awaiting another task's result lends its slot meanwhile.
+on_await: Callable[[], AbstractContextManager[object]] = nullcontext
+
+
 def _no_hook() -> None:
     pass
 
@@ -301,7 +306,8 @@ class Session:
             ready, slot = self._poll(oid, wake)
             if ready:
                 return _outcome(oid, slot)
-            await future
+            with on_await():
+                await future
 
     def request(self, what: str, timeout: float | None) -> Any:
         """A stats or timeline answer from the head, waiting at most ``timeout`` seconds."""

@@ -11,8 +11,10 @@ many finished meanwhile.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import dista_proto as dp
@@ -48,6 +50,7 @@ class WorkerHost(Host):
         self._drain_scheduled = False
         self.client: DriverHost | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}  # async tasks by first result ID
+        self._awaiting: dict[int, int] = {}  # async task -> refs it awaits now (slot lent)
 
     def protocol(self) -> LinkBase:
         return self.link_protocol(self.core.connection_made(time.time_ns()))
@@ -121,6 +124,28 @@ class WorkerHost(Host):
             task.cancel()
         else:
             self.runners.interrupt(oid)
+
+    @contextlib.contextmanager
+    def awaiting(self) -> Iterator[None]:
+        """Around an ``async def`` task's ``await`` of a ref (on the loop): lend its slot,
+        as a runner thread's blocking get does."""
+        task = asyncio.current_task()
+        oid = next((o for o, t in self._tasks.items() if t is task), 0)
+        if not oid:
+            yield
+            return
+        depth = self._awaiting.get(oid, 0)
+        self._awaiting[oid] = depth + 1
+        if not depth:
+            self._mark_blocked(oid, True)
+        try:
+            yield
+        finally:
+            depth = self._awaiting.pop(oid) - 1
+            if depth:
+                self._awaiting[oid] = depth
+            else:
+                self._mark_blocked(oid, False)
 
     def blocked(self, oid: int, blocked: bool) -> None:
         """A runner's task blocked on other tasks' results, or resumed (any thread)."""
@@ -218,6 +243,7 @@ async def run_worker(
     global CURRENT
     CURRENT = worker
     session_module.on_block = worker.runners.blocking
+    session_module.on_await = worker.awaiting
     session_module.on_use = worker.inline.session_used
     # The client first: a task may submit work as soon as the head knows this worker.
     if client:

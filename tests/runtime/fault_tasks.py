@@ -114,3 +114,12 @@ def step(i: int, nested: bool, log: str) -> int:
     if nested:
         return dista.get(quick.remote()) and i
     return i
+
+
+@dista.task
+async def afib(n: int) -> int:
+    """fib with every call an ``async def`` task awaiting its children."""
+    if n < 2:
+        return n
+    a, b = afib.remote(n - 1), afib.remote(n - 2)
+    return await a + await b

@@ -76,6 +76,11 @@ def test_fib_10_with_every_call_a_task_finishes_on_two_workers(two: dista.Cluste
     _wait_clean()
 
 
+def test_async_fib_10_with_every_call_awaiting_its_children_finishes(two: dista.Cluster) -> None:
+    assert ft.afib.remote(10).get(timeout=120) == 55
+    _wait_clean()
+
+
 # -- cancel means never runs --------------------------------------------------------------------
 
 
