@@ -127,6 +127,9 @@ HOLD = textwrap.dedent(
     import dista_runtime as dista
     from tests.runtime import tasks
     faulthandler.register(signal.SIGUSR1)  # the test asks where it hangs, if it does
+    # As a terminal's program: a background job of a non-interactive shell (CI launched
+    # with `&`) inherits SIGINT ignored, and Python then installs no handler for it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     cluster = dista.init(workers=2)
     assert tasks.add.remote(1, 2).get(timeout=30) == 3
     print(" ".join(map(str, cluster.pids())), flush=True)
