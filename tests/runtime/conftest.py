@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import subprocess
 import sys
@@ -22,6 +23,19 @@ def cluster() -> Iterator[dista.Cluster]:
         wait_for_workers(2)
         yield c
     assert_gone(c_pids := c.pids() or [])  # noqa: F841
+
+
+def settle_to_zero(timeout: float = 10.0) -> dista.HeadStats:
+    """Until the head holds nothing (objects, bytes, tasks pending or running): every ref
+    the test dropped was released and freed."""
+    gc.collect()
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = dista.stats()
+        if (stats.objects, stats.held_bytes, stats.pending, stats.running) == (0, 0, 0, 0):
+            return stats
+        assert time.monotonic() < deadline, f"the head still holds {stats}"
+        time.sleep(0.05)
 
 
 def wait_for_workers(n: int, timeout: float = 20.0) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 import dista_runtime as dista
 from tests.runtime import fault_tasks as ft
-from tests.runtime.conftest import assert_gone, wait_for_workers
+from tests.runtime.conftest import assert_gone, settle_to_zero, wait_for_workers
 
 
 def _cluster(workers: int) -> Iterator[dista.Cluster]:
@@ -44,13 +44,6 @@ def _wait_for_file(path: Path, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def _wait_clean(timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while (s := dista.stats()).objects or s.running or s.pending:
-        assert time.monotonic() < deadline, f"the head still counts {s}"
-        time.sleep(0.05)
-
-
 # -- a task can't take its worker down ---------------------------------------------------------
 
 
@@ -73,12 +66,12 @@ def test_sys_exit_and_keyboard_interrupt_fail_only_their_task(two: dista.Cluster
 
 def test_fib_10_with_every_call_a_task_finishes_on_two_workers(two: dista.Cluster) -> None:
     assert ft.fib.remote(10).get(timeout=120) == 55
-    _wait_clean()
+    settle_to_zero()
 
 
 def test_async_fib_10_with_every_call_awaiting_its_children_finishes(two: dista.Cluster) -> None:
     assert ft.afib.remote(10).get(timeout=120) == 55
-    _wait_clean()
+    settle_to_zero()
 
 
 # -- cancel means never runs --------------------------------------------------------------------
@@ -104,7 +97,7 @@ def test_cancel_withdraws_tasks_a_worker_holds_and_interrupts_the_running_one(
     assert not marks[1].exists(), "B was cancelled while its worker held it, yet it ran"
     assert not marks[2].exists(), "C was cancelled before dispatch, yet it ran"
     del refs, ref
-    _wait_clean()
+    settle_to_zero()
 
 
 def test_cancel_interrupts_running_python_code(one: dista.Cluster, tmp_path: Path) -> None:
@@ -171,7 +164,7 @@ def test_force_cancel_ends_the_worker_stuck_in_c_code_and_a_new_one_takes_over(
     assert fresh != stuck and one.pids() == [fresh]
     assert time.monotonic() - began < 15
     del ref
-    _wait_clean()
+    settle_to_zero()
 
 
 def test_an_error_read_through_a_nested_task_keeps_its_type(two: dista.Cluster) -> None:

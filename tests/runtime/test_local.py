@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import signal
 import threading
@@ -15,18 +14,7 @@ import pytest
 
 import dista_runtime as dista
 from tests.runtime import tasks
-from tests.runtime.conftest import alive
-
-
-def settle_to_zero(timeout: float = 10.0) -> dista.HeadStats:
-    gc.collect()
-    deadline = time.monotonic() + timeout
-    while True:
-        stats = dista.stats()
-        if (stats.objects, stats.held_bytes, stats.pending, stats.running) == (0, 0, 0, 0):
-            return stats
-        assert time.monotonic() < deadline, f"the head still holds {stats}"
-        time.sleep(0.05)
+from tests.runtime.conftest import alive, settle_to_zero
 
 
 def test_values_and_refs_as_arguments(cluster: dista.Cluster) -> None:

@@ -7,8 +7,6 @@ came. Tasks given the ref read it from that worker's store, never from the drive
 
 from __future__ import annotations
 
-import gc
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,17 +16,7 @@ import pytest
 import dista_runtime as dista
 from dista_runtime._session import Session
 from tests.runtime import tasks
-
-
-def settle_to_zero(timeout: float = 10.0) -> dista.HeadStats:
-    gc.collect()
-    deadline = time.monotonic() + timeout
-    while True:
-        stats = dista.stats()
-        if (stats.objects, stats.held_bytes, stats.pending, stats.running) == (0, 0, 0, 0):
-            return stats
-        assert time.monotonic() < deadline, f"the head still holds {stats}"
-        time.sleep(0.05)
+from tests.runtime.conftest import settle_to_zero
 
 
 @pytest.fixture
