@@ -10,6 +10,23 @@ from __future__ import annotations
 from . import frame
 from ._codec import decode_event, encode_event
 from ._connection import NEED_DATA, Connection, ConnectionState, NeedData
+from ._conventions import (
+    CANCEL_FORCE,
+    FREE_WITHDRAW,
+    HEAD_LINK,
+    ID_BITS,
+    ID_MASK,
+    MIN_FETCH_PART,
+    NUMBER_SPACE,
+    SPAN_BLOCKED,
+    SPAN_RESUMED,
+    SPAN_WITHDRAWN,
+    TASK_ID_BITS,
+    TASK_ID_MASK,
+    driver_number,
+    retry_limit,
+    with_retry_limit,
+)
 from ._decisions import (
     CancelTask,
     Close,
@@ -72,15 +89,7 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
-from ._extensions import (
-    CANCEL_FORCE,
-    FREE_WITHDRAW,
-    MIN_FETCH_PART,
-    SPAN_BLOCKED,
-    SPAN_RESUMED,
-    SPAN_WITHDRAWN,
-)
-from ._head import TIMELINE_CAP, Head, retry_limit
+from ._head import TIMELINE_CAP, Head
 from ._roles import Role, allowed_kinds
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
@@ -88,10 +97,18 @@ __all__ = [
     "CANCEL_FORCE",
     "DEFAULT_INLINE_THRESHOLD",
     "FREE_WITHDRAW",
+    "HEAD_LINK",
+    "ID_BITS",
+    "ID_MASK",
     "MIN_FETCH_PART",
+    "NUMBER_SPACE",
     "SPAN_BLOCKED",
     "SPAN_RESUMED",
     "SPAN_WITHDRAWN",
+    "TASK_ID_BITS",
+    "TASK_ID_MASK",
+    "driver_number",
+    "with_retry_limit",
     "NEED_DATA",
     "TIMELINE_CAP",
     "CancelTask",

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from . import frame as F
+from ._conventions import CANCEL_FORCE, HEAD_LINK, ID_BITS, ID_MASK
 from ._decisions import (
     Decision,
     ObjectFailed,
@@ -43,7 +44,6 @@ from ._events import (
     Timeline,
     Welcome,
 )
-from ._extensions import CANCEL_FORCE
 from ._fetcher import Fetcher
 from ._links import Links
 from ._roles import Role
@@ -51,9 +51,7 @@ from .frame import Bytes
 
 __all__ = ["Driver"]
 
-HEAD_LINK: Final = 0
-_ID_BITS: Final = 40
-_ID_LIMIT: Final = 1 << _ID_BITS
+_ID_LIMIT: Final = ID_MASK + 1
 
 
 class Driver:
@@ -136,7 +134,7 @@ class Driver:
         if n + count > _ID_LIMIT:
             raise LocalProtocolError(f"driver {self.number} has used up its object IDs")
         self._next = n + count
-        return self.number << _ID_BITS | n
+        return self.number << ID_BITS | n
 
     def submit(self, task_id: int, argument: Bytes) -> int:
         """Queue a task; the object ID of its result."""

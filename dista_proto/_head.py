@@ -31,6 +31,14 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from . import frame as F
+from ._conventions import (
+    CANCEL_FORCE,
+    ID_BITS,
+    ID_MASK,
+    NUMBER_SPACE,
+    TASK_ID_MASK,
+    retry_limit,
+)
 from ._decisions import Decision, Exit
 from ._durations import Durations
 from ._events import (
@@ -56,10 +64,9 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
-from ._extensions import CANCEL_FORCE
 from ._fairqueue import FairQueue
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
-from ._head_scheduling import _TASK_ID_MASK, ANYWHERE, Scheduling
+from ._head_scheduling import ANYWHERE, Scheduling
 from ._head_status import status_text
 from ._links import Links
 from ._roles import Role
@@ -67,9 +74,6 @@ from .frame import Bytes
 
 __all__ = ["Head"]
 
-_NUMBER_SPACE: Final = 1 << 24  # driver numbers are in [1, 2**24)
-_ID_BITS: Final = 40
-_ID_MASK: Final = (1 << _ID_BITS) - 1
 #: The default cap on timeline records the head keeps; the oldest are dropped first.
 TIMELINE_CAP: Final = 100_000
 #: How long tasks wait for a worker with their driver's registry before they fail.
@@ -83,16 +87,6 @@ _WAITING: Final = TaskState.WAITING
 _QUEUED: Final = TaskState.QUEUED
 _RUNNING: Final = TaskState.RUNNING
 _DONE: Final = TaskState.DONE
-
-
-def retry_limit(task_id: int, default: int) -> int:
-    """How often a task is retried after losing its worker: the task ID's top 4 bits.
-
-    0 means the head's default; n in 1..15 means n - 1 retries. A runtime that hashes task
-    names into the low 60 bits can so carry a per-task limit without a frame field.
-    """
-    nibble = task_id >> 60
-    return default if nibble == 0 else nibble - 1
 
 
 class Head(Scheduling):
@@ -112,7 +106,7 @@ class Head(Scheduling):
         portable_tasks: Iterable[int] = (),
         no_worker_grace_ns: int = NO_WORKER_GRACE_NS,
     ) -> None:
-        if not 1 <= first_number < _NUMBER_SPACE:
+        if not 1 <= first_number < NUMBER_SPACE:
             raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
         self.epoch: Final = epoch
         self.max_retries = max_retries
@@ -126,7 +120,7 @@ class Head(Scheduling):
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
         self._allocate = allocate
         # Task IDs (low 60 bits) that any worker runs, whatever its registry: by-value ones.
-        self._portable = frozenset(t & _TASK_ID_MASK for t in portable_tasks)
+        self._portable = frozenset(t & TASK_ID_MASK for t in portable_tasks)
         self.no_worker_grace_ns = no_worker_grace_ns
         self._orphaned: dict[int, int] = {}  # registry with no worker -> since when
         self._workers_of: dict[int, set[Peer]] = {}
@@ -254,13 +248,13 @@ class Head(Scheduling):
         if resume is not None:
             # A driver of an earlier head keeps its number, so its object IDs stay valid.
             holder = self._numbers.get(resume.number)
-            if holder is None and 1 <= resume.number < _NUMBER_SPACE:
+            if holder is None and 1 <= resume.number < NUMBER_SPACE:
                 return resume.number
             self._refuse(peer, f"driver number {resume.number} is in use by another driver")
             return 0
-        for _ in range(_NUMBER_SPACE):
+        for _ in range(NUMBER_SPACE):
             number = self._next_number
-            self._next_number = number + 1 if number + 1 < _NUMBER_SPACE else 1
+            self._next_number = number + 1 if number + 1 < NUMBER_SPACE else 1
             if number not in self._numbers:
                 return number
         self._refuse(peer, "every driver number is in use")  # pragma: no cover
@@ -321,9 +315,9 @@ class Head(Scheduling):
 
     def _check_new_ids(self, peer: Peer, oid: int, results: int) -> bool:
         """Whether ``results`` IDs from ``oid`` are this driver's and unused; else say why."""
-        if oid >> _ID_BITS != peer.number or not oid & _ID_MASK:
+        if oid >> ID_BITS != peer.number or not oid & ID_MASK:
             why = f"object ID {oid:#x} is not numbered for driver {peer.number}"
-        elif (oid & _ID_MASK) + results - 1 > _ID_MASK:
+        elif (oid & ID_MASK) + results - 1 > ID_MASK:
             why = f"object IDs {oid:#x} + {results} run past this driver's range"
         elif (results == 1 and oid not in self._objects) or not any(
             i in self._objects for i in range(oid, oid + results)
@@ -339,7 +333,7 @@ class Head(Scheduling):
     ) -> TaskRecord | None:
         if not self._check_new_ids(peer, oid, results):
             return None
-        registry = ANYWHERE if task_id & _TASK_ID_MASK in self._portable else peer.registry
+        registry = ANYWHERE if task_id & TASK_ID_MASK in self._portable else peer.registry
         task = TaskRecord(oid, task_id, peer.link, registry, results, event, self._now)
         objects = self._objects
         for i in range(oid, oid + results):

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
+from ._conventions import FREE_WITHDRAW, SPAN_BLOCKED, SPAN_RESUMED, SPAN_WITHDRAWN, TASK_ID_MASK
 from ._durations import PREFETCH_NS, Durations
 from ._events import (
     Free,
@@ -33,7 +34,6 @@ from ._events import (
     TaskInputs,
     TaskMany,
 )
-from ._extensions import FREE_WITHDRAW, SPAN_BLOCKED, SPAN_RESUMED, SPAN_WITHDRAWN
 from ._fairqueue import FairQueue
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
 from ._links import Links
@@ -42,7 +42,6 @@ __all__ = ["ANYWHERE", "Scheduling"]
 
 #: The registry key of tasks any worker can run (by-value functions).
 ANYWHERE: Final = -1
-_TASK_ID_MASK: Final = (1 << 60) - 1  # the top 4 bits carry the retry limit
 
 _INLINE: Final = ObjState.INLINE
 _STORED: Final = ObjState.STORED
@@ -98,7 +97,7 @@ class Scheduling:
             failed = []
             while queue is not None and (task := queue.pop()) is not None:
                 why = (
-                    f"no worker can run task {task.task_id & _TASK_ID_MASK:#x}: none of the "
+                    f"no worker can run task {task.task_id & TASK_ID_MASK:#x}: none of the "
                     f"connected workers has this driver's registry {registry:#018x} "
                     f"(waited {waited:g} s for one)"
                 )
@@ -108,7 +107,7 @@ class Scheduling:
     # -- slots lent, given back, taken back ----------------------------------------------
 
     def _on_mark(self, worker: Peer, span: Span) -> None:
-        """Dista's span marks (`dista_proto._extensions`): blocked, resumed, withdrawn."""
+        """Dista's span marks (`dista_proto._conventions`): blocked, resumed, withdrawn."""
         obj = self._objects.get(span.object_id)
         task = obj.task if obj is not None else None
         if task is None or task.worker is not worker or task.state is not _RUNNING:

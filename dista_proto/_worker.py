@@ -23,6 +23,14 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from . import frame as F
+from ._conventions import (
+    FREE_WITHDRAW,
+    HEAD_LINK,
+    MIN_FETCH_PART,
+    SPAN_BLOCKED,
+    SPAN_RESUMED,
+    SPAN_WITHDRAWN,
+)
 from ._decisions import CancelTask, Decision, Exit, RunTask
 from ._events import (
     Address,
@@ -41,13 +49,6 @@ from ._events import (
     TaskInputs,
     TaskMany,
 )
-from ._extensions import (
-    FREE_WITHDRAW,
-    MIN_FETCH_PART,
-    SPAN_BLOCKED,
-    SPAN_RESUMED,
-    SPAN_WITHDRAWN,
-)
 from ._fetcher import Fetcher
 from ._links import Links
 from ._roles import Role
@@ -57,7 +58,6 @@ __all__ = ["DEFAULT_INLINE_THRESHOLD", "Worker"]
 
 #: Results above this many bytes stay on the worker (stored) instead of going inline.
 DEFAULT_INLINE_THRESHOLD: Final = 64 * 1024
-HEAD_LINK: Final = 0
 
 
 class _Gathering:

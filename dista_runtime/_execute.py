@@ -19,8 +19,6 @@ from ._values import decode, decode_call, encode
 
 __all__ = ["Call", "Encoded", "Executor", "encode_results"]
 
-_LOW_60 = (1 << 60) - 1
-
 
 class Encoded:
     """A result already encoded (`dista.put`'s value): `encode_results` passes it as is."""
@@ -66,7 +64,7 @@ class Executor:
         """The call for ``task``; raises with a message for the error frame if there is none."""
         argument: Bytes | None = task.argument
         inputs: Sequence[Bytes] = task.inputs
-        low = task.task_id & _LOW_60
+        low = task.task_id & dp.TASK_ID_MASK
         if low == PUT_ID and argument is not None and not task.after:
             return Call(stored, (argument,), {}, task.results)
         if low == BY_VALUE_ID:

@@ -12,6 +12,8 @@ import hashlib
 from collections.abc import Iterable
 from typing import Final
 
+import dista_proto as dp
+
 __all__ = [
     "BY_VALUE_NAME",
     "MAX_RETRIES_LIMIT",
@@ -21,7 +23,6 @@ __all__ = [
     "task_id",
 ]
 
-_LOW_60: Final = (1 << 60) - 1
 #: The highest per-task retry limit the task ID can carry.
 MAX_RETRIES_LIMIT: Final = 14
 #: The well-known name that functions travelling by value run under.
@@ -33,17 +34,14 @@ PUT_NAME: Final = "dista:put"
 
 def name_hash(name: str) -> int:
     digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & _LOW_60
+    return int.from_bytes(digest, "little") & dp.TASK_ID_MASK
 
 
 def task_id(name: str, max_retries: int | None = None) -> int:
     """The u64 task ID for ``name``, carrying ``max_retries`` (None: the head's default)."""
-    nibble = 0
-    if max_retries is not None:
-        if not 0 <= max_retries <= MAX_RETRIES_LIMIT:
-            raise ValueError(f"max_retries must be in [0, {MAX_RETRIES_LIMIT}], not {max_retries}")
-        nibble = max_retries + 1
-    return nibble << 60 | name_hash(name)
+    if max_retries is not None and not 0 <= max_retries <= MAX_RETRIES_LIMIT:
+        raise ValueError(f"max_retries must be in [0, {MAX_RETRIES_LIMIT}], not {max_retries}")
+    return dp.with_retry_limit(name_hash(name), max_retries)
 
 
 def registry_hash(names: Iterable[str]) -> int:

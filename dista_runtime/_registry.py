@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import cloudpickle
 
+from dista_proto import TASK_ID_MASK
 from dista_proto.frame import Bytes
 
 from ._ids import BY_VALUE_NAME, PUT_NAME, name_hash, registry_hash
@@ -87,7 +88,7 @@ def modules(names: Iterable[str]) -> list[str]:
 
 
 def lookup(task_id: int) -> Callable[..., Any] | None:
-    return _by_hash.get(task_id & ((1 << 60) - 1))
+    return _by_hash.get(task_id & TASK_ID_MASK)
 
 
 def by_value_argument(digest: bytes, function: Bytes, call: Bytes) -> bytes:

@@ -22,7 +22,6 @@ from functools import partial
 from typing import Any, Final, Protocol
 
 import dista_proto as dp
-from dista_proto._driver import HEAD_LINK
 from dista_proto.frame import Bytes
 
 from ._errors import DistaError, GetTimeoutError, error_from_message
@@ -117,7 +116,7 @@ class Session:
         with self._lock:
             self.core.connection_lost(link, time.time_ns())
             out = self._decide(fire)
-            if link == HEAD_LINK:
+            if link == dp.HEAD_LINK:
                 self._close_locked(self.core.closed_reason or "the head connection was lost", fire)
         _run(fire)
         return out

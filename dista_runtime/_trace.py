@@ -35,6 +35,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Final, NamedTuple
 
+import dista_proto as dp
 from dista_proto import TimelineRecord
 
 from . import _registry
@@ -43,7 +44,6 @@ __all__ = ["BY_VALUE_LABEL", "chrome_trace", "task_label", "write_chrome_trace"]
 
 #: What the timeline calls tasks that travelled by value (they all share one task ID).
 BY_VALUE_LABEL: Final = "by-value task"
-_LOW_60: Final = (1 << 60) - 1
 
 #: The pid of the head's process track; workers are numbered after it.
 HEAD_PID: Final = 0
@@ -137,7 +137,7 @@ def task_label(task_id: int) -> str:
     """How the timeline names ``task_id``: ``module.function`` for a task this process
     registered (imported), `BY_VALUE_LABEL` for one that travelled by value, else its ID
     as ``task 0x…``."""
-    if task_id & _LOW_60 == _registry.BY_VALUE_ID:
+    if task_id & dp.TASK_ID_MASK == _registry.BY_VALUE_ID:
         return BY_VALUE_LABEL
     fn = _registry.lookup(task_id)
     if fn is None:

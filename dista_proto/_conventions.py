@@ -1,0 +1,94 @@
+"""Dista's wire conventions: what the page leaves to the implementation, in one place.
+
+- **Object IDs** carry their driver's number: ``number << ID_BITS | n``, with the number in
+  [1, `NUMBER_SPACE`) and ``n`` counting from 1. They stay valid after a head restart and
+  never collide between drivers; a task-many's results are consecutive IDs.
+- **Task IDs** are a name's hash in their low `TASK_ID_BITS` bits; the top 4 carry the
+  task's retry limit after a lost worker (`retry_limit`, `with_retry_limit`).
+- **The head's link** is link `HEAD_LINK` on every worker and driver.
+- **Marks** in the task-ID field of span, free and cancel, which the page leaves at 0 for
+  them: Dista's extensions. A peer that knows only the page ignores the field there, so a
+  marked frame degrades to the page's meaning: a span still reads as the task's times, a
+  free of an ID that names no object deletes nothing, a cancel still cancels.
+  docs/protocol.md, "Extensions", gives the reasoning for each.
+- **Fetch parts** are at least `MIN_FETCH_PART` bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CANCEL_FORCE",
+    "FREE_WITHDRAW",
+    "HEAD_LINK",
+    "ID_BITS",
+    "ID_MASK",
+    "MIN_FETCH_PART",
+    "NUMBER_SPACE",
+    "SPAN_BLOCKED",
+    "SPAN_RESUMED",
+    "SPAN_WITHDRAWN",
+    "TASK_ID_BITS",
+    "TASK_ID_MASK",
+    "driver_number",
+    "retry_limit",
+    "with_retry_limit",
+]
+
+#: Driver numbers are in [1, NUMBER_SPACE).
+NUMBER_SPACE: Final = 1 << 24
+#: An object ID is ``number << ID_BITS | n``.
+ID_BITS: Final = 40
+ID_MASK: Final = (1 << ID_BITS) - 1
+#: A task ID's name hash; the 4 bits above carry the retry limit.
+TASK_ID_BITS: Final = 60
+TASK_ID_MASK: Final = (1 << TASK_ID_BITS) - 1
+#: The link a worker or driver core gives its connection to the head.
+HEAD_LINK: Final = 0
+
+
+def driver_number(object_id: int) -> int:
+    """The number of the driver that minted ``object_id``."""
+    return object_id >> ID_BITS
+
+
+def retry_limit(task_id: int, default: int) -> int:
+    """How often a task is retried after losing its worker: the task ID's top 4 bits.
+
+    0 means the head's default; n in 1..15 means n - 1 retries. A runtime that hashes task
+    names into the low 60 bits can so carry a per-task limit without a frame field.
+    """
+    nibble = task_id >> TASK_ID_BITS
+    return default if nibble == 0 else nibble - 1
+
+
+def with_retry_limit(name_hash: int, retries: int | None) -> int:
+    """The task ID for ``name_hash`` carrying ``retries`` (None: the head's default)."""
+    if retries is None:
+        return name_hash & TASK_ID_MASK
+    if not 0 <= retries <= 14:
+        raise ValueError(f"a task ID carries 0 to 14 retries, not {retries}")
+    return (retries + 1) << TASK_ID_BITS | name_hash & TASK_ID_MASK
+
+
+#: Span mark, worker to head: the task blocked reading other objects; its slot is free
+#: until `SPAN_RESUMED`, so the tasks it waits for can run (nested gets never deadlock).
+SPAN_BLOCKED: Final = 1
+#: Span mark: the blocked task runs again and takes a slot back.
+SPAN_RESUMED: Final = 2
+#: Span mark: the worker dropped the task without running it (after a free): no answers
+#: follow; the head requeues it (a withdrawal) or settles it (a cancel).
+SPAN_WITHDRAWN: Final = 3
+
+#: Free mark, head to worker: take this task back if it has not started (the worker answers
+#: `SPAN_WITHDRAWN`), else let it run. An unmarked free of a task the worker holds drops it
+#: if it has not started, else interrupts it: the head cancelled it.
+FREE_WITHDRAW: Final = 1
+
+#: Cancel mark, driver to head: also end the worker process running the task.
+CANCEL_FORCE: Final = 1
+
+#: The smallest part an object server cuts an object into; a fetch asking for less is
+#: refused with an error frame (a 1-byte part size would mean a frame per byte).
+MIN_FETCH_PART: Final = 64 * 1024
