@@ -139,7 +139,7 @@ class Cluster:
 
     def __init__(self, drivers: int, tasks: int, *, chain: bool = False) -> None:
         self.now = 1_000
-        self.head = dp.Head(epoch=1, first_number=1, worker_slots=WORKER_SLOTS)
+        self.head = dp.Head(epoch=1, first_number=1, worker_slots=WORKER_SLOTS, prefetch=0)
         self.head_ns = 0
         self.head_calls = 0  # receive_data calls
         self.to_head: dict[int, list[bytes]] = {}  # head link -> reads waiting for the head

@@ -89,7 +89,7 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
-from ._head import TIMELINE_CAP, Head
+from ._head import MAX_RETRIES, NO_WORKER_GRACE_NS, PREFETCH, TIMELINE_CAP, WORKER_SLOTS, Head
 from ._roles import Role, allowed_kinds
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
@@ -111,6 +111,10 @@ __all__ = [
     "with_retry_limit",
     "NEED_DATA",
     "TIMELINE_CAP",
+    "MAX_RETRIES",
+    "NO_WORKER_GRACE_NS",
+    "PREFETCH",
+    "WORKER_SLOTS",
     "CancelTask",
     "Close",
     "Connect",

@@ -78,6 +78,13 @@ __all__ = ["Head"]
 TIMELINE_CAP: Final = 100_000
 #: How long tasks wait for a worker with their driver's registry before they fail.
 NO_WORKER_GRACE_NS: Final = 10_000_000_000
+#: Tasks each worker gets at once: more than one hides the round trip between a result and
+#: the next task.
+WORKER_SLOTS: Final = 2
+#: Extra tasks a worker may get when they are known to be short (see `_durations`).
+PREFETCH: Final = 32
+#: Times a task is retried after losing its worker (a task ID may carry its own limit).
+MAX_RETRIES: Final = 3
 
 _PENDING: Final = ObjState.PENDING
 _INLINE: Final = ObjState.INLINE
@@ -97,9 +104,9 @@ class Head(Scheduling):
         *,
         epoch: int,
         first_number: int,
-        max_retries: int = 3,
-        worker_slots: int = 1,
-        prefetch: int = 0,
+        max_retries: int = MAX_RETRIES,
+        worker_slots: int = WORKER_SLOTS,
+        prefetch: int = PREFETCH,
         timeline_cap: int = TIMELINE_CAP,
         exit_without_drivers: bool = False,
         allocate: Callable[[int], bytearray | memoryview] | None = None,

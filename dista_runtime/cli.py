@@ -338,6 +338,8 @@ class _VersionAction(argparse.Action):
 
 
 def parser() -> argparse.ArgumentParser:
+    import dista_proto as dp  # the head's defaults, for the help
+
     top = argparse.ArgumentParser(
         prog="dista",
         description="Dista: a light, typed distributed task engine. "
@@ -360,22 +362,25 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--port", type=int, default=7420, help="port to listen on (default 7420)")
     p.add_argument(
-        "--worker-slots", type=int, default=2, help="tasks each worker gets at once (default 2)"
+        "--worker-slots",
+        type=int,
+        default=dp.WORKER_SLOTS,
+        help=f"tasks each worker gets at once (default {dp.WORKER_SLOTS})",
     )
     p.add_argument(
         "--prefetch",
         type=int,
-        default=32,
+        default=dp.PREFETCH,
         help="extra tasks a worker may get at once when they are known to take under 0.5 ms "
-        "(default 32; 0 turns prefetching off)",
+        f"(default {dp.PREFETCH}; 0 turns prefetching off)",
     )
     p.add_argument(
         "--no-worker-grace",
         type=float,
-        default=10.0,
+        default=dp.NO_WORKER_GRACE_NS / 1e9,
         metavar="SECONDS",
         help="how long a task waits for a worker that can run it (one that imports its "
-        "driver's task modules) before it fails saying so (default 10)",
+        f"driver's task modules) before it fails saying so (default {dp.NO_WORKER_GRACE_NS / 1e9:g})",
     )
     p.set_defaults(func=cmd_head)
 

@@ -165,11 +165,11 @@ async def serve_head(
     *,
     sock: socket.socket | None = None,
     local: bool = False,
-    worker_slots: int = 2,
-    prefetch: int = 32,
-    max_retries: int = 3,
+    worker_slots: int = dp.WORKER_SLOTS,
+    prefetch: int = dp.PREFETCH,
+    max_retries: int = dp.MAX_RETRIES,
     why_lost: Callable[[int], str | None] | None = None,
-    no_worker_grace: float = 10.0,
+    no_worker_grace: float = dp.NO_WORKER_GRACE_NS / 1e9,
 ) -> HeadServer:
     """Start a head listening on ``host:port`` (or an already bound ``sock``).
 

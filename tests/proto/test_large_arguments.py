@@ -49,7 +49,7 @@ def _bytes_to(decisions: list[object], link: int) -> tuple[bytes, list[object]]:
 def test_the_head_lands_a_large_argument_and_forwards_it_as_it_lies() -> None:
     rng = random.Random(1)
     allocations = Allocations()
-    head = Head(epoch=1, first_number=NUMBER, allocate=allocations)
+    head = Head(epoch=1, first_number=NUMBER, allocate=allocations, worker_slots=1, prefetch=0)
     worker_link = head.connection_made(0)
     driver_link = head.connection_made(0)
     worker = Connection(Role.WORKER)
@@ -93,7 +93,7 @@ def test_a_worker_lands_a_large_argument_in_a_buffer_from_allocate() -> None:
 
 def test_small_frames_do_not_allocate() -> None:
     allocations = Allocations()
-    head = Head(epoch=1, first_number=NUMBER, allocate=allocations)
+    head = Head(epoch=1, first_number=NUMBER, allocate=allocations, worker_slots=1, prefetch=0)
     link = head.connection_made(0)
     driver = Connection(Role.DRIVER)
     driver.send(Hello(F.ROLE_DRIVER, 9))
