@@ -28,6 +28,7 @@ from ._conventions import (
     with_retry_limit,
 )
 from ._decisions import (
+    Answered,
     CancelTask,
     Close,
     Connect,
@@ -36,6 +37,7 @@ from ._decisions import (
     ObjectFailed,
     ObjectLocated,
     ObjectValue,
+    Refused,
     RunTask,
     StatsReceived,
     TimelineReceived,
@@ -90,6 +92,7 @@ from ._events import (
     Welcome,
 )
 from ._head import MAX_RETRIES, NO_WORKER_GRACE_NS, PREFETCH, TIMELINE_CAP, WORKER_SLOTS, Head
+from ._observer import Observer
 from ._roles import Role, allowed_kinds
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
@@ -115,6 +118,7 @@ __all__ = [
     "NO_WORKER_GRACE_NS",
     "PREFETCH",
     "WORKER_SLOTS",
+    "Answered",
     "CancelTask",
     "Close",
     "Connect",
@@ -126,6 +130,8 @@ __all__ = [
     "ObjectFailed",
     "ObjectLocated",
     "ObjectValue",
+    "Observer",
+    "Refused",
     "RunTask",
     "StatsReceived",
     "TimelineReceived",

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._events import Address, HeadStats, TimelineRecord
+from ._events import Address, HeadStats, Status, TimelineRecord
+from ._events import Timeline as TimelineEvent
 from .frame import Bytes
 
 __all__ = [
+    "Answered",
     "CancelTask",
     "Close",
     "Connect",
@@ -22,6 +24,7 @@ __all__ = [
     "ObjectFailed",
     "ObjectLocated",
     "ObjectValue",
+    "Refused",
     "RunTask",
     "StatsReceived",
     "TimelineReceived",
@@ -125,6 +128,20 @@ class ObjectLocated:
 
 
 @dataclass(frozen=True, slots=True)
+class Refused:
+    """The head refused this peer (an error frame for object 0): ``reason`` says why."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """The head answered an observer's question (status text, or the timeline)."""
+
+    answer: Status | TimelineEvent
+
+
+@dataclass(frozen=True, slots=True)
 class StatsReceived:
     counts: HeadStats
 
@@ -147,4 +164,6 @@ Decision = (
     | ObjectLocated
     | StatsReceived
     | TimelineReceived
+    | Refused
+    | Answered
 )

@@ -22,6 +22,7 @@ from ._decisions import (
     ObjectFailed,
     ObjectLocated,
     ObjectValue,
+    Refused,
     StatsReceived,
     TimelineReceived,
     Welcomed,
@@ -125,6 +126,13 @@ class Driver:
     def decisions(self) -> list[Decision]:
         return self._links.decisions()
 
+    def next_deadline(self) -> int | None:
+        """When `on_timer` has work to do: never, for now (ready for resume backoff)."""
+        return None
+
+    def on_timer(self, now: int) -> None:
+        """Time passed (see `next_deadline`)."""
+
     # -- submitting ----------------------------------------------------------------------------
 
     def _mint(self, count: int = 1) -> int:
@@ -198,6 +206,8 @@ class Driver:
         elif isinstance(event, Error):
             if event.object_id == 0:
                 self.closed_reason = f"the head refused or dropped us: {event.message}"
+                queue(Refused(event.message))
+                return
             self._located.pop(event.object_id, None)
             queue(ObjectFailed(event.object_id, event.message))
         elif isinstance(event, Welcome):

@@ -164,6 +164,13 @@ class Worker:
     def decisions(self) -> list[Decision]:
         return self._links.decisions()
 
+    def next_deadline(self) -> int | None:
+        """When `on_timer` has work to do: never, for now (ready for heartbeats)."""
+        return None
+
+    def on_timer(self, now: int) -> None:
+        """Time passed (see `next_deadline`)."""
+
     # -- tasks ---------------------------------------------------------------------------------
 
     def _on_head_event(self, event: Event, now: int) -> None:

@@ -176,6 +176,8 @@ class Session:
                 elif isinstance(d, dp.ObjectFailed):
                     if d.object_id:
                         self._settle(d.object_id, _FAILED, d.message, fire)
+                elif isinstance(d, dp.Refused):
+                    pass  # the core keeps the reason: the session closes with it when lost
                 elif isinstance(d, dp.Welcomed):
                     self.welcomed.set()
                 elif isinstance(d, dp.StatsReceived):

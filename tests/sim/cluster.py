@@ -86,29 +86,36 @@ class SimDriver:
 
 
 class SimObserver:
-    """`dista status` / `timeline` / `stop`: a bare Connection, as the CLI would use."""
+    """`dista status` / `timeline` / `stop`: the `Observer` core, as the CLI uses it."""
 
     def __init__(self, sim: Sim) -> None:
-        self.conn = dp.Connection(dp.Role.OBSERVER)
-        self.events: list[dp.Event] = []
+        self.core = dp.Observer()
         self.link = sim.head.connection_made(sim.now)
-        self.conn.send(dp.Hello(dp.frame.ROLE_OBSERVER))
+        self.core.start(sim.now)
         self.sim = sim
 
-    def ask(self, event: dp.Event) -> dp.Event:
-        self.conn.send(event)
-        head = self.sim.head
-        for buffer in self.conn.data_to_send():
-            head.receive_data(self.link, bytes(buffer), self.sim.now)
+    def ask(self, request: dp.Status | dp.Timeline | dp.Stop) -> dp.Event | None:
+        """The head's answer to ``request`` (None for stop, which the head answers by
+        closing: its other decisions, stop frames to the workers, are carried out)."""
+        sim, head, core = self.sim, self.sim.head, self.core
+        core.ask(request, sim.now)
+        answers: list[dp.Event] = []
+        for decision in core.decisions():
+            assert isinstance(decision, dp.Write), decision
+            for buffer in decision.buffers:
+                head.receive_data(self.link, bytes(buffer), sim.now)
         for decision in head.decisions():
             if isinstance(decision, dp.Write) and decision.link == self.link:
                 for buffer in decision.buffers:
-                    self.conn.receive_data(bytes(buffer))
+                    core.receive_data(dp.HEAD_LINK, bytes(buffer), sim.now)
             else:
-                self.sim._act(head, decision)
-        events = self.conn.next_events()
-        assert len(events) == 1, events
-        return events[0]
+                sim._act(head, decision)
+        answers = [d.answer for d in core.decisions() if isinstance(d, dp.Answered)]
+        if isinstance(request, dp.Stop):
+            sim._run_decisions(head)
+            return None
+        assert len(answers) == 1, answers
+        return answers[0]
 
 
 class Sim:

@@ -184,11 +184,7 @@ class Scenario:
     def check_stop(self) -> None:
         sim = self.sim
         SimObserver(sim).ask(dp.Status())  # connects and checks the head still answers
-        observer = SimObserver(sim)
-        observer.conn.send(dp.Stop())
-        for buffer in observer.conn.data_to_send():
-            sim.head.receive_data(observer.link, bytes(buffer), sim.now)
-        sim._run_decisions(sim.head)
+        SimObserver(sim).ask(dp.Stop())
         sim.settle()
         for w in sim.workers:
             assert not w.alive or w.core.stopped, f"seed {sim.seed}: {w.address} not stopped"
