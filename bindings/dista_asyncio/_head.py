@@ -24,6 +24,7 @@ from typing import Final
 import dista_proto as dp
 from dista_runtime._memory import allocate, ready
 from dista_runtime._registry import BY_VALUE_ID, PUT_ID
+from dista_runtime.engine import Stream
 
 from ._host import Host, LinkBase
 
@@ -34,7 +35,7 @@ FATE_WAIT_S: Final = 0.2
 _FATE_POLL_S: Final = 0.002
 
 
-def peer_pid(transport: asyncio.BaseTransport) -> int | None:
+def peer_pid(transport: Stream) -> int | None:
     """The PID of the process at the other end of a Unix-socket ``transport`` (Linux)."""
     sock = transport.get_extra_info("socket")
     option = getattr(socket, "SO_PEERCRED", None)
@@ -66,7 +67,7 @@ class HeadServer(Host):
         self._timer: asyncio.TimerHandle | None = None  # the core's pulled deadline, armed
         self._deadline: int | None = None
 
-    def attach(self, link: int, transport: asyncio.Transport) -> None:
+    def attach(self, link: int, transport: Stream) -> None:
         super().attach(link, transport)
         if self.why_lost is not None:
             pid = peer_pid(transport)

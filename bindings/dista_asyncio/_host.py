@@ -1,49 +1,19 @@
-"""Moving bytes between asyncio transports and a sans-IO core: the whole binding's engine.
+"""The asyncio side of `dista_runtime.engine`: transports as its streams, asyncio's
+protocols as its readers, `create_connection` as its connect and a future as its exit.
 
-A `Host` maps the core's link numbers to transports and carries out its decisions: write
-buffers (small frames joined into one write, large payloads passed as they lie), open a
-connection, close one, exit. One `BufferedLinkProtocol` per connection reads bytes into
-the place its core offers (`get_buffer`) and says how many arrived (`updated`).
-
-Flow control: every transport's write buffer has a high-water mark (`HIGH_WATER`). When a
-peer reads slowly and its buffer passes the mark, the link whose input produced more
-writes to it stops being read until the slow peer drains below the low-water mark, so the
-memory one slow peer can pin is bounded by the mark plus one read (`READ_SIZE`) of output
-per link feeding it, instead of growing with whatever the others send.
-
-Large buffers (an object server's parts: views of the stored value) are not handed to the
-transport whole: they go in slices of `SLICE` while its buffer is under the mark, and the
-rest waits, as views, in the link's backlog until the transport asks for more
-(`resume_writing`). asyncio's transports copy whatever a write doesn't send at once into
-their buffer (a 1 GiB object would be copied into 1 GiB of fresh memory); this way at most
-about the mark is copied at a time, into memory the transport reuses. uvloop keeps the
-views it is given, so it copies nothing either way.
-
-A peer's bad input is the core's business: it closes the link with a reason, and the host
-logs one line for it, at WARNING, naming the peer (``dista head: refused peer
-127.0.0.1:54321 (link 7): protocol error: ...``), never a traceback.
+The engine (writes, backlogs, slow-reader pausing, refusals) is the runtime's; what is here
+is only what asyncio decides.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections import deque
-from collections.abc import Iterable
-from typing import Any, ClassVar, Final, cast
+from typing import cast
 
 import dista_proto as dp
-from dista_proto.frame import Bytes
+from dista_runtime.engine import HIGH_WATER, LOW_WATER, SLICE, Engine
 
 __all__ = ["HIGH_WATER", "LOW_WATER", "SLICE", "Host", "LinkBase"]
-
-HIGH_WATER: Final = 4 << 20
-LOW_WATER: Final = 1 << 20
-_JOIN_BELOW: Final = 256 << 10  # buffers smaller than this are joined into one write
-#: Large buffers are handed to a transport this much at a time, while it is under HIGH_WATER.
-SLICE: Final = 1 << 20
-#: The start of the reason of a link a core closes because the peer broke the protocol.
-_PROTOCOL_ERROR: Final = "protocol error"
 
 
 class LinkBase(asyncio.BaseProtocol):
@@ -84,44 +54,13 @@ class LinkBase(asyncio.BaseProtocol):
         self.host.resume(self.link)
 
 
-class Host:
-    """The transports of one core; subclasses say where the core reads and what it decides."""
-
-    #: Who this host is in its log lines ("dista head: ...", logger ``dista.head``); by
-    #: default the name of the module defining the subclass (``_head`` gives "head").
-    role_name: ClassVar[str] = ""
+class Host(Engine):
+    """An engine on an asyncio loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
         self.loop = loop
-        name = self.role_name or type(self).__module__.rsplit(".", 1)[-1].strip("_")
-        self.name = name
-        self.log = logging.getLogger(f"dista.{name}")
-        self.transports: dict[int, asyncio.Transport] = {}
-        self.paused: set[int] = set()
-        self._blocked: dict[int, set[int]] = {}  # slow link -> links not read because of it
-        self._backlog: dict[int, deque[Bytes]] = {}  # link -> what waits for its transport
-        self._close_after: set[int] = set()  # links to close once their backlog is written
-        self.exited = loop.create_future()
-
-    # -- the core's side (subclasses) -------------------------------------------------------
-
-    def lost(self, link: int) -> list[dp.Decision]:
-        raise NotImplementedError
-
-    def opened(self, link: int) -> list[dp.Decision]:
-        """A connection asked for with `Connect` is up."""
-        raise NotImplementedError
-
-    def other(self, decision: dp.Decision) -> None:
-        """A decision that is not I/O (a task to run, a result): the subclass's business."""
-
-    def get_buffer(self, link: int, sizehint: int) -> memoryview:
-        """Where to read ``link``'s next bytes (the core's `get_buffer`)."""
-        raise NotImplementedError
-
-    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
-        """``nbytes`` were read into the view `get_buffer` gave for ``link``."""
-        raise NotImplementedError
+        self.exited: asyncio.Future[str] = loop.create_future()
 
     def link_protocol(self, link: int) -> LinkBase:
         """The protocol for a new connection of ``link``: read into place."""
@@ -129,99 +68,12 @@ class Host:
 
         return BufferedLinkProtocol(self, link)
 
-    # -- transports -----------------------------------------------------------------------
+    def connect(self, link: int, address: dp.Address) -> None:
+        self.loop.create_task(self._connect(link, address))
 
-    def attach(self, link: int, transport: asyncio.Transport) -> None:
-        self.transports[link] = transport
-
-    def detach(self, link: int) -> None:
-        if self.transports.pop(link, None) is None:
-            return
-        self._backlog.pop(link, None)
-        self._close_after.discard(link)
-        self.resume(link)
-        self.act(self.lost(link))
-
-    def on_updated(self, link: int, nbytes: int) -> None:
-        decisions = self.updated(link, nbytes)
-        if decisions:
-            self.act(decisions, link)
-
-    def resume(self, link: int) -> None:
-        if link in self._backlog and self._pump(link):
-            return  # more waits: the transport is over the mark again
-        self.paused.discard(link)
-        for reader in self._blocked.pop(link, ()):
-            transport = self.transports.get(reader)
-            if transport is not None and not transport.is_closing():
-                transport.resume_reading()
-
-    def act(self, decisions: Iterable[dp.Decision], source: int = -1) -> None:
-        for d in decisions:
-            if isinstance(d, dp.Write):
-                transport = self.transports.get(d.link)
-                if transport is None or transport.is_closing():
-                    continue
-                backlog = self._backlog.get(d.link)
-                if backlog is not None:
-                    backlog.extend(d.buffers)
-                else:
-                    rest = write(transport, d.buffers)
-                    if rest:
-                        self._backlog[d.link] = rest
-                        self.paused.add(d.link)
-                if d.link in self.paused and source >= 0:
-                    self._block(source, d.link)
-            elif isinstance(d, dp.Close):
-                transport = self.transports.get(d.link)
-                if transport is not None:
-                    if d.reason.startswith(_PROTOCOL_ERROR):
-                        self.refused(d.link, transport, d.reason)
-                    if d.link in self._backlog:
-                        self._close_after.add(d.link)
-                    else:
-                        transport.close()  # flushes what is buffered first
-            elif isinstance(d, dp.Connect):
-                self.loop.create_task(self._connect(d.link, d.address))
-            elif isinstance(d, dp.Exit):
-                if not self.exited.done():
-                    self.exited.set_result(d.reason)
-            else:
-                self.other(d)
-
-    def refused(self, link: int, transport: asyncio.BaseTransport, reason: str) -> None:
-        """The core closes ``link`` for the peer's bad input: one line, no traceback."""
-        from ._memlink import MemoryTransport
-
-        if isinstance(transport, MemoryTransport):
-            peer = "(in-process link)"
-        else:
-            peer = peer_name(transport.get_extra_info("peername"))
-        self.log.warning("dista %s: refused peer %s (link %d): %s", self.name, peer, link, reason)
-
-    def _pump(self, link: int) -> bool:
-        """Write more of ``link``'s backlog; whether some still waits."""
-        transport = self.transports.get(link)
-        backlog = self._backlog.pop(link)
-        if transport is None or transport.is_closing():
-            return False
-        rest = write(transport, list(backlog))
-        if rest:
-            self._backlog[link] = rest
-            return True
-        if link in self._close_after:
-            self._close_after.discard(link)
-            transport.close()
-        return False
-
-    def _block(self, reader: int, slow: int) -> None:
-        transport = self.transports.get(reader)
-        if transport is None or transport.is_closing():
-            return
-        readers = self._blocked.setdefault(slow, set())
-        if reader not in readers:
-            readers.add(reader)
-            transport.pause_reading()
+    def exit(self, reason: str) -> None:
+        if not self.exited.done():
+            self.exited.set_result(reason)
 
     async def _connect(self, link: int, address: dp.Address) -> None:
         try:
@@ -232,51 +84,3 @@ class Host:
             self.act(self.lost(link))
             return
         self.act(self.opened(link))
-
-    def close_all(self) -> None:
-        for transport in list(self.transports.values()):
-            transport.close()
-
-
-def peer_name(peername: Any) -> str:
-    """A transport's ``peername`` as a person reads it: ``host:port``, or what there is."""
-    if isinstance(peername, tuple) and len(peername) >= 2:
-        host, port = peername[0], peername[1]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-    if isinstance(peername, bytes):
-        peername = peername.decode(errors="replace")
-    if isinstance(peername, str):
-        return f"unix:{peername}" if peername else "(a local socket)"
-    return "(unknown address)"  # a socket gone before it was asked
-
-
-def write(transport: asyncio.Transport, buffers: list[Bytes]) -> deque[Bytes] | None:
-    """Write ``buffers`` in order, small ones joined, large ones in slices while the
-    transport is under the mark; what it can't take yet (as views, in order), or None."""
-    if len(buffers) == 1 and len(buffers[0]) <= SLICE:
-        transport.write(buffers[0])
-        return None
-    small: list[Bytes] = []
-    for i, buffer in enumerate(buffers):
-        if len(buffer) < _JOIN_BELOW:
-            small.append(buffer)
-            continue
-        if small:
-            transport.write(b"".join(small) if len(small) > 1 else small[0])
-            small = []
-        size = len(buffer)
-        if size <= SLICE and transport.get_write_buffer_size() <= HIGH_WATER:
-            transport.write(buffer)
-            continue
-        view = memoryview(buffer)
-        pos = 0
-        while pos < size:
-            if transport.get_write_buffer_size() > HIGH_WATER:
-                rest: deque[Bytes] = deque(buffers[i + 1 :])
-                rest.appendleft(view[pos:] if pos else buffer)
-                return rest
-            transport.write(view[pos : pos + SLICE])
-            pos += SLICE
-    if small:
-        transport.write(b"".join(small) if len(small) > 1 else small[0])
-    return None

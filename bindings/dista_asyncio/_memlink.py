@@ -15,6 +15,8 @@ import asyncio
 from collections import deque
 from typing import Any
 
+from dista_runtime.engine import PEER_LABEL
+
 __all__ = ["MemoryTransport", "memory_link"]
 
 _HIGH = 64 << 10
@@ -52,6 +54,8 @@ class MemoryTransport(asyncio.Transport):
         return self._low, self._high
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == PEER_LABEL:
+            return "(in-process link)"
         return default  # no socket, no peer name
 
     def write(self, data: bytes | bytearray | memoryview) -> None:

@@ -187,7 +187,7 @@ def test_a_bad_peer_gets_one_warning_line_and_no_traceback(
 
 
 def test_peer_names() -> None:
-    from dista_asyncio._host import peer_name
+    from dista_runtime.engine import peer_name
 
     assert peer_name(("127.0.0.1", 54321)) == "127.0.0.1:54321"
     assert peer_name(("::1", 7420, 0, 0)) == "[::1]:7420"
