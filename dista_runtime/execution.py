@@ -1,0 +1,202 @@
+"""A worker's execution engine, for any loop: where each task runs, and how it comes back.
+
+The `Worker` core decides what runs (`RunTask`) and what is taken back (`CancelTask`);
+`Execution` carries that out with what the binding's loop offers (`LoopCalls`: call soon,
+call soon from another thread, start a coroutine):
+
+- plain tasks on runner threads (`dista_runtime._runners`: withdrawn before they start,
+  interrupted when cancelled, lending their slot while they block on other results),
+  except those learnt to be short and self-contained, which run inline on the loop
+  (`dista_runtime._inline`);
+- ``async def`` tasks as coroutines on the loop, lending their slot while they await a ref;
+- finished tasks handed back to the loop in batches: one wake-up for however many finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, Protocol
+
+import dista_proto as dp
+
+from ._errors import message_from_exception
+from ._execute import Call, Executor, encode_results
+from ._inline import InlinePolicy, RunOnThread
+from ._runners import Outcome, Runners, run_call
+
+__all__ = ["Execution", "LoopCalls", "TaskHandle"]
+
+
+class TaskHandle(Protocol):
+    """A coroutine the loop runs (asyncio's `Task`): it can be cancelled."""
+
+    def cancel(self) -> Any: ...
+
+    def add_done_callback(self, callback: Callable[[Any], object], /) -> None: ...
+
+
+class LoopCalls(Protocol):
+    """What `Execution` needs of a loop (an asyncio loop has it as it is)."""
+
+    def call_soon(self, callback: Callable[..., object], *args: Any) -> Any: ...
+
+    def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any) -> Any: ...
+
+    def create_task(self, coro: Coroutine[Any, Any, None]) -> Any: ...
+
+
+class Execution:
+    """Runs a worker core's tasks; see the module docstring. ``act`` carries out the core's
+    decisions (the binding's engine); ``current_task`` names the coroutine running now."""
+
+    def __init__(
+        self,
+        core: dp.Worker,
+        threads: int,
+        loop: LoopCalls,
+        act: Callable[[list[dp.Decision]], None],
+        current_task: Callable[[], object],
+    ) -> None:
+        self.core = core
+        self._loop = loop
+        self._act_on = act
+        self._current_task = current_task
+        self.executor = Executor()
+        self.inline = InlinePolicy()
+        self.runners = Runners(threads, self.inline, self.finished, self.blocked)
+        self._done: deque[Outcome] = deque()
+        self._drain_scheduled = False
+        self._tasks: dict[int, TaskHandle] = {}  # async tasks by first result ID
+        self._awaiting: dict[int, int] = {}  # async task -> refs it awaits now (slot lent)
+
+    def decisions(self) -> list[dp.Decision]:
+        """Every decision the core has now (acting on some may queue more)."""
+        out: list[dp.Decision] = []
+        while decisions := self.core.decisions():
+            out.extend(decisions)
+        return out
+
+    def _act(self) -> None:
+        self._act_on(self.decisions())
+
+    def handle(self, decision: dp.Decision) -> None:
+        """Carry out a decision the core left to the binding: run a task, or take one back."""
+        if isinstance(decision, dp.CancelTask):
+            self._cancel(decision)
+            return
+        if not isinstance(decision, dp.RunTask):
+            return
+        try:
+            call = self.executor.prepare(decision)
+        except Exception as e:
+            now = time.time_ns()
+            self.finished((decision.object_id, None, message_from_exception(e), now, now))
+            return
+        if call.is_async:
+            oid = decision.object_id
+            task = self._loop.create_task(self._run_async(decision, call))
+            self._tasks[oid] = task
+            task.add_done_callback(lambda _: self._tasks.pop(oid, None))
+        elif self.inline.may_inline(call.function):
+            try:
+                outcome = run_call(decision, call, self.inline, inline=True)
+            except RunOnThread:
+                self.runners.submit(decision, call)
+                return
+            self._done.append(outcome)
+            if not self._drain_scheduled:
+                self._drain_scheduled = True
+                self._loop.call_soon(self._drain)
+        else:
+            self.runners.submit(decision, call)
+
+    def _cancel(self, decision: dp.CancelTask) -> None:
+        """The head wants a task back: drop it if it has not started, else interrupt it
+        if it was cancelled (a withdrawn task that started just runs on)."""
+        oid = decision.object_id
+        if self.runners.withdraw(oid):
+            self.core.task_withdrawn(oid, time.time_ns())
+            self._act()
+        elif not decision.withdraw:
+            # After the rest of this read's decisions: an interrupted runner takes the next
+            # queued task at once, and cancels of those may be right behind this one.
+            self._loop.call_soon(self._interrupt, oid)
+
+    def _interrupt(self, oid: int) -> None:
+        task = self._tasks.get(oid)
+        if task is not None:
+            task.cancel()
+        else:
+            self.runners.interrupt(oid)
+
+    @contextlib.contextmanager
+    def awaiting(self) -> Iterator[None]:
+        """Around an ``async def`` task's ``await`` of a ref (on the loop): lend its slot,
+        as a runner thread's blocking get does."""
+        task = self._current_task()
+        oid = next((o for o, t in self._tasks.items() if t is task), 0)
+        if not oid:
+            yield
+            return
+        depth = self._awaiting.get(oid, 0)
+        self._awaiting[oid] = depth + 1
+        if not depth:
+            self._mark_blocked(oid, True)
+        try:
+            yield
+        finally:
+            depth = self._awaiting.pop(oid) - 1
+            if depth:
+                self._awaiting[oid] = depth
+            else:
+                self._mark_blocked(oid, False)
+
+    def blocked(self, oid: int, blocked: bool) -> None:
+        """A runner's task blocked on other tasks' results, or resumed (any thread)."""
+        try:
+            self._loop.call_soon_threadsafe(self._mark_blocked, oid, blocked)
+        except RuntimeError:
+            pass  # the loop is gone: the worker is exiting
+
+    def _mark_blocked(self, oid: int, blocked: bool) -> None:
+        now = time.time_ns()
+        if blocked:
+            self.core.task_blocked(oid, now)
+        else:
+            self.core.task_resumed(oid, now)
+        self._act()
+
+    async def _run_async(self, task: dp.RunTask, call: Call) -> None:
+        started = time.time_ns()
+        try:
+            values = encode_results(await call.run(), task.results)
+        except BaseException as e:  # cancelled, SystemExit...: this task's failure only
+            error = message_from_exception(e)
+            self.finished((task.object_id, None, error, started, time.time_ns()))
+        else:
+            self.finished((task.object_id, values, "", started, time.time_ns()))
+
+    def finished(self, outcome: Outcome) -> None:
+        """A task ended (any thread): queue it for the loop, waking the loop once a batch."""
+        self._done.append(outcome)
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:
+                pass  # the loop is gone: the worker is exiting
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        core = self.core
+        done = self._done
+        while done:
+            oid, values, error, started, ended = done.popleft()
+            if values is None:
+                core.task_failed(oid, error, started, ended)
+            else:
+                core.task_done(oid, values, started, ended)
+        self._act()
