@@ -13,6 +13,7 @@ from . import _context, _registry
 from ._address import format_head, parse_head
 from ._errors import DistaError
 from ._local import LocalCluster
+from .loops import binding, choose
 
 __all__ = ["Cluster", "init", "local_pids", "shutdown"]
 
@@ -61,7 +62,11 @@ _cluster: Cluster | None = None
 
 
 def init(
-    address: str | None = None, workers: int | None = None, *, timeout: float = 30.0
+    address: str | None = None,
+    workers: int | None = None,
+    *,
+    timeout: float = 30.0,
+    loop: str | None = None,
 ) -> Cluster:
     """Connect this process to a cluster and return it (a context manager).
 
@@ -70,18 +75,21 @@ def init(
     exit (and on SIGTERM, unless the program handles SIGTERM itself); return once the
     workers have joined, or raise `DistaError` if they die on start. Workers that die later
     are replaced. Tasks registered before this call are known to workers by name; the rest
-    travel by value.
+    travel by value. ``loop`` names the event loop Dista runs on in this process and the
+    local workers (`dista_runtime.loops`: ``DISTA_LOOP``, else detected, else asyncio).
     """
     global _cluster
     if _cluster is not None and not _cluster.context.session.closed:
         raise DistaError("dista.init() was already called: call dista.shutdown() first")
-    from dista_asyncio import connect_blocking, connect_local
+    name = choose(loop)
+    backend = binding(name)
+    connect_blocking, connect_local = backend.connect_blocking, backend.connect_local
 
     address = address or os.environ.get("DISTA_ADDRESS") or None
     local: LocalCluster | None = None
     if address is None:
         names, _ = _registry.snapshot()
-        local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names))
+        local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names), loop=name)
     try:
         if local is not None:
             context = connect_local(local.take_listener(), local.address, timeout, local)

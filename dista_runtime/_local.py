@@ -44,7 +44,9 @@ def _child_env() -> dict[str, str]:
 
 
 class LocalCluster:
-    def __init__(self, workers: int, modules: list[str], worker_threads: int = 1) -> None:
+    def __init__(
+        self, workers: int, modules: list[str], worker_threads: int = 1, loop: str = "asyncio"
+    ) -> None:
         if workers < 1:
             raise ValueError(f"a local cluster needs at least one worker, not {workers}")
         #: How many workers the cluster keeps alive.
@@ -63,6 +65,7 @@ class LocalCluster:
         command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head", head]
         command += ["--parent", str(os.getpid()), "--threads", str(worker_threads)]
         command += [arg for m in modules for arg in ("--import", m)]
+        command += ["--loop", loop]
         self.supervisor = Supervisor(
             command,
             workers,

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["main"]
 
@@ -52,23 +53,22 @@ def _tune_process() -> None:
     gc.set_threshold(20_000, 20, 50)
 
 
-def _run(coro: object) -> object:
-    from dista_asyncio import new_event_loop
+def _binding(args: argparse.Namespace) -> Any:
+    """The binding package that runs this role (``--loop``, ``DISTA_LOOP``, or detected)."""
+    from .loops import binding
 
-    loop = new_event_loop()
-    try:
-        return loop.run_until_complete(coro)  # type: ignore[arg-type]
-    finally:
-        loop.close()
+    return binding(args.loop)
+
+
+def _run(args: argparse.Namespace, coro: Any) -> Any:
+    return _binding(args).run(coro)
 
 
 # -- head ------------------------------------------------------------------------------------
 
 
 async def _head(args: argparse.Namespace) -> str:
-    from dista_asyncio import serve_head
-
-    server = await serve_head(
+    server = await _binding(args).serve_head(
         args.host,
         args.port,
         worker_slots=args.worker_slots,
@@ -80,12 +80,13 @@ async def _head(args: argparse.Namespace) -> str:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, server.head_stop, "stopped by a signal")
-    return await server.wait_closed()
+    reason: str = await server.wait_closed()
+    return reason
 
 
 def cmd_head(args: argparse.Namespace) -> int:
     _tune_process()
-    reason = _run(_head(args))
+    reason = _run(args, _head(args))
     print(f"dista head: {reason}", file=sys.stderr)
     return 0
 
@@ -120,8 +121,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"dista worker: cannot import the task modules: {e!r}", file=sys.stderr)
         return 2
-    from dista_asyncio import run_worker
-
+    run_worker = _binding(args).run_worker
     _tune_process()
     host, port = args.head
 
@@ -129,10 +129,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
         ready: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         if args.ready_fd is not None:
             ready.add_done_callback(lambda _: signal_ready(args.ready_fd))
-        return await run_worker(host, port, host=args.host, threads=args.threads, ready=ready)
+        reason: str = await run_worker(
+            host, port, host=args.host, threads=args.threads, ready=ready
+        )
+        return reason
 
     try:
-        _run(serve())
+        _run(args, serve())
     except ConnectionError as e:
         print(f"dista worker: {e}", file=sys.stderr)
         return EXIT_NO_HEAD
@@ -157,6 +160,8 @@ def _worker_processes(args: argparse.Namespace) -> int:
         command += ["--import", module]
     if args.host:
         command += ["--host", args.host]
+    if args.loop:
+        command += ["--loop", args.loop]
     stopping: list[int] = []
     deaths: list[Death] = []
     done = threading.Event()
@@ -203,10 +208,9 @@ def _worker_processes(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace, request: object) -> object:
-    from dista_asyncio import ask_head
-
+    ask_head = _binding(args).ask_head
     host, port = args.head
-    return _run(ask_head(host, port, request, args.timeout))  # type: ignore[arg-type]
+    return _run(args, ask_head(host, port, request, args.timeout))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -287,7 +291,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
 
     def start() -> object:
-        return _cluster.init(workers=args.workers)
+        return _cluster.init(workers=args.workers, loop=args.loop)
 
     _context.auto_init = start
     sys.argv = [args.script, *args.args]
@@ -320,6 +324,18 @@ def _version() -> str:
         return f"dista {version('dista')}"
     except PackageNotFoundError:
         return "dista (version unknown: not installed as a package)"
+
+
+def _loop_option(p: argparse.ArgumentParser) -> None:
+    from .loops import LOOPS
+
+    p.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default=None,
+        help="the event loop Dista runs on (default: DISTA_LOOP, else what the process "
+        "runs, else asyncio)",
+    )
 
 
 class _VersionAction(argparse.Action):
@@ -382,6 +398,7 @@ def parser() -> argparse.ArgumentParser:
         help="how long a task waits for a worker that can run it (one that imports its "
         f"driver's task modules) before it fails saying so (default {dp.NO_WORKER_GRACE_NS / 1e9:g})",
     )
+    _loop_option(p)
     p.set_defaults(func=cmd_head)
 
     p = sub.add_parser(
@@ -415,6 +432,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    _loop_option(p)
     p.set_defaults(func=cmd_worker)
 
     for name, func, text in [
@@ -446,6 +464,7 @@ def parser() -> argparse.ArgumentParser:
                 help="a module defining tasks, to name them module.function "
                 "(repeat, or separate with commas; unnamed tasks show their hash)",
             )
+        _loop_option(p)
         p.set_defaults(func=func)
 
     p = sub.add_parser(
@@ -457,6 +476,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("script", help="the Python script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     p.add_argument("--workers", type=int, help="worker processes (default: one per core)")
+    _loop_option(p)
     p.set_defaults(func=cmd_run)
     return top
 

@@ -31,6 +31,38 @@ def test_core_imports_nothing_impure() -> None:
     assert offenders == []
 
 
+BINDINGS = {"dista_asyncio", "dista_anyio", "dista_gevent"}
+
+
+def _imported(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def test_the_runtime_imports_no_binding_and_no_binding_another() -> None:
+    """The runtime picks its binding by name at run time (`dista_runtime.loops`); bindings
+    are siblings that never import each other."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in sorted((ROOT / "dista_runtime").rglob("*.py"))
+        for line, name in _imported(path)
+        if name.split(".")[0] in BINDINGS
+    ]
+    for binding in sorted((ROOT / "bindings").iterdir()):
+        offenders += [
+            f"{path.relative_to(ROOT)}:{line} imports {name}"
+            for path in sorted(binding.rglob("*.py"))
+            for line, name in _imported(path)
+            if name.split(".")[0] in BINDINGS - {binding.name}
+        ]
+    assert offenders == []
+
+
 def _run(tool: str, *args: str) -> None:
     exe = shutil.which(tool, path=str(Path(sys.executable).parent)) or shutil.which(tool)
     if exe is None:

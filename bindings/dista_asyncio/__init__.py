@@ -12,7 +12,7 @@ from ._connect import connect, connect_blocking, connect_local
 from ._driver import DriverHost, connect_driver
 from ._head import HeadServer, serve_head
 from ._host import HIGH_WATER, LOW_WATER
-from ._loop import LoopThread, new_event_loop
+from ._loop import LoopThread, new_event_loop, run
 from ._observer import ask_head
 from ._worker import WorkerHost, run_worker
 
@@ -29,6 +29,7 @@ __all__ = [
     "connect_local",
     "connect_driver",
     "new_event_loop",
+    "run",
     "run_worker",
     "serve_head",
 ]

@@ -7,9 +7,18 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["LoopThread", "new_event_loop"]
+__all__ = ["LoopThread", "new_event_loop", "run"]
 
 T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end on a new loop (uvloop when installed): a CLI role's main."""
+    loop = new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

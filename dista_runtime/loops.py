@@ -1,0 +1,82 @@
+"""Which binding runs Dista in this process: chosen by name at run time, as anyio chooses
+its backend, so that the runtime imports no binding by name.
+
+``dista.init(loop=...)``, ``DISTA_LOOP`` and every CLI role's ``--loop`` name one of
+`LOOPS`. Without a name, the process's own loop decides: a gevent-patched process gets
+gevent, a call from inside trio gets anyio, anything else asyncio (with uvloop when it is
+installed) — each only once its binding exists (`available`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from types import ModuleType
+from typing import Final
+
+from ._errors import DistaError
+
+__all__ = ["LOOPS", "available", "binding", "choose"]
+
+#: Loop names, and the binding package that runs each.
+_PACKAGES: Final = {
+    "asyncio": "dista_asyncio",
+    "anyio": "dista_anyio",
+    "trio": "dista_anyio",
+    "gevent": "dista_gevent",
+}
+LOOPS: Final = tuple(_PACKAGES)
+#: What the runtime calls on a binding: a package without them is not written yet.
+_API: Final = ("ask_head", "connect_blocking", "connect_local", "run", "run_worker", "serve_head")
+
+
+def _load(name: str) -> ModuleType | None:
+    try:
+        module = importlib.import_module(_PACKAGES[name])
+    except ImportError:
+        return None
+    return module if all(hasattr(module, f) for f in _API) else None
+
+
+def available(name: str) -> bool:
+    """Whether the binding for loop ``name`` is installed and complete."""
+    return name in _PACKAGES and _load(name) is not None
+
+
+def _detected() -> str:
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("socket"):
+        return "gevent"
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_root_task()
+        except RuntimeError:
+            pass  # trio is imported, but this is not a trio run
+        else:
+            return "anyio"
+    return "asyncio"
+
+
+def choose(loop: str | None = None) -> str:
+    """The loop's name: ``loop``, else ``DISTA_LOOP``, else the process's own (see above)."""
+    name = loop or os.environ.get("DISTA_LOOP") or ""
+    if name:
+        if name not in _PACKAGES:
+            raise DistaError(f"unknown loop {name!r}: choose one of {', '.join(LOOPS)}")
+        return name
+    detected = _detected()
+    return detected if available(detected) else "asyncio"
+
+
+def binding(loop: str | None = None) -> ModuleType:
+    """The binding package that runs loop ``loop`` (see `choose`)."""
+    name = choose(loop)
+    module = _load(name)
+    if module is None:
+        raise DistaError(
+            f"Dista's {name} binding ({_PACKAGES[name]}) is not available in this "
+            "installation: use loop='asyncio' (or DISTA_LOOP=asyncio, --loop asyncio)"
+        )
+    return module

@@ -1,0 +1,54 @@
+"""The binding is chosen by name at run time: `init(loop=)`, `DISTA_LOOP`, `--loop`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import dista_runtime as dista
+from dista_runtime import loops
+
+
+def test_asyncio_unless_told_or_detected_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DISTA_LOOP", raising=False)
+    assert loops.choose() == "asyncio"
+    assert loops.binding().__name__ == "dista_asyncio"
+    monkeypatch.setenv("DISTA_LOOP", "asyncio")
+    assert loops.choose() == "asyncio"
+
+
+def test_an_unknown_loop_says_which_there_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISTA_LOOP", "tokio")
+    with pytest.raises(dista.DistaError, match="unknown loop 'tokio': choose one of asyncio"):
+        loops.choose()
+    with pytest.raises(dista.DistaError, match="unknown loop"):
+        dista.init(loop="tokio")
+
+
+def test_a_binding_not_in_this_installation_is_a_clear_error() -> None:
+    if loops.available("gevent"):
+        pytest.skip("the gevent binding is installed")
+    with pytest.raises(dista.DistaError, match=r"binding .* is not available.*loop='asyncio'"):
+        dista.init(loop="gevent")
+
+
+def test_every_cli_role_takes_loop() -> None:
+    for role in ("head", "worker", "status", "timeline", "stop", "run"):
+        out = subprocess.run(
+            [sys.executable, "-m", "dista_runtime.cli", role, "--help"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        assert "--loop" in out, role
+    bad = subprocess.run(
+        [sys.executable, "-m", "dista_runtime.cli", "status", "--loop", "tokio"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "invalid choice: 'tokio'" in bad.stderr
