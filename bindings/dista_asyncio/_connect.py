@@ -8,8 +8,13 @@ import time
 from typing import Protocol
 
 import dista_proto as dp
-from dista_runtime import _context, _registry
-from dista_runtime._errors import DistaError
+from dista_runtime.binding import (
+    Context,
+    DistaError,
+    clear_context,
+    install_context,
+    registry_snapshot,
+)
 
 from ._driver import DriverHost, connect_driver
 from ._head import HeadServer, serve_head
@@ -42,16 +47,16 @@ class LocalWorkers(Protocol):
         ...
 
 
-def connect_blocking(host: str, port: int, timeout: float = 10.0) -> _context.Context:
+def connect_blocking(host: str, port: int, timeout: float = 10.0) -> Context:
     """A driver on a background loop thread; `Context.close` ends both."""
-    names, registry = _registry.snapshot()
+    names, registry = registry_snapshot()
     thread = LoopThread()
     try:
         driver = thread.run(connect_driver(host, port, registry, dp.Role.DRIVER, timeout))
     except BaseException:
         thread.stop()
         raise
-    context = _context.Context(driver.session, names, (host, port))
+    context = Context(driver.session, names, (host, port))
 
     def close() -> None:
         if not thread.loop.is_closed():
@@ -65,17 +70,17 @@ def connect_blocking(host: str, port: int, timeout: float = 10.0) -> _context.Co
     return context
 
 
-async def connect(host: str, port: int, timeout: float = 10.0) -> _context.Context:
+async def connect(host: str, port: int, timeout: float = 10.0) -> Context:
     """Join as this process's driver on the running loop: ``await ref`` needs no thread.
 
     Close it with ``for close in context.close: close()`` (or `dista.shutdown`).
     """
-    names, registry = _registry.snapshot()
+    names, registry = registry_snapshot()
     driver: DriverHost = await connect_driver(host, port, registry, dp.Role.DRIVER, timeout)
-    context = _context.Context(driver.session, names, (host, port))
+    context = Context(driver.session, names, (host, port))
     context.close.append(lambda: driver.loop.create_task(driver.close()))
-    context.close.append(lambda: _context.clear(context))
-    _context.install(context)
+    context.close.append(lambda: clear_context(context))
+    install_context(context)
     return context
 
 
@@ -84,7 +89,7 @@ def connect_local(
     address: tuple[str, int],
     timeout: float = 10.0,
     workers: LocalWorkers | None = None,
-) -> _context.Context:
+) -> Context:
     """Serve a local cluster's head on ``listener`` and join it as the driver, both on one
     background loop thread; `Context.close` stops the head (it stops its workers) and it.
 
@@ -92,7 +97,7 @@ def connect_local(
     ``timeout`` in all), or raise `DistaError` as soon as they cannot start; the head asks
     ``workers.why_lost`` how a lost worker's process ended.
     """
-    names, registry = _registry.snapshot()
+    names, registry = registry_snapshot()
     thread = LoopThread()
     served: list[HeadServer] = []  # once the head serves the listener, it closes it
     deadline = time.monotonic() + timeout
@@ -122,7 +127,7 @@ def connect_local(
             listener.close()
         thread.stop()
         raise
-    context = _context.Context(driver.session, names, address)
+    context = Context(driver.session, names, address)
 
     async def stop() -> None:
         await driver.close()  # the head's last driver left: it stops its workers, then exits

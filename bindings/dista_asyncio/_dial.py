@@ -1,4 +1,4 @@
-"""Connecting to a head by its address, TCP or Unix (`dista_runtime._address`)."""
+"""Connecting to a head by its address, TCP or Unix (see `dista_runtime.binding.unix_path`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
-from dista_runtime._address import unix_path
+from dista_runtime.binding import unix_path
 
 __all__ = ["dial", "open_stream"]
 

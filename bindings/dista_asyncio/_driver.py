@@ -6,9 +6,7 @@ import asyncio
 import threading
 
 import dista_proto as dp
-from dista_runtime._address import format_head
-from dista_runtime._memory import allocate, ready
-from dista_runtime._session import Session
+from dista_runtime.binding import Session, allocate, format_head, ready
 
 from ._dial import dial
 from ._host import Host

@@ -22,8 +22,7 @@ from collections.abc import Callable
 from typing import Final
 
 import dista_proto as dp
-from dista_runtime._memory import allocate, ready
-from dista_runtime._registry import BY_VALUE_ID, PUT_ID
+from dista_runtime.binding import PORTABLE_TASKS, allocate, ready
 from dista_runtime.engine import Stream
 
 from ._host import Host, LinkBase
@@ -194,7 +193,7 @@ async def serve_head(
         exit_without_drivers=local,
         allocate=allocate,
         # By-value functions and put values run on any worker, whatever its registry.
-        portable_tasks=(BY_VALUE_ID, PUT_ID),
+        portable_tasks=PORTABLE_TASKS,
         no_worker_grace_ns=int(no_worker_grace * 1e9),
     )
     server = HeadServer(loop, head, why_lost)

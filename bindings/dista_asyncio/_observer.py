@@ -9,7 +9,7 @@ import asyncio
 import time
 
 import dista_proto as dp
-from dista_runtime._address import format_head
+from dista_runtime.binding import format_head
 
 from ._dial import open_stream
 

@@ -11,10 +11,17 @@ import time
 from typing import Any
 
 import dista_proto as dp
-import dista_runtime._session as session_module
-from dista_runtime import _context, _registry
-from dista_runtime._address import format_head, unix_path
-from dista_runtime._memory import allocate, ready
+from dista_runtime.binding import (
+    Context,
+    allocate,
+    clear_context,
+    format_head,
+    install_context,
+    install_worker_hooks,
+    ready,
+    registry_snapshot,
+    unix_path,
+)
 from dista_runtime.execution import Execution
 
 from ._dial import dial
@@ -99,7 +106,7 @@ async def run_worker(
     """
     loop = asyncio.get_running_loop()
     bind = host or _advertised_host(head_host)
-    names, registry = _registry.snapshot()
+    names, registry = registry_snapshot()
     box: list[WorkerHost] = []
     server = await loop.create_server(lambda: box[0].protocol(), bind, 0)
     port = server.sockets[0].getsockname()[1]
@@ -108,9 +115,9 @@ async def run_worker(
     box.append(worker)
     global CURRENT
     CURRENT = worker
-    session_module.on_block = worker.runners.blocking
-    session_module.on_await = worker.execution.awaiting
-    session_module.on_use = worker.inline.session_used
+    install_worker_hooks(
+        worker.runners.blocking, worker.execution.awaiting, worker.inline.session_used
+    )
     # The client first: a task may submit work as soon as the head knows this worker.
     if client:
         try:
@@ -118,9 +125,9 @@ async def run_worker(
         except ConnectionError:
             worker.client = None
         else:
-            ctx = _context.Context(worker.client.session, names, (head_host, head_port))
-            _context.clear()
-            _context.install(ctx)
+            ctx = Context(worker.client.session, names, (head_host, head_port))
+            clear_context()
+            install_context(ctx)
     try:
         await dial(loop, lambda: worker.link_protocol(0), head_host, head_port)
     except OSError as e:
