@@ -15,11 +15,11 @@ from dista_runtime.binding import (
     install_context,
     registry_snapshot,
 )
+from dista_runtime.memlink import memory_link
 
 from ._driver import DriverHost, connect_driver
 from ._head import HeadServer, serve_head
 from ._loop import LoopThread
-from ._memlink import memory_link
 
 __all__ = ["LocalWorkers", "connect", "connect_blocking", "connect_local"]
 
@@ -166,10 +166,10 @@ async def _workers_joined(server: HeadServer, workers: LocalWorkers, deadline: f
 
 
 async def _attach_driver(server: HeadServer, registry: int, timeout: float) -> DriverHost:
-    """A driver linked to ``server`` on this loop in memory (`_memlink`), welcomed."""
+    """A driver linked to ``server`` on this loop in memory (`dista_runtime.memlink`), welcomed."""
     loop = asyncio.get_running_loop()
     driver = DriverHost(loop, registry, dp.Role.DRIVER)
-    memory_link(loop, driver.link_protocol(0), server.protocol())
+    memory_link(loop.call_soon, driver.link_protocol(0), server.protocol())
     driver.act(driver.session.start())
     try:
         await asyncio.wait_for(asyncio.shield(driver.welcomed), timeout)

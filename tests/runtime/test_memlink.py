@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from dista_asyncio._memlink import memory_link
+from dista_runtime.memlink import memory_link
 
 
 class Recorder(asyncio.Protocol):
@@ -51,7 +51,7 @@ async def _turns(n: int = 5) -> None:
 def test_bytes_arrive_in_order_on_a_later_turn_and_the_writer_keeps_its_buffer() -> None:
     async def main() -> None:
         a, b = Recorder(), Recorder()
-        ta, tb = memory_link(asyncio.get_running_loop(), a, b)
+        ta, tb = memory_link(asyncio.get_running_loop().call_soon, a, b)
         assert a.made and b.made
         buffer = bytearray(b"one ")
         ta.write(buffer)
@@ -70,7 +70,7 @@ def test_bytes_arrive_in_order_on_a_later_turn_and_the_writer_keeps_its_buffer()
 def test_a_buffered_protocol_reads_into_place() -> None:
     async def main() -> None:
         a, b = Recorder(), Buffered()
-        ta, _ = memory_link(asyncio.get_running_loop(), a, b)
+        ta, _ = memory_link(asyncio.get_running_loop().call_soon, a, b)
         ta.write(b"0123456789" * 10)
         await _turns()
         assert b.data == b"0123456789" * 10
@@ -81,7 +81,7 @@ def test_a_buffered_protocol_reads_into_place() -> None:
 def test_the_writer_pauses_over_the_mark_and_resumes_when_the_reader_takes() -> None:
     async def main() -> None:
         a, b = Recorder(), Recorder()
-        ta, tb = memory_link(asyncio.get_running_loop(), a, b)
+        ta, tb = memory_link(asyncio.get_running_loop().call_soon, a, b)
         ta.set_write_buffer_limits(high=100, low=10)
         tb.pause_reading()
         for _ in range(5):
@@ -99,7 +99,7 @@ def test_the_writer_pauses_over_the_mark_and_resumes_when_the_reader_takes() -> 
 def test_closing_one_end_delivers_what_was_written_then_closes_both() -> None:
     async def main() -> None:
         a, b = Recorder(), Recorder()
-        ta, tb = memory_link(asyncio.get_running_loop(), a, b)
+        ta, tb = memory_link(asyncio.get_running_loop().call_soon, a, b)
         ta.write(b"last words")
         ta.close()
         assert ta.is_closing()

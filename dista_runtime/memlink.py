@@ -1,33 +1,50 @@
-"""A link between two protocols on one loop, without a socket: the driver of a local cluster
-and the head it runs on its own loop.
+"""A link between two protocols on one loop, without a socket, for any loop: the driver of
+a local cluster and the head it runs on its own loop.
 
 Through a socket, every message between them cost a write and a read system call and a
 turn of the loop waiting for the read; here a write hands the bytes to the other end, which
-takes them on the loop's next turn. It behaves as a transport does where the `Host`
-relies on it: `write` never blocks, the writer is paused above the high-water mark of what
+takes them on the loop's next turn (the binding's ``call_soon``). It behaves as a transport
+does where the engine (`dista_runtime.engine`) relies on it: `write` never blocks, the writer is paused above the high-water mark of what
 the reader has not taken yet and resumed below the low one, the reader can pause reading,
 and closing one end closes the other after it has taken what was already written.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from dista_runtime.engine import PEER_LABEL
+from .engine import PEER_LABEL
 
-__all__ = ["MemoryTransport", "memory_link"]
+__all__ = ["CallSoon", "LinkEnd", "MemoryTransport", "memory_link"]
+
+#: The loop's "call this on your next turn" (asyncio's ``loop.call_soon``).
+CallSoon = Callable[..., object]
+
+
+class LinkEnd(Protocol):
+    """What each end's protocol offers (asyncio's protocols have it): it is told of its
+    transport, its writes' pressure and its end; it takes bytes by ``get_buffer`` and
+    ``buffer_updated``, or, without them, ``data_received``."""
+
+    def connection_made(self, transport: Any) -> None: ...
+
+    def connection_lost(self, exc: Exception | None) -> None: ...
+
+    def pause_writing(self) -> None: ...
+
+    def resume_writing(self) -> None: ...
+
 
 _HIGH = 64 << 10
 
 
-class MemoryTransport(asyncio.Transport):
+class MemoryTransport:
     """One end of an in-process link; `memory_link` makes the pair."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: asyncio.BaseProtocol) -> None:
-        super().__init__()
-        self._loop = loop
+    def __init__(self, call_soon: CallSoon, protocol: LinkEnd) -> None:
+        self._call_soon = call_soon
         self._protocol = protocol
         self.peer: MemoryTransport | None = None
         self._inbox: deque[bytes | memoryview] = deque()  # written by the peer, not taken yet
@@ -83,7 +100,7 @@ class MemoryTransport(asyncio.Transport):
         if self._closing:
             return
         self._closing = True
-        self._loop.call_soon(self._connection_lost)
+        self._call_soon(self._connection_lost)
         peer = self.peer
         if peer is not None and not peer._closing:
             peer._schedule(force=True)  # it takes what is left, then closes too
@@ -112,7 +129,7 @@ class MemoryTransport(asyncio.Transport):
     def _schedule(self, force: bool = False) -> None:
         if not self._scheduled and (self._reading or force):
             self._scheduled = True
-            self._loop.call_soon(self._deliver)
+            self._call_soon(self._deliver)
 
     def _deliver(self) -> None:
         self._scheduled = False
@@ -120,14 +137,15 @@ class MemoryTransport(asyncio.Transport):
         while self._inbox and self._reading and not self._closing:
             data = self._inbox.popleft()
             self._inbox_size -= memoryview(data).nbytes
-            if isinstance(protocol, asyncio.BufferedProtocol):
+            get_buffer = getattr(protocol, "get_buffer", None)
+            if get_buffer is not None:
                 view = memoryview(data)
                 while view:
-                    buffer = memoryview(protocol.get_buffer(len(view)))
+                    buffer = memoryview(get_buffer(len(view)))
                     n = min(len(buffer), len(view))
                     buffer[:n] = view[:n]
                     view = view[n:]
-                    protocol.buffer_updated(n)
+                    protocol.buffer_updated(n)  # type: ignore[attr-defined]
             else:
                 protocol.data_received(bytes(data))  # type: ignore[attr-defined]
         writer = self.peer
@@ -147,10 +165,11 @@ class MemoryTransport(asyncio.Transport):
 
 
 def memory_link(
-    loop: asyncio.AbstractEventLoop, a: asyncio.BaseProtocol, b: asyncio.BaseProtocol
+    call_soon: CallSoon, a: LinkEnd, b: LinkEnd
 ) -> tuple[MemoryTransport, MemoryTransport]:
-    """Connect protocols ``a`` and ``b``: each gets `connection_made` with its end."""
-    ta, tb = MemoryTransport(loop, a), MemoryTransport(loop, b)
+    """Connect protocols ``a`` and ``b`` on the loop of ``call_soon``: each gets
+    `connection_made` with its end."""
+    ta, tb = MemoryTransport(call_soon, a), MemoryTransport(call_soon, b)
     ta.peer, tb.peer = tb, ta
     a.connection_made(ta)
     b.connection_made(tb)
