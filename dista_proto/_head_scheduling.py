@@ -332,16 +332,14 @@ class Scheduling:
             victim, task = None, None
             most = 1  # a worker running one task has nothing waiting behind it
             for other in self._workers_of[worker.registry]:
-                if other is worker:
+                if other is worker or len(other.running) <= most:
                     continue
-                waiting = [
-                    t
-                    for t in other.running.values()
-                    if not (t.blocked or t.withdrawing or t.dropped)
-                ]
-                if len(waiting) > most:
-                    most = len(waiting)
-                    victim, task = other, waiting[-1]  # the newest: least likely started
+                count, newest = 0, None
+                for t in other.running.values():
+                    if not (t.blocked or t.withdrawing or t.dropped):
+                        count, newest = count + 1, t  # the newest: least likely started
+                if count > most:
+                    most, victim, task = count, other, newest
             if victim is None or task is None:
                 return
             task.withdrawing = True

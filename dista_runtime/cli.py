@@ -326,6 +326,21 @@ def _version() -> str:
         return "dista (version unknown: not installed as a package)"
 
 
+def _head_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--head",
+        type=_address,
+        default=DEFAULT_HEAD,
+        help=f"the head's HOST:PORT, or unix:PATH for one on this machine (default {DEFAULT_HEAD})",
+    )
+
+
+def _import_option(p: argparse.ArgumentParser, text: str) -> None:
+    p.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE", help=text
+    )
+
+
 def _loop_option(p: argparse.ArgumentParser) -> None:
     from .loops import LOOPS
 
@@ -407,20 +422,8 @@ def parser() -> argparse.ArgumentParser:
         description="Run worker processes that execute the tasks of the "
         "modules given with --import.",
     )
-    p.add_argument(
-        "--head",
-        type=_address,
-        default=DEFAULT_HEAD,
-        help=f"the head's HOST:PORT, or unix:PATH for one on this machine (default {DEFAULT_HEAD})",
-    )
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="a module defining tasks (repeat, or separate with commas)",
-    )
+    _head_option(p)
+    _import_option(p, "a module defining tasks (repeat, or separate with commas)")
     p.add_argument("--processes", type=int, default=1, help="worker processes (default 1)")
     p.add_argument(
         "--threads", type=int, default=1, help="threads for user code per process (default 1)"
@@ -441,12 +444,7 @@ def parser() -> argparse.ArgumentParser:
         ("stop", cmd_stop, "stop the head and its workers"),
     ]:
         p = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
-        p.add_argument(
-            "--head",
-            type=_address,
-            default=DEFAULT_HEAD,
-            help=f"the head's HOST:PORT, or unix:PATH for one on this machine (default {DEFAULT_HEAD})",
-        )
+        _head_option(p)
         p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default 10)")
         if name == "timeline":
             p.add_argument(
@@ -455,13 +453,9 @@ def parser() -> argparse.ArgumentParser:
                 metavar="trace.json",
                 help="write a Chrome trace (Perfetto, chrome://tracing) instead",
             )
-            p.add_argument(
-                "--import",
-                dest="imports",
-                action="append",
-                default=[],
-                metavar="MODULE",
-                help="a module defining tasks, to name them module.function "
+            _import_option(
+                p,
+                "a module defining tasks, to name them module.function "
                 "(repeat, or separate with commas; unnamed tasks show their hash)",
             )
         _loop_option(p)
