@@ -9,9 +9,10 @@ Object servers stay on TCP: their addresses are IPv4 on the wire.
 
 from __future__ import annotations
 
+import socket
 from typing import Final
 
-__all__ = ["UNIX", "format_head", "parse_head", "unix_path"]
+__all__ = ["UNIX", "format_head", "listen_socket", "parse_head", "socket_address", "unix_path"]
 
 UNIX: Final = "unix:"
 
@@ -37,3 +38,22 @@ def format_head(host: str, port: int) -> str:
 def unix_path(host: str) -> str | None:
     """The socket path of a ``unix:PATH`` host; None for a TCP one."""
     return host[len(UNIX) :] if host.startswith(UNIX) else None
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` (``unix:PATH``: a Unix socket there)."""
+    path = unix_path(host)
+    if path is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+        sock.listen(1024)
+        return sock
+    return socket.create_server((host, port), backlog=1024)
+
+
+def socket_address(sock: socket.socket) -> tuple[str, int]:
+    """Where ``sock`` listens, as head addresses are passed around (``unix:PATH``, 0)."""
+    name = sock.getsockname()
+    if isinstance(name, str):
+        return f"{UNIX}{name}", 0
+    return name[0], name[1]

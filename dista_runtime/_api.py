@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sys
 import threading
@@ -11,7 +12,7 @@ from typing import Any, TypeVar, overload
 
 import dista_proto as dp
 
-from . import _context, _session
+from . import _context
 from ._errors import GetTimeoutError
 from ._ids import PUT_NAME, task_id
 from ._progress import Progress
@@ -97,7 +98,8 @@ def _wait_all(refs: Sequence[ObjectRef[Any]], deadline: float | None, progress: 
                 left[0] += 1
     one()
     total = len(refs)
-    with _session.on_block():  # in a task: lend this thread's slot while we wait
+    blocking = refs[0]._session.blocking() if refs else contextlib.nullcontext()
+    with blocking:  # in a task: lend this thread's slot while we wait
         while not event.wait(0.1):
             progress.update(total - left[0])
             if deadline is not None and time.monotonic() >= deadline:

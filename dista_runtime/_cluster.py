@@ -83,7 +83,7 @@ def init(
         raise DistaError("dista.init() was already called: call dista.shutdown() first")
     name = choose(loop)
     backend = binding(name)
-    connect_blocking, connect_local = backend.connect_blocking, backend.connect_local
+    from .joining import connect_blocking, connect_local
 
     address = address or os.environ.get("DISTA_ADDRESS") or None
     local: LocalCluster | None = None
@@ -92,10 +92,11 @@ def init(
         local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names), loop=name)
     try:
         if local is not None:
-            context = connect_local(local.take_listener(), local.address, timeout, local)
+            listener = local.take_listener()
+            context = connect_local(backend.background(), listener, local.address, timeout, local)
         else:
             assert address is not None
-            context = connect_blocking(*parse_head(address), timeout)
+            context = connect_blocking(backend.background(), *parse_head(address), timeout)
     except BaseException:
         if local is not None:
             local.close(0)

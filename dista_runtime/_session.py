@@ -12,22 +12,24 @@ class, during garbage collection), so they only append to a queue the next flush
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final, Protocol
 
 import dista_proto as dp
 from dista_proto.frame import Bytes
 
+from ._awaiting import wait_latch
 from ._errors import DistaError, GetTimeoutError, error_from_message
 from ._values import decode
+from .loop import Latch
 
-__all__ = ["Session", "SessionIO"]
+__all__ = ["Hooks", "Session", "SessionIO"]
 
 _PENDING: Final = 0
 _LOCATED: Final = 1
@@ -35,23 +37,24 @@ _VALUE: Final = 2
 _FAILED: Final = 3
 
 
-#: Entered around every blocking wait of `get_value`. A worker sets it so that a task
-#: blocked reading another task's result lends its thread slot to another runner.
-on_block: Callable[[], AbstractContextManager[object]] = nullcontext
-
-
-#: Entered around every ``await`` of a ref that is not there yet. A worker sets it so that
-#: an ``async def`` task awaiting another task's result lends its slot meanwhile.
-on_await: Callable[[], AbstractContextManager[object]] = nullcontext
-
-
 def _no_hook() -> None:
     pass
 
 
-#: Called before every submit or wait. A worker sets it so that a task it runs inline on
-#: its loop (`dista_runtime._inline`) is stopped before it submits or blocks there.
-on_use: Callable[[], None] = _no_hook
+@dataclass(frozen=True)
+class Hooks:
+    """What a worker's client session does around its tasks' waits (`install_worker_hooks`
+    is gone: the worker passes these to the session it makes)."""
+
+    #: Entered around every blocking wait of `Session.get_value`: a task blocked reading
+    #: another task's result lends its thread slot to another runner.
+    on_block: Callable[[], AbstractContextManager[object]] = nullcontext
+    #: Entered around every ``await`` of a ref that is not there yet: an ``async def`` task
+    #: awaiting another task's result lends its slot meanwhile.
+    on_await: Callable[[], AbstractContextManager[object]] = nullcontext
+    #: Called before every submit or wait: a task the worker runs inline on its loop
+    #: (`dista_runtime._inline`) is stopped before it submits or blocks there.
+    on_use: Callable[[], None] = _no_hook
 
 
 class SessionIO(Protocol):
@@ -77,9 +80,13 @@ IODecision = dp.Write | dp.Connect | dp.Close | dp.Exit
 
 
 class Session:
-    def __init__(self, core: dp.Driver, io: SessionIO) -> None:
+    def __init__(self, core: dp.Driver, io: SessionIO, hooks: Hooks | None = None) -> None:
         self.core = core
         self.io = io
+        hooks = hooks or Hooks()
+        self._on_block = hooks.on_block
+        self._on_await = hooks.on_await
+        self._on_use = hooks.on_use
         self._lock = threading.Lock()
         self._slots: dict[int, _Slot] = {}
         self._releases: deque[int] = deque()
@@ -88,6 +95,9 @@ class Session:
         self._timeline_waiters = deque()
         self.welcomed = threading.Event()
         self.closed: str = ""
+        #: A cancelled ``await ref`` cancels the ref's task as well (``connect(...,
+        #: cancel_remote=True)``); otherwise it only stops waiting.
+        self.cancel_remote = False
 
     # -- the binding's side (I/O thread) ----------------------------------------------------
 
@@ -220,7 +230,7 @@ class Session:
             raise DistaError(f"this Dista session is closed ({self.closed}); call dista.init()")
 
     def submit(self, task_id: int, argument: Bytes, inputs: Sequence[int], results: int) -> int:
-        on_use()
+        self._on_use()
         with self._lock:
             self._check_open()
             core = self.core
@@ -253,7 +263,7 @@ class Session:
 
     def on_done(self, oid: int, callback: Callable[[], object]) -> bool:
         """Call ``callback`` once ``oid`` is located, has a value or failed; False if it is."""
-        on_use()
+        self._on_use()
         with self._lock:
             slot = self._slots.get(oid)
             if slot is None or slot.state != _PENDING:
@@ -263,7 +273,7 @@ class Session:
 
     def _poll(self, oid: int, callback: Callable[[], object]) -> tuple[bool, Any]:
         """(True, encoded value or failure) if ``oid`` is read; else register ``callback``."""
-        on_use()
+        self._on_use()
         flush = False
         with self._lock:
             slot = self._slots.get(oid)
@@ -280,6 +290,11 @@ class Session:
             self.io.schedule_flush()
         return False, None
 
+    def blocking(self) -> AbstractContextManager[object]:
+        """Entered around a wait of this session's refs outside `get_value` (`dista.get`
+        of many): in a task, its slot is lent meanwhile."""
+        return self._on_block()
+
     def get_value(self, oid: int, timeout: float | None) -> Any:
         if self.io.in_io_thread():
             raise RuntimeError(
@@ -291,24 +306,25 @@ class Session:
             ready, slot = self._poll(oid, event.set)
             if ready:
                 return _outcome(oid, slot)
-            with on_block():
+            with self._on_block():
                 arrived = _wait(event, deadline)
             if not arrived:
                 raise GetTimeoutError(f"object {oid:#x} was not ready within {timeout} s")
 
     async def await_value(self, oid: int) -> Any:
-        loop = asyncio.get_running_loop()
+        """The value, awaited on whatever loop runs the caller (`dista_runtime._awaiting`)."""
         while True:
-            future: asyncio.Future[None] = loop.create_future()
-
-            def wake(f: asyncio.Future[None] = future) -> None:
-                loop.call_soon_threadsafe(_resolve, f)
-
-            ready, slot = self._poll(oid, wake)
+            latch: Latch[None] = Latch()
+            ready, slot = self._poll(oid, partial(latch.set, None))
             if ready:
                 return _outcome(oid, slot)
-            with on_await():
-                await future
+            with self._on_await():
+                try:
+                    await wait_latch(latch, None)
+                except BaseException:  # the awaiting task was cancelled
+                    if self.cancel_remote and not self.closed and not self.is_done(oid):
+                        self.cancel(oid)
+                    raise
 
     def request(self, what: str, timeout: float | None) -> Any:
         """A stats or timeline answer from the head, waiting at most ``timeout`` seconds."""
@@ -331,18 +347,10 @@ class Session:
 
     async def request_async(self, what: str, timeout: float | None) -> Any:
         """`request` for a coroutine: waits without blocking its loop (any loop)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[object] = loop.create_future()
-
-        def got(answer: object) -> None:
-            try:
-                loop.call_soon_threadsafe(_answer, future, answer)
-            except RuntimeError:
-                pass  # that loop is closed: nobody waits any more
-
-        self._ask(what, got)
+        latch: Latch[object] = Latch()
+        self._ask(what, latch.set)
         try:
-            answer = await asyncio.wait_for(future, timeout)
+            answer = await wait_latch(latch, timeout)
         except TimeoutError:
             raise GetTimeoutError(
                 f"the head did not answer a {what} request within {timeout} s"
@@ -351,7 +359,7 @@ class Session:
 
     def _ask(self, what: str, got: Callable[[Any], None]) -> None:
         """Send a stats or timeline request; ``got`` receives the answer (None: closed)."""
-        on_use()
+        self._on_use()
         with self._lock:
             self._check_open()
             self._drain_releases()  # so that the counts include every release made before
@@ -385,16 +393,6 @@ def _wait(event: threading.Event, deadline: float | None) -> bool:
             return event.is_set()
         if event.wait(min(left, _WAIT_SLICE_S)):
             return True
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _answer(future: asyncio.Future[object], answer: object) -> None:
-    if not future.done():
-        future.set_result(answer)
 
 
 def _outcome(oid: int, slot: _Slot) -> Any:

@@ -1,59 +1,42 @@
 """What a binding uses of the runtime: one public, typed surface, so that no binding
 reaches into the runtime's private modules.
 
-Besides this module, a binding builds on `dista_runtime.engine` (carrying out a core's
-decisions over its streams), `dista_runtime.execution` (where a worker's tasks run) and
-`dista_runtime.loops` (how the runtime finds it by name).
+A binding implements `Loop` (`dista_runtime.loop`) for its event loop, reads its
+connections into an `Engine` (by `Link`, for protocol-style connections, or by
+`dista_runtime.sockets` for task-style ones), and waits for a `Latch` the way its loop
+waits. Everything else (the roles, joining, a worker's tasks) is the runtime's, written
+once against `Loop`. `docs/bindings.md` is the guide.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-
-from . import _session
-from ._address import format_head, unix_path
-from ._context import Context, clear, install
+from ._address import format_head, listen_socket, parse_head, socket_address, unix_path
+from ._cluster import Cluster
 from ._errors import DistaError
-from ._memory import allocate, ready
-from ._registry import BY_VALUE_ID, PUT_ID, snapshot
-from ._session import Session, SessionIO
+from .engine import HIGH_WATER, LOW_WATER, Engine, Link, Stream, nodelay
+from .joining import Background, begin, joined
+from .loop import Latch, Listener, Loop, TaskHandle, Timer
 
 __all__ = [
-    "PORTABLE_TASKS",
-    "Context",
+    "HIGH_WATER",
+    "LOW_WATER",
+    "Background",
+    "Cluster",
     "DistaError",
-    "Session",
-    "SessionIO",
-    "allocate",
-    "clear_context",
+    "Engine",
+    "Latch",
+    "Link",
+    "Listener",
+    "Loop",
+    "Stream",
+    "TaskHandle",
+    "Timer",
+    "begin",
     "format_head",
-    "install_context",
-    "install_worker_hooks",
-    "ready",
-    "registry_snapshot",
+    "joined",
+    "listen_socket",
+    "nodelay",
+    "parse_head",
+    "socket_address",
     "unix_path",
 ]
-
-#: Task IDs any worker runs, whatever its registry: by-value functions and `dista.put`.
-PORTABLE_TASKS: tuple[int, ...] = (BY_VALUE_ID, PUT_ID)
-
-#: The task names this process knows by name now, and their registry hash.
-registry_snapshot = snapshot
-#: Make ``context`` this process's (or this thread's) connection to a cluster.
-install_context = install
-#: Forget the installed context (``clear(context)``: only if it is that one).
-clear_context = clear
-
-
-def install_worker_hooks(
-    on_block: Callable[[], AbstractContextManager[object]],
-    on_await: Callable[[], AbstractContextManager[object]],
-    on_use: Callable[[], None],
-) -> None:
-    """In a worker process: what a task's session calls around a blocking wait (``on_block``:
-    lend its slot), around an ``await`` of a ref (``on_await``), and before every submit
-    or wait (``on_use``: stop a task that runs inline)."""
-    _session.on_block = on_block
-    _session.on_await = on_await
-    _session.on_use = on_use

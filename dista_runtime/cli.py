@@ -6,13 +6,16 @@ Imports stay inside the subcommands so that a worker or head process starts fast
 from __future__ import annotations
 
 import argparse
-import asyncio
 import io
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+import dista_proto as dp
+
+from .loop import Latch, Loop
 
 __all__ = ["main"]
 
@@ -60,33 +63,30 @@ def _binding(args: argparse.Namespace) -> Any:
     return binding(args.loop)
 
 
-def _run(args: argparse.Namespace, coro: Any) -> Any:
-    return _binding(args).run(coro)
-
-
 # -- head ------------------------------------------------------------------------------------
 
 
-async def _head(args: argparse.Namespace) -> str:
-    server = await _binding(args).serve_head(
-        args.host,
-        args.port,
-        worker_slots=args.worker_slots,
-        prefetch=args.prefetch,
-        no_worker_grace=args.no_worker_grace,
-    )
-    host, port = server.address
-    print(f"dista head listening on {host}:{port}", file=sys.stderr, flush=True)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, server.head_stop, "stopped by a signal")
-    reason: str = await server.wait_closed()
-    return reason
-
-
 def cmd_head(args: argparse.Namespace) -> int:
+    from .head_host import HeadHost, start_head
+
     _tune_process()
-    reason = _run(args, _head(args))
+    heads: list[HeadHost] = []
+
+    def start(loop: Loop) -> Latch[str]:
+        head = start_head(
+            loop,
+            args.host,
+            args.port,
+            worker_slots=args.worker_slots,
+            prefetch=args.prefetch,
+            no_worker_grace=args.no_worker_grace,
+        )
+        heads.append(head)
+        host, port = head.address
+        print(f"dista head listening on {host}:{port}", file=sys.stderr, flush=True)
+        return head.closed
+
+    reason = _binding(args).run(start, lambda: heads[0].stop("stopped by a signal"))
     print(f"dista head: {reason}", file=sys.stderr)
     return 0
 
@@ -121,21 +121,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"dista worker: cannot import the task modules: {e!r}", file=sys.stderr)
         return 2
-    run_worker = _binding(args).run_worker
+    from .worker_host import start_worker
+
+    backend = _binding(args)
     _tune_process()
     host, port = args.head
 
-    async def serve() -> str:
-        ready: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    def start(loop: Loop) -> Latch[str]:
+        worker = start_worker(loop, host, port, host=args.host, threads=args.threads)
         if args.ready_fd is not None:
-            ready.add_done_callback(lambda _: signal_ready(args.ready_fd))
-        reason: str = await run_worker(
-            host, port, host=args.host, threads=args.threads, ready=ready
-        )
-        return reason
+            worker.ready.add_callback(ready)
+        return worker.done
+
+    def ready(joined: Latch[tuple[str, int]]) -> None:
+        if not joined.failed():
+            signal_ready(args.ready_fd)
 
     try:
-        _run(args, serve())
+        backend.run(start)
     except ConnectionError as e:
         print(f"dista worker: {e}", file=sys.stderr)
         return EXIT_NO_HEAD
@@ -207,10 +210,11 @@ def _worker_processes(args: argparse.Namespace) -> int:
 # -- observer commands ---------------------------------------------------------------------
 
 
-def _ask(args: argparse.Namespace, request: object) -> object:
-    ask_head = _binding(args).ask_head
+def _ask(args: argparse.Namespace, request: dp.Status | dp.Timeline | dp.Stop) -> object:
+    from .observer_host import ask
+
     host, port = args.head
-    return _run(args, ask_head(host, port, request, args.timeout))
+    return _binding(args).run(lambda loop: ask(loop, host, port, request, args.timeout))
 
 
 def cmd_status(args: argparse.Namespace) -> int:

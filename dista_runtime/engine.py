@@ -2,10 +2,11 @@
 
 An `Engine` maps the core's link numbers to streams and carries out its decisions: write
 buffers (small frames joined into one write, large payloads passed as they lie), open a
-connection, close one, exit. A binding gives it streams (`Stream`: asyncio's transports are
-ones as they are) and implements how to open a connection (`connect`) and what exiting
-means on its loop (`exit`); its reader reads bytes into the place the core offers
-(`get_buffer`) and says how many arrived (`on_updated`). Nothing here knows a loop.
+connection (the `Loop`'s `dial`), close one, exit (its `exited` latch). A binding gives it
+streams (`Stream`: asyncio's transports are ones as they are) and reads each connection
+into the place the core offers (`get_buffer`), saying how many bytes arrived
+(`on_updated`); `Link` is that reader's side for bindings whose connections call back as
+asyncio's protocols do. Nothing here knows a loop but through `Loop`.
 
 Flow control: every transport's write buffer has a high-water mark (`HIGH_WATER`). When a
 peer reads slowly and its buffer passes the mark, the link whose input produced more
@@ -29,6 +30,7 @@ logs one line for it, at WARNING, naming the peer (``dista head: refused peer
 from __future__ import annotations
 
 import logging
+import socket
 from collections import deque
 from collections.abc import Iterable
 from typing import Any, ClassVar, Final, Protocol
@@ -36,12 +38,15 @@ from typing import Any, ClassVar, Final, Protocol
 import dista_proto as dp
 from dista_proto.frame import Bytes
 
+from .loop import Latch, Loop
+
 __all__ = [
     "HIGH_WATER",
     "LOW_WATER",
     "PEER_LABEL",
     "SLICE",
     "Engine",
+    "Link",
     "Stream",
     "peer_name",
     "write",
@@ -56,6 +61,8 @@ SLICE: Final = 1 << 20
 _PROTOCOL_ERROR: Final = "protocol error"
 #: A stream's extra info: how to name its peer in a log line, when not by its address.
 PEER_LABEL: Final = "dista_peer_label"
+#: How long opening a connection the core asks for (`Connect`: an object server) may take.
+DIAL_TIMEOUT_S: Final = 10.0
 
 
 class Stream(Protocol):
@@ -77,14 +84,16 @@ class Stream(Protocol):
 
 
 class Engine:
-    """The streams of one core; subclasses say where the core reads and what it decides,
-    and the binding how to connect and what exiting is."""
+    """The streams of one core on ``loop``; subclasses say where the core reads and what it
+    decides. ``exited`` is settled with the reason when the core exits."""
 
     #: Who this engine is in its log lines ("dista head: ...", logger ``dista.head``); by
     #: default the name of the module defining the subclass (``_head`` gives "head").
     role_name: ClassVar[str] = ""
 
-    def __init__(self) -> None:
+    def __init__(self, loop: Loop) -> None:
+        self.loop = loop
+        self.exited: Latch[str] = Latch()
         name = self.role_name or type(self).__module__.rsplit(".", 1)[-1].strip("_")
         self.name = name
         self.log = logging.getLogger(f"dista.{name}")
@@ -95,6 +104,10 @@ class Engine:
         self._close_after: set[int] = set()  # links to close once their backlog is written
 
     # -- the core's side (subclasses) -------------------------------------------------------
+
+    def accept(self) -> int:
+        """A connection came in (`Loop.listen`): the core's link number for it."""
+        raise NotImplementedError
 
     def lost(self, link: int) -> list[dp.Decision]:
         raise NotImplementedError
@@ -114,16 +127,19 @@ class Engine:
         """``nbytes`` were read into the view `get_buffer` gave for ``link``."""
         raise NotImplementedError
 
-    # -- the binding's side ------------------------------------------------------------------
+    # -- the loop's side --------------------------------------------------------------------
 
     def connect(self, link: int, address: dp.Address) -> None:
-        """Open a connection for ``link`` to ``address``; then `attach` and `act` on
-        `opened`, or `act` on `lost` if it fails."""
-        raise NotImplementedError
+        """Open a connection for ``link`` to ``address`` (the core's `Connect`)."""
+        self.loop.dial(self, link, address.host, address.port, DIAL_TIMEOUT_S)
+
+    def dialed(self, link: int, error: str) -> None:
+        """`Loop.dial` for ``link`` ended: attached (``error`` empty), or failed."""
+        self.act(self.lost(link) if error else self.opened(link))
 
     def exit(self, reason: str) -> None:
-        """The core is done (`Exit`): whatever that means on the binding's loop."""
-        raise NotImplementedError
+        """The core is done (`Exit`)."""
+        self.exited.set(reason)
 
     # -- streams ----------------------------------------------------------------------------
 
@@ -218,6 +234,55 @@ class Engine:
     def close_all(self) -> None:
         for transport in list(self.transports.values()):
             transport.close()
+
+
+class Link:
+    """A connection's reader, for a binding whose connections call back as asyncio's
+    protocols do (asyncio's `BufferedProtocol`, `dista_runtime.memlink`): it attaches the
+    connection to ``engine`` as ``link``, reads into the place the core offers, passes on
+    write pressure and the end."""
+
+    __slots__ = ("engine", "link", "transport")
+
+    def __init__(self, engine: Engine, link: int) -> None:
+        self.engine = engine
+        self.link = link
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        limits = getattr(transport, "set_write_buffer_limits", None)
+        if limits is not None:
+            limits(high=HIGH_WATER, low=LOW_WATER)
+        nodelay(transport.get_extra_info("socket"))
+        self.engine.attach(self.link, transport)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.engine.get_buffer(self.link, sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.engine.on_updated(self.link, nbytes)
+
+    def eof_received(self) -> bool:
+        return False  # close our side too: a peer that stops sending is gone
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.engine.detach(self.link)
+
+    def pause_writing(self) -> None:
+        self.engine.paused.add(self.link)
+
+    def resume_writing(self) -> None:
+        self.engine.resume(self.link)
+
+
+def nodelay(sock: Any) -> None:
+    """Small frames go at once: a task's result should not wait for Nagle's timer."""
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
 
 
 def peer_name(peername: Any) -> str:

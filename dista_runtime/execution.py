@@ -1,8 +1,8 @@
 """A worker's execution engine, for any loop: where each task runs, and how it comes back.
 
 The `Worker` core decides what runs (`RunTask`) and what is taken back (`CancelTask`);
-`Execution` carries that out with what the binding's loop offers (`LoopCalls`: call soon,
-call soon from another thread, start a coroutine):
+`Execution` carries that out with what the binding's loop offers (`dista_runtime.loop.Loop`:
+call soon, call soon from another thread, start a coroutine, name the running one):
 
 - plain tasks on runner threads (`dista_runtime._runners`: withdrawn before they start,
   interrupted when cancelled, lending their slot while they block on other results),
@@ -17,8 +17,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
 
 import dista_proto as dp
 
@@ -26,44 +25,22 @@ from ._errors import message_from_exception
 from ._execute import Call, Executor, encode_results
 from ._inline import InlinePolicy, RunOnThread
 from ._runners import Outcome, Runners, run_call
+from .loop import Loop, TaskHandle
 
-__all__ = ["Execution", "LoopCalls", "TaskHandle"]
-
-
-class TaskHandle(Protocol):
-    """A coroutine the loop runs (asyncio's `Task`): it can be cancelled."""
-
-    def cancel(self) -> Any: ...
-
-    def add_done_callback(self, callback: Callable[[Any], object], /) -> None: ...
-
-
-class LoopCalls(Protocol):
-    """What `Execution` needs of a loop (an asyncio loop has it as it is)."""
-
-    def call_soon(self, callback: Callable[..., object], *args: Any) -> Any: ...
-
-    def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any) -> Any: ...
-
-    def create_task(self, coro: Coroutine[Any, Any, None]) -> Any: ...
+__all__ = ["Execution"]
 
 
 class Execution:
-    """Runs a worker core's tasks; see the module docstring. ``act`` carries out the core's
-    decisions (the binding's engine); ``current_task`` names the coroutine running now."""
+    """Runs a worker core's tasks on ``loop``; see the module docstring. ``act`` carries out
+    the core's decisions (the worker's engine)."""
 
     def __init__(
-        self,
-        core: dp.Worker,
-        threads: int,
-        loop: LoopCalls,
-        act: Callable[[list[dp.Decision]], None],
-        current_task: Callable[[], object],
+        self, core: dp.Worker, threads: int, loop: Loop, act: Callable[[list[dp.Decision]], None]
     ) -> None:
         self.core = core
         self._loop = loop
         self._act_on = act
-        self._current_task = current_task
+        self._current_task = loop.current_task
         self.executor = Executor()
         self.inline = InlinePolicy()
         self.runners = Runners(threads, self.inline, self.finished, self.blocked)

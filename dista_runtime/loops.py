@@ -27,8 +27,10 @@ _PACKAGES: Final = {
     "gevent": "dista_gevent",
 }
 LOOPS: Final = tuple(_PACKAGES)
-#: What the runtime calls on a binding: a package without them is not written yet.
-_API: Final = ("ask_head", "connect_blocking", "connect_local", "run", "run_worker", "serve_head")
+#: What the runtime calls on a binding (docs/bindings.md): a role's main (``run``) and a
+#: loop for blocking callers (``background``); an async one also waits for a latch
+#: (``wait``: what ``await ref`` does on its loop).
+_API: Final = ("background", "run")
 
 
 def _load(name: str) -> ModuleType | None:

@@ -2,34 +2,16 @@
 
 From inside an asyncio app, join a cluster on the app's own loop and await refs there::
 
-    context = await dista_asyncio.connect("127.0.0.1", 7420)
-    value = await add.remote(1, 2)
+    async with dista_asyncio.connect("127.0.0.1:7420"):
+        value = await add.remote(1, 2)
+
+The roles themselves are the runtime's (`dista_runtime.loop`); this adapts asyncio's loop.
 """
 
 from __future__ import annotations
 
-from ._connect import connect, connect_blocking, connect_local
-from ._driver import DriverHost, connect_driver
-from ._head import HeadServer, serve_head
-from ._host import HIGH_WATER, LOW_WATER
-from ._loop import LoopThread, new_event_loop, run
-from ._observer import ask_head
-from ._worker import WorkerHost, run_worker
+from ._connect import connect
+from ._loop import AsyncioLoop, new_event_loop
+from ._run import LoopThread, background, run, wait
 
-__all__ = [
-    "HIGH_WATER",
-    "LOW_WATER",
-    "DriverHost",
-    "HeadServer",
-    "LoopThread",
-    "WorkerHost",
-    "ask_head",
-    "connect",
-    "connect_blocking",
-    "connect_local",
-    "connect_driver",
-    "new_event_loop",
-    "run",
-    "run_worker",
-    "serve_head",
-]
+__all__ = ["AsyncioLoop", "LoopThread", "background", "connect", "new_event_loop", "run", "wait"]

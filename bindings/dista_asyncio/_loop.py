@@ -1,27 +1,26 @@
-"""The loop that serves blocking callers: one daemon thread, uvloop when installed."""
+"""`dista_runtime.loop.Loop` on an asyncio loop: its calls as they are, its servers and
+connections as `Link`s that read into the engine's buffers.
+
+With `asyncio.BufferedProtocol` the loop asks where to read (`get_buffer`), reads there,
+and says how much it read (`buffer_updated`); uvloop and asyncio's selector loop both do it
+with one ``recv_into``, into the buffer the core offers: a large object's own buffer, so
+that its bytes are written once, by the read, and never copied in user space.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+import socket
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["LoopThread", "new_event_loop", "run"]
+from dista_runtime.binding import Engine, Link, listen_socket, socket_address, unix_path
 
-T = TypeVar("T")
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to its end on a new loop (uvloop when installed): a CLI role's main."""
-    loop = new_event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        loop.close()
+__all__ = ["AsyncioLoop", "new_event_loop"]
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A new loop: uvloop's when it is installed."""
     try:
         import uvloop
     except ImportError:
@@ -30,24 +29,64 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-class LoopThread:
-    def __init__(self, name: str = "dista-io") -> None:
-        self.loop = new_event_loop()
-        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._thread.start()
+class Reader(Link, asyncio.BufferedProtocol):
+    __slots__ = ()
 
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run ``coro`` on the loop and wait for it here."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+class _Listener:
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, engine: Engine):
+        self.address = socket_address(sock)
+        self._sock = sock
+        self._closed = False
+        self._server = loop.create_task(
+            loop.create_server(lambda: Reader(engine, engine.accept()), sock=sock)
+        )
+        self._server.add_done_callback(self._served)
 
-    def stop(self) -> None:
-        if self.loop.is_closed():
+    def _served(self, _: object) -> None:
+        if self._closed:
+            self.close()  # closed before it served
+
+    def close(self) -> None:
+        self._closed = True
+        server = self._server
+        if not server.done():
+            return  # closed once it serves
+        if server.cancelled() or server.exception() is not None:
+            self._sock.close()
+        else:
+            server.result().close()
+
+
+class AsyncioLoop:
+    """The runtime's view of ``loop`` (see `dista_runtime.loop.Loop`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.call_soon = loop.call_soon
+        self.call_soon_threadsafe = loop.call_soon_threadsafe
+        self.call_later = loop.call_later
+        self.create_task = loop.create_task
+
+    def current_task(self) -> object:
+        return asyncio.current_task(self.loop)
+
+    def listen(self, engine: Engine, host: str, port: int, sock: Any = None) -> _Listener:
+        return _Listener(self.loop, sock or listen_socket(host, port), engine)
+
+    def dial(self, engine: Engine, link: int, host: str, port: int, timeout: float) -> None:
+        self.loop.create_task(self._dial(engine, link, host, port, timeout))
+
+    async def _dial(self, engine: Engine, link: int, host: str, port: int, timeout: float) -> None:
+        path = unix_path(host)
+        factory: Callable[[], Reader] = lambda: Reader(engine, link)
+        try:
+            if path is not None:
+                connecting = self.loop.create_unix_connection(factory, path)
+            else:
+                connecting = self.loop.create_connection(factory, host, port)
+            await asyncio.wait_for(connecting, timeout)
+        except (OSError, TimeoutError) as e:
+            engine.dialed(link, str(e) or type(e).__name__)
             return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        if not self._thread.is_alive():
-            self.loop.close()
+        engine.dialed(link, "")

@@ -138,9 +138,11 @@ HELLO_THEN_BAD = (
 
 async def _bad_peers(payloads: list[bytes]) -> list[tuple[int, bytes]]:
     """Each payload from its own raw connection to an in-process head: (port, answer)."""
-    from dista_asyncio import serve_head
+    from dista_asyncio import AsyncioLoop
 
-    server = await serve_head("127.0.0.1", 0)
+    from dista_runtime.head_host import start_head
+
+    server = start_head(AsyncioLoop(asyncio.get_running_loop()), "127.0.0.1", 0)
     out = []
     try:
         host, port = server.address
@@ -159,10 +161,9 @@ async def _bad_peers(payloads: list[bytes]) -> list[tuple[int, bytes]]:
         writer.close()
         await writer.wait_closed()
     finally:
-        assert server.server is not None
-        server.server.close()
+        assert server.listener is not None
+        server.listener.close()
         server.close_all()
-        await server.server.wait_closed()
         await asyncio.sleep(0.05)  # let the closed transports report their loss
     return out
 

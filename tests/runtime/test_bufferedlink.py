@@ -1,9 +1,9 @@
-"""The asyncio binding's large-object path: sliced writes with a backlog, reads into place.
+"""The engine's large-object path: sliced writes with a backlog, reads into place.
 
-A fake transport checks `Host.write`'s bookkeeping (order, the mark, the backlog drained on
+A fake transport checks `Engine.act`'s bookkeeping (order, the mark, the backlog drained on
 `resume_writing`, a close deferred until the backlog is out, readers blocked meanwhile).
 Then real sockets on asyncio's loop and on uvloop: a worker core's object server sends a
-stored value in parts, and a fetcher reads them through `BufferedLinkProtocol` straight
+stored value in parts, and a fetcher reads them through the binding's reader straight
 into the object's buffer (the value it ends with is the buffer its allocator returned).
 """
 
@@ -15,12 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from dista_asyncio._bufferedlink import BufferedLinkProtocol
-from dista_asyncio._host import HIGH_WATER, LOW_WATER, SLICE, Host, LinkBase
+from dista_asyncio import AsyncioLoop
 
 import dista_proto as dp
 from dista_proto._fetcher import Fetcher
 from dista_proto._links import Links
+from dista_runtime.engine import HIGH_WATER, LOW_WATER, SLICE, Engine, Link
 
 MiB = 1 << 20
 
@@ -28,7 +28,7 @@ MiB = 1 << 20
 class FakeTransport:
     """Takes writes into a pretend buffer the test drains; pauses and resumes as asyncio."""
 
-    def __init__(self, protocol: LinkBase) -> None:
+    def __init__(self, protocol: Link) -> None:
         self.protocol = protocol
         self.written = bytearray()
         self.buffered = 0
@@ -67,16 +67,16 @@ class FakeTransport:
         self.reading = True
 
 
-class PlainHost(Host):
+class PlainHost(Engine):
     """Only writes: these tests never read."""
 
 
 def _host() -> tuple[PlainHost, dict[int, FakeTransport]]:
     loop = asyncio.new_event_loop()
-    host = PlainHost(loop)
+    host = PlainHost(AsyncioLoop(loop))
     transports = {}
     for link in (1, 2):
-        transport = FakeTransport(LinkBase(host, link))
+        transport = FakeTransport(Link(host, link))
         host.attach(link, transport)  # type: ignore[arg-type]
         transports[link] = transport
     loop.close()
@@ -112,16 +112,16 @@ def test_small_writes_are_joined_and_pass_straight_through() -> None:
 # -- real sockets -------------------------------------------------------------------------------
 
 
-class ServerHost(Host):
+class ServerHost(Engine):
     """A worker core's object server, with a value in its store."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, value: bytes) -> None:
+    def __init__(self, loop: AsyncioLoop, value: bytes) -> None:
         super().__init__(loop)
         self.core = dp.Worker(registry_hash=1, address=dp.Address("127.0.0.1", 1))
         self.core.store[7] = value
 
-    def protocol(self) -> LinkBase:
-        return self.link_protocol(self.core.connection_made(0))
+    def accept(self) -> int:
+        return self.core.connection_made(0)
 
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return self.core.get_buffer(link, sizehint)
@@ -135,15 +135,15 @@ class ServerHost(Host):
         return self.core.decisions()
 
 
-class FetchHost(Host):
+class FetchHost(Engine):
     """A fetcher and its links, reading into place."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, part: int) -> None:
+    def __init__(self, loop: AsyncioLoop, part: int) -> None:
         super().__init__(loop)
         self.links = Links()
         self.allocated: list[bytearray] = []
         self.fetcher = Fetcher(self.links, part, self._allocate)
-        self.done: asyncio.Future[Any] = loop.create_future()
+        self.done: asyncio.Future[Any] = loop.loop.create_future()
 
     def _allocate(self, n: int) -> bytearray:
         self.allocated.append(bytearray(n))
@@ -152,9 +152,6 @@ class FetchHost(Host):
     def fetch(self, address: dp.Address) -> None:
         self.fetcher.request(7, address)
         self.act(self.links.decisions())
-
-    def link_protocol(self, link: int) -> LinkBase:
-        return BufferedLinkProtocol(self, link)
 
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return self.links.get_buffer(link, sizehint)
@@ -193,10 +190,10 @@ def test_an_object_crosses_a_real_socket_into_its_own_buffer(
     value = random.Random(size).randbytes(size)
 
     async def main() -> Any:
-        loop = asyncio.get_running_loop()
+        loop = AsyncioLoop(asyncio.get_running_loop())
         server = ServerHost(loop, value)
-        listener = await loop.create_server(server.protocol, "127.0.0.1", 0)
-        port = listener.sockets[0].getsockname()[1]
+        listener = loop.listen(server, "127.0.0.1", 0)
+        port = listener.address[1]
         client = FetchHost(loop, part)
         client.fetch(dp.Address("127.0.0.1", port))
         try:

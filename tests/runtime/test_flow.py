@@ -6,10 +6,12 @@ import asyncio
 import socket
 import threading
 
-from dista_asyncio import HIGH_WATER, connect, serve_head
+from dista_asyncio import AsyncioLoop, connect, wait
 
 import dista_proto as dp
 import dista_runtime as dista
+from dista_runtime.engine import HIGH_WATER
+from dista_runtime.head_host import start_head
 from tests.runtime import tasks
 from tests.runtime.conftest import CliHead, task_modules
 
@@ -70,7 +72,9 @@ def flood(port: int, tasks_to_send: int, sent: list[int]) -> socket.socket:
 
 def test_a_slow_driver_cannot_make_the_head_buffer_without_bound() -> None:
     async def main() -> tuple[int, int, int]:
-        server = await serve_head("127.0.0.1", 0, worker_slots=4)
+        server = start_head(
+            AsyncioLoop(asyncio.get_running_loop()), "127.0.0.1", 0, worker_slots=4
+        )
         port = server.address[1]
         stop = asyncio.Event()
         worker = asyncio.create_task(fake_worker(port, stop))
@@ -85,8 +89,8 @@ def test_a_slow_driver_cannot_make_the_head_buffer_without_bound() -> None:
         stop.set()
         sock.close()
         await worker
-        server.head_stop("test over")
-        await server.wait_closed()
+        server.stop("test over")
+        await wait(server.closed)
         return peak, answered, sent[0]
 
     peak, answered, sent = asyncio.run(main())
@@ -103,16 +107,12 @@ def test_asyncio_app_awaits_refs_on_its_own_loop() -> None:
 
         async def app() -> list[int]:
             before = {t.name for t in threading.enumerate()}
-            context = await connect(host, int(port))
-            try:
+            async with connect(f"{host}:{port}"):
                 one = await tasks.add.remote(1, 2)
                 many = await asyncio.gather(*(tasks.add.remote(i, one) for i in range(20)))
                 assert {t.name for t in threading.enumerate()} <= before  # no I/O thread
-                return [one, *many]
-            finally:
-                for close in context.close:
-                    close()
-                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)
+            return [one, *many]
 
         values = asyncio.run(app())
         assert values == [3, *(i + 3 for i in range(20))]

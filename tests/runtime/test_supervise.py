@@ -9,7 +9,6 @@ it ends.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -313,13 +312,14 @@ def test_an_apps_own_sigterm_handler_is_kept(workdir: Path) -> None:
 # -- the CLI's worker supervisor ----------------------------------------------------------------
 
 
-async def _workers_of(address: str) -> int:
-    from dista_asyncio import ask_head
+def _workers_of(address: str) -> int:
+    from dista_asyncio import run
 
     import dista_proto as dp
     from dista_runtime._address import parse_head
+    from dista_runtime.observer_host import ask
 
-    answer = await ask_head(*parse_head(address), dp.Status(), 5.0)
+    answer = run(lambda loop: ask(loop, *parse_head(address), dp.Status(), 5.0))
     assert isinstance(answer, dp.Status)
     line = answer.text.splitlines()[1]  # "drivers: 0  workers: 2  observers: 1"
     return int(line.split("workers:")[1].split()[0])
@@ -327,7 +327,7 @@ async def _workers_of(address: str) -> int:
 
 def wait_for_head_workers(address: str, n: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while asyncio.run(_workers_of(address)) != n:
+    while _workers_of(address) != n:
         assert time.monotonic() < deadline, f"the head did not get {n} workers"
         time.sleep(0.1)
 

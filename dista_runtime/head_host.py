@@ -1,37 +1,42 @@
-"""The head over asyncio: a server whose every connection is a link of the `Head` core.
+"""The head on any loop: a listener whose every connection is a link of the `Head` core.
 
-Links read into place (`BufferedLinkProtocol`): small frames into each connection's reused
-buffer, a frame of 1 MiB or more (a large argument) straight into one buffer from
-`allocate`, which the head then forwards to a worker as it lies.
+Links read into place: small frames into each connection's reused buffer, a frame of 1 MiB
+or more (a large argument) straight into one buffer from `allocate`, which the head then
+forwards to a worker as it lies.
 
-A head that supervises its workers' processes (a local cluster's) passes ``why_lost``: it
-learns each Unix-socket link's peer PID (``SO_PEERCRED``) and, when a worker's link drops,
-asks ``why_lost(pid)`` how that process ended, for up to `FATE_WAIT_S` (the end of the
-connection can arrive before the process is reaped), so that the errors of the tasks the
-worker took along say "worker pid 4242 died: SIGSEGV" rather than "connection lost".
+The core's pulled timer (`next_deadline` / `on_timer`, aioquic's shape) is kept armed as
+one loop timer. A head that supervises its workers' processes (a local cluster's) passes
+``why_lost``: it learns each Unix-socket link's peer PID (``SO_PEERCRED``) and, when a
+worker's link drops, asks ``why_lost(pid)`` how that process ended, for up to
+`FATE_WAIT_S` (the end of the connection can arrive before the process is reaped), so that
+the errors of the tasks the worker took along say "worker pid 4242 died: SIGSEGV" rather
+than "connection lost".
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import dista_proto as dp
-from dista_runtime.binding import PORTABLE_TASKS, allocate, ready
-from dista_runtime.engine import Stream
 
-from ._host import Host, LinkBase
+from ._memory import allocate, ready
+from ._registry import BY_VALUE_ID, PUT_ID
+from .engine import Engine, Stream
+from .loop import Latch, Listener, Loop
 
-__all__ = ["FATE_WAIT_S", "HeadServer", "peer_pid", "serve_head"]
+__all__ = ["FATE_WAIT_S", "HeadHost", "peer_pid", "start_head"]
 
 #: How long a lost worker link waits for its process's fate before it is given up as lost.
 FATE_WAIT_S: Final = 0.2
 _FATE_POLL_S: Final = 0.002
+#: How long a stopping head lets its stop and error frames flush before closing links.
+_FLUSH_S: Final = 1.0
+_FLUSH_POLL_S: Final = 0.01
 
 
 def peer_pid(transport: Stream) -> int | None:
@@ -48,23 +53,32 @@ def peer_pid(transport: Stream) -> int | None:
     return pid or None
 
 
-class HeadServer(Host):
-    """The head's links. ``why_lost`` (pid -> how that process ended, or None while it runs)
-    names the cause when a worker's link drops (see the module's docstring)."""
+class HeadHost(Engine):
+    """The head's links. ``closed`` is settled with the head's exit reason once it has
+    stopped listening and its last frames are flushed."""
+
+    role_name = "head"
 
     def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        head: dp.Head,
-        why_lost: Callable[[int], str | None] | None = None,
+        self, loop: Loop, head: dp.Head, why_lost: Callable[[int], str | None] | None = None
     ) -> None:
         super().__init__(loop)
         self.head = head
-        self.server: asyncio.Server | None = None
         self.why_lost = why_lost
+        self.listener: Listener | None = None
+        self.closed: Latch[str] = Latch()
         self._pids: dict[int, int] = {}  # link -> its peer's PID, when why_lost is given
-        self._timer: asyncio.TimerHandle | None = None  # the core's pulled deadline, armed
+        self._timer: Any = None  # the core's pulled deadline, armed
         self._deadline: int | None = None
+        self.exited.add_callback(self._on_exit)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self.listener is not None
+        return self.listener.address
+
+    def accept(self) -> int:
+        return self.head.connection_made(time.time_ns())
 
     def attach(self, link: int, transport: Stream) -> None:
         super().attach(link, transport)
@@ -72,9 +86,6 @@ class HeadServer(Host):
             pid = peer_pid(transport)
             if pid is not None:
                 self._pids[link] = pid
-
-    def protocol(self) -> LinkBase:
-        return self.link_protocol(self.head.connection_made(time.time_ns()))
 
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return ready(self.head.get_buffer(link, sizehint))
@@ -95,8 +106,23 @@ class HeadServer(Host):
         self._arm()
         return head.decisions()
 
+    def opened(self, link: int) -> list[dp.Decision]:
+        return []  # the head opens no connections
+
+    def stop(self, why: str) -> None:
+        """Stop the head and its workers (a signal, a closing local cluster); on the loop."""
+        self.head.stop(why, time.time_ns())
+        self.act(self.head.decisions())
+
+    def stop_threadsafe(self, why: str) -> None:
+        """`stop` from any thread (a signal handler)."""
+        try:
+            self.loop.call_soon_threadsafe(self.stop, why)
+        except RuntimeError:
+            pass  # the loop is closed: the head is gone already
+
     def _arm(self) -> None:
-        """Keep one loop timer at the core's next deadline (aioquic's get_timer)."""
+        """Keep one loop timer at the core's next deadline."""
         deadline = self.head.next_deadline()
         if deadline == self._deadline:
             return
@@ -129,37 +155,26 @@ class HeadServer(Host):
     def _fate_later(self, link: int, pid: int, deadline: float) -> None:
         self.act(self._await_fate(link, pid, deadline))
 
-    def opened(self, link: int) -> list[dp.Decision]:
-        return []  # the head opens no connections
+    def _on_exit(self, exited: Latch[str]) -> None:
+        if self.listener is not None:
+            self.listener.close()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._flush(time.monotonic() + _FLUSH_S)
 
-    def head_stop(self, why: str) -> None:
-        self.head.stop(why, time.time_ns())
-        self.act(self.head.decisions())
-
-    @property
-    def address(self) -> tuple[str, int]:
-        assert self.server is not None
-        name = self.server.sockets[0].getsockname()
-        if isinstance(name, str):  # a Unix socket
-            return f"unix:{name}", 0
-        host, port = name[:2]
-        return host, port
-
-    async def wait_closed(self) -> str:
-        """Until the head exits (stopped by an observer, or its last local driver left)."""
-        reason: str = await self.exited
-        assert self.server is not None
-        self.server.close()
-        # Let the stop and error frames flush before the connections drop.
-        for _ in range(100):
-            if not any(t.get_write_buffer_size() for t in self.transports.values()):
-                break
-            await asyncio.sleep(0.01)
+    def _flush(self, deadline: float) -> None:
+        """Let the stop and error frames go before the connections drop."""
+        if time.monotonic() < deadline and any(
+            t.get_write_buffer_size() for t in self.transports.values()
+        ):
+            self.loop.call_later(_FLUSH_POLL_S, self._flush, deadline)
+            return
         self.close_all()
-        return reason
+        self.closed.set(self.exited.result())
 
 
-async def serve_head(
+def start_head(
+    loop: Loop,
     host: str = "127.0.0.1",
     port: int = 7420,
     *,
@@ -170,19 +185,18 @@ async def serve_head(
     max_retries: int = dp.MAX_RETRIES,
     why_lost: Callable[[int], str | None] | None = None,
     no_worker_grace: float = dp.NO_WORKER_GRACE_NS / 1e9,
-) -> HeadServer:
-    """Start a head listening on ``host:port`` (or an already bound ``sock``).
+) -> HeadHost:
+    """A head on ``loop`` listening on ``host:port`` (or an already bound ``sock``).
 
     ``local`` makes it stop itself and its workers when its last driver disconnects.
     ``worker_slots`` is how many tasks each worker gets at once: more than one hides the
     round trip between a result and the next task. ``prefetch`` is how many more a worker
     may get when they are known to be short (their recent runs took at most 0.5 ms), so that
     a stream of tiny tasks flows in batches instead of one round trip each. ``why_lost``
-    names how a worker's process ended when its link drops (`HeadServer`).
+    names how a worker's process ended when its link drops (see the module docstring).
     ``no_worker_grace`` is how long, in seconds, tasks wait for a worker with their
     driver's registry before they fail saying that none has it.
     """
-    loop = asyncio.get_running_loop()
     rng = random.SystemRandom()
     head = dp.Head(
         epoch=rng.getrandbits(63),
@@ -193,12 +207,9 @@ async def serve_head(
         exit_without_drivers=local,
         allocate=allocate,
         # By-value functions and put values run on any worker, whatever its registry.
-        portable_tasks=PORTABLE_TASKS,
+        portable_tasks=(BY_VALUE_ID, PUT_ID),
         no_worker_grace_ns=int(no_worker_grace * 1e9),
     )
-    server = HeadServer(loop, head, why_lost)
-    if sock is not None:
-        server.server = await loop.create_server(server.protocol, sock=sock)
-    else:
-        server.server = await loop.create_server(server.protocol, host, port, reuse_address=True)
-    return server
+    host_ = HeadHost(loop, head, why_lost)
+    host_.listener = loop.listen(host_, host, port, sock)
+    return host_

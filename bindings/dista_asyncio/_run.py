@@ -1,0 +1,84 @@
+"""Waiting on asyncio: a role's main (`run`), a loop for blocking callers (`LoopThread`),
+and a coroutine's wait for a runtime `Latch` (what ``await ref`` does on asyncio)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from dista_runtime.binding import Latch, Loop
+
+from ._loop import AsyncioLoop, new_event_loop
+
+__all__ = ["LoopThread", "background", "run", "wait"]
+
+T = TypeVar("T")
+
+
+async def wait(latch: Latch[T], timeout: float | None = None) -> T:
+    """``latch``'s result, without blocking the running loop (TimeoutError after
+    ``timeout`` seconds; a cancelled wait leaves the latch as it is)."""
+    if not latch.done():
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+
+        def settled(_: object) -> None:
+            try:
+                loop.call_soon_threadsafe(_wake, future)
+            except RuntimeError:
+                pass  # that loop is closed: nobody waits any more
+
+        latch.add_callback(settled)
+        await asyncio.wait_for(future, timeout)
+    return latch.result()
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def run(start: Callable[[Loop], Latch[T]], stop: Callable[[], object] | None = None) -> T:
+    """A role's main: a new loop (uvloop when installed) runs until the latch ``start``
+    gives is settled; SIGINT and SIGTERM call ``stop`` on it (without: KeyboardInterrupt)."""
+    loop = new_event_loop()
+
+    async def main() -> T:
+        if stop is not None:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop)
+        return await wait(start(AsyncioLoop(loop)))
+
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+class LoopThread:
+    """A loop on a daemon thread, serving blocking callers (`dista.init`)."""
+
+    def __init__(self, name: str = "dista-io") -> None:
+        self._loop = new_event_loop()
+        self.loop = AsyncioLoop(self._loop)
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+
+    def stop(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+def background() -> LoopThread:
+    return LoopThread()

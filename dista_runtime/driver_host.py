@@ -1,0 +1,118 @@
+"""A driver (or a task's client) on any loop: a `Session` whose head link is an engine's.
+
+User threads (and coroutines on other loops) reach the cluster through ``session``; the
+host runs the `Driver` core on its loop and flushes what they submit once per burst.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import dista_proto as dp
+
+from ._address import format_head
+from ._memory import allocate, ready
+from ._session import Hooks, Session
+from .engine import Engine
+from .loop import Latch, Loop
+
+__all__ = ["DriverHost"]
+
+
+class DriverHost(Engine):
+    """Runs a `Driver` core on ``loop``. ``welcomed`` is settled once the head welcomed it
+    (or failed with a `ConnectionError` saying why not)."""
+
+    role_name = "driver"
+
+    def __init__(
+        self, loop: Loop, registry_hash: int, role: dp.Role, hooks: Hooks | None = None
+    ) -> None:
+        super().__init__(loop)
+        core = dp.Driver(registry_hash=registry_hash, role=role, allocate=allocate)
+        self.session = Session(core, self, hooks)
+        self.welcomed: Latch[None] = Latch()
+        self._flush_scheduled = False
+        self._io_thread = threading.get_ident()
+        self._where = ""
+        self._timer: Any = None
+
+    def join(self, host: str, port: int, timeout: float) -> Latch[None]:
+        """Connect to the head at ``host:port`` and say hello; `welcomed` tells the end."""
+        self._where = format_head(host, port)
+        self._timer = self.loop.call_later(timeout, self._too_late, timeout)
+        self.loop.dial(self, dp.HEAD_LINK, host, port, timeout)
+        return self.welcomed
+
+    def start(self) -> Latch[None]:
+        """Say hello on a head link already attached (an in-memory one)."""
+        self.act(self.session.start())
+        return self.welcomed
+
+    def dialed(self, link: int, error: str) -> None:
+        if link != dp.HEAD_LINK:
+            super().dialed(link, error)
+        elif error:
+            self._fail(f"cannot reach a Dista head at {self._where}: {error}")
+        else:
+            self.act(self.session.start())
+
+    def _too_late(self, timeout: float) -> None:
+        self._timer = None
+        if not self.welcomed.done():
+            self._fail(f"the head at {self._where} did not welcome us in {timeout} s")
+            self.close_all()
+
+    def _fail(self, why: str) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.welcomed.fail(ConnectionError(why))
+
+    # -- SessionIO ---------------------------------------------------------------------------
+
+    def schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._flush)
+            except RuntimeError:
+                pass  # the loop is closed: the session is over anyway
+
+    def in_io_thread(self) -> bool:
+        return threading.get_ident() == self._io_thread
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        self.act(self.session.flush())
+
+    # -- Engine ------------------------------------------------------------------------------
+
+    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+        return ready(self.session.get_buffer(link, sizehint))
+
+    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
+        out: list[dp.Decision] = list(self.session.buffer_updated(link, nbytes))
+        if not self.welcomed.done() and self.session.welcomed.is_set() and not self.session.closed:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self.welcomed.set(None)
+        return out
+
+    def lost(self, link: int) -> list[dp.Decision]:
+        out: list[dp.Decision] = list(self.session.lost(link))
+        if self.session.closed:  # the head connection went
+            self._fail(self.session.closed)
+            self.exited.set(self.session.closed)
+        return out
+
+    def opened(self, link: int) -> list[dp.Decision]:
+        return list(self.session.connected(link))
+
+    def close(self) -> None:
+        """Leave the cluster (on the loop): every wait on this session ends."""
+        self.session.close("the driver shut down")
+        self.close_all()
+        self.exited.set("the driver shut down")

@@ -1,0 +1,264 @@
+"""Joining a cluster from blocking code, on any binding: `dista.init`'s two ways.
+
+Both run Dista's loop in the background (`Background`: a binding's loop thread, or for
+gevent the hub the caller's greenlets already share) and hand back a `Context` whose
+``close`` ends what they started:
+
+- `connect_blocking`: a driver of a head elsewhere;
+- `connect_local`: a local cluster's head on a listening socket, and its driver linked to
+  it in memory (`dista_runtime.memlink`), once the local workers have joined.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Final, Protocol
+
+import dista_proto as dp
+
+from ._address import parse_head
+from ._cluster import Cluster
+from ._context import Context, install
+from ._errors import DistaError
+from ._registry import snapshot
+from .driver_host import DriverHost
+from .engine import Link
+from .head_host import HeadHost, start_head
+from .loop import Latch, Loop
+from .memlink import memory_link
+
+__all__ = [
+    "Background",
+    "LocalWorkers",
+    "begin",
+    "connect_blocking",
+    "connect_local",
+    "joined",
+]
+
+#: How long a closing local head may take to stop its workers and flush.
+_HEAD_CLOSE_S: Final = 5.0
+_DRIVER_CLOSE_S: Final = 5.0
+_JOIN_POLL_S: Final = 0.002
+
+
+class Background(Protocol):
+    """A loop serving blocking callers (a binding's ``background()``)."""
+
+    loop: Loop
+
+    def stop(self) -> None:
+        """End the loop (and its thread, if it has one of its own)."""
+        ...
+
+
+class LocalWorkers(Protocol):
+    """What `connect_local` needs of the worker processes it waits for (`LocalCluster`)."""
+
+    #: How many workers to wait for.
+    expected: int
+
+    def why_lost(self, pid: int) -> str | None:
+        """How process ``pid`` ended ("worker pid 4242 died: SIGSEGV"); None while it runs."""
+        ...
+
+    def failed(self) -> str:
+        """Why the workers cannot start (they keep dying on start), or ''."""
+        ...
+
+    def head_exited(self) -> None:
+        """The head stopped: no worker should be replaced from now on."""
+        ...
+
+
+def _on_loop(background: Background, call: Callable[[], object], timeout: float) -> None:
+    """Run ``call`` on the background loop and wait for it (and one more turn)."""
+    done: Latch[None] = Latch()
+
+    def run() -> None:
+        try:
+            call()
+        finally:
+            background.loop.call_soon(done.set, None)
+
+    try:
+        background.loop.call_soon_threadsafe(run)
+        done.wait(timeout)
+    except (RuntimeError, TimeoutError):
+        pass  # the loop is gone or stuck: stopping it is all that is left
+
+
+def connect_blocking(
+    background: Background, host: str, port: int, timeout: float = 10.0
+) -> Context:
+    """A driver of the head at ``host:port`` on ``background``; `Context.close` ends both."""
+    names, registry = snapshot()
+    joined: Latch[DriverHost] = Latch()
+
+    def start() -> None:
+        driver = DriverHost(background.loop, registry, dp.Role.DRIVER)
+        driver.join(host, port, timeout).add_callback(lambda w: _then(w, joined, driver))
+
+    try:
+        background.loop.call_soon_threadsafe(start)
+        driver = joined.wait()
+    except BaseException:
+        background.stop()
+        raise
+    context = Context(driver.session, names, (host, port))
+
+    def close() -> None:
+        _on_loop(background, driver.close, _DRIVER_CLOSE_S)
+        background.stop()
+
+    context.close.append(close)
+    return context
+
+
+def connect_local(
+    background: Background,
+    listener: socket.socket,
+    address: tuple[str, int],
+    timeout: float = 10.0,
+    workers: LocalWorkers | None = None,
+) -> Context:
+    """Serve a local cluster's head on ``listener`` and join it as the driver, both on
+    ``background``; `Context.close` stops the head (it stops its workers) and the loop.
+
+    With ``workers``, return once ``workers.expected`` workers have joined the head (within
+    ``timeout`` in all), or raise `DistaError` as soon as they cannot start; the head asks
+    ``workers.why_lost`` how a lost worker's process ended.
+    """
+    names, registry = snapshot()
+    loop = background.loop
+    deadline = time.monotonic() + timeout
+    started: Latch[tuple[HeadHost, DriverHost]] = Latch()
+    heads: list[HeadHost] = []  # once the head serves the listener, it closes it
+
+    def start() -> None:
+        try:
+            why_lost = workers.why_lost if workers is not None else None
+            head = start_head(loop, sock=listener, local=True, why_lost=why_lost)
+        except OSError as e:  # the listener cannot be served
+            started.fail(e)
+            return
+        heads.append(head)
+        if workers is not None:
+            head.exited.add_callback(lambda _: workers.head_exited())
+        driver = DriverHost(loop, registry, dp.Role.DRIVER)
+        memory_link(loop.call_soon, Link(driver, dp.HEAD_LINK), Link(head, head.accept()))
+        timer = loop.call_later(timeout, too_late, driver)
+        driver.start().add_callback(lambda w: welcomed(w, head, driver, timer))
+
+    def too_late(driver: DriverHost) -> None:
+        if not driver.welcomed.done():
+            why = f"the local head did not welcome its driver in {timeout} s"
+            driver.welcomed.fail(ConnectionError(why))
+
+    def welcomed(latch: Latch[None], head: HeadHost, driver: DriverHost, timer: object) -> None:
+        error = latch.error()
+        if error is not None:
+            give_up(head, driver, error)
+        else:
+            joined(head, driver, timer)
+
+    def joined(head: HeadHost, driver: DriverHost, timer: object) -> None:
+        """Until the head counts the workers; `DistaError` if they cannot start in time."""
+        if workers is None or head.head.stats().workers >= workers.expected:
+            timer.cancel()  # type: ignore[attr-defined]
+            started.set((head, driver))
+            return
+        reason = workers.failed()
+        if not reason and time.monotonic() >= deadline:
+            reason = (
+                f"only {head.head.stats().workers} of the local cluster's "
+                f"{workers.expected} workers joined its head in time (init's timeout)"
+            )
+        if reason:
+            timer.cancel()  # type: ignore[attr-defined]
+            give_up(head, driver, DistaError(reason))
+            return
+        loop.call_later(_JOIN_POLL_S, joined, head, driver, timer)
+
+    def give_up(head: HeadHost, driver: DriverHost, error: BaseException) -> None:
+        head.stop("the driver could not connect")
+        driver.close_all()
+        head.close_all()
+        started.fail(error)
+
+    try:
+        loop.call_soon_threadsafe(start)
+        head, driver = started.wait()
+    except BaseException:
+        if not heads:
+            listener.close()
+        background.stop()
+        raise
+    context = Context(driver.session, names, address)
+
+    def close() -> None:
+        # The head's last driver leaves: it stops its workers, then exits and flushes.
+        _on_loop(background, driver.close, _DRIVER_CLOSE_S)
+        try:
+            head.closed.wait(_HEAD_CLOSE_S)
+        except TimeoutError:
+            _on_loop(background, lambda: force(head), _DRIVER_CLOSE_S)
+        background.stop()
+
+    def force(head: HeadHost) -> None:
+        head.stop("the local cluster shut down")
+        head.close_all()
+
+    context.close.append(close)
+    return context
+
+
+def _then(welcome: Latch[None], joined: Latch[DriverHost], driver: DriverHost) -> None:
+    error = welcome.error()
+    if error is not None:
+        joined.fail(error)
+    else:
+        joined.set(driver)
+
+
+def begin(
+    loop: Loop, address: str | None, timeout: float, cancel_remote: bool = False
+) -> tuple[DriverHost, tuple[str, int]]:
+    """A driver on ``loop`` joining the head at ``address`` (``HOST:PORT`` or
+    ``unix:PATH``; None: ``DISTA_ADDRESS``); await its ``welcomed``, then `joined`.
+
+    ``cancel_remote``: a cancelled ``await ref`` cancels the ref's task too."""
+    address = address or os.environ.get("DISTA_ADDRESS")
+    if not address:
+        raise DistaError("connect() needs the head's address (HOST:PORT) or DISTA_ADDRESS")
+    try:
+        host, port = parse_head(address)
+    except ValueError as e:
+        raise DistaError(str(e)) from None
+    _, registry = snapshot()
+    driver = DriverHost(loop, registry, dp.Role.DRIVER)
+    driver.session.cancel_remote = cancel_remote
+    driver.join(host, port, timeout)
+    return driver, (host, port)
+
+
+def joined(driver: DriverHost, address: tuple[str, int]) -> Cluster:
+    """The cluster ``driver`` (welcomed) is this process's connection to, installed."""
+    names, _ = snapshot()
+    context = Context(driver.session, names, address)
+
+    def close() -> None:
+        if driver.in_io_thread():
+            driver.close()
+        else:
+            try:
+                driver.loop.call_soon_threadsafe(driver.close)
+            except RuntimeError:
+                pass  # that loop is closed: the connection went with it
+
+    context.close.append(close)
+    install(context)
+    return Cluster(context, None)

@@ -1,0 +1,157 @@
+"""What a binding implements: one event loop, as the runtime uses it.
+
+Everything Dista does on a loop (carrying out a core's decisions, a worker's tasks, joining
+a cluster, a local cluster's head) is written once in the runtime against `Loop`, a handful
+of calls that asyncio, anyio (on asyncio or trio) and gevent each offer in their own words:
+
+- calls: `call_soon`, `call_soon_threadsafe` (from any thread), `call_later` (a `Timer`);
+- coroutines: `create_task` (a worker's ``async def`` tasks) and `current_task`;
+- the network: `listen` and `dial`, whose connections the binding reads into the buffers
+  an engine offers (`dista_runtime.engine.Engine.get_buffer` / `on_updated`) and writes
+  through a `dista_runtime.engine.Stream`.
+
+What finishes later (a welcome, a worker's exit, a head's answer) is a `Latch`: the runtime
+sets it on the loop; whoever waits for it waits the way their loop waits (a binding's
+``wait``: a future on asyncio, an event on trio, a cooperative wait on gevent, or
+`Latch.wait` from a plain thread).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+__all__ = ["Latch", "Listener", "Loop", "TaskHandle", "Timer"]
+
+T = TypeVar("T")
+
+
+class Timer(Protocol):
+    """A `Loop.call_later` call that has not run yet (asyncio's `TimerHandle` is one)."""
+
+    def cancel(self) -> object: ...
+
+
+class TaskHandle(Protocol):
+    """A coroutine the loop runs (asyncio's `Task` is one): it can be cancelled."""
+
+    def cancel(self) -> object: ...
+
+    def add_done_callback(self, callback: Callable[[Any], object], /) -> None: ...
+
+
+class Listener(Protocol):
+    """A listening socket a binding serves (`Loop.listen`)."""
+
+    #: Where it listens: ``(host, port)``, or ``("unix:PATH", 0)``.
+    address: tuple[str, int]
+
+    def close(self) -> None: ...
+
+
+class Loop(Protocol):
+    """One event loop, as the runtime drives it (see the module docstring)."""
+
+    def call_soon(self, callback: Callable[..., object], *args: Any) -> object:
+        """Call ``callback(*args)`` on the loop's next turn (from the loop's own thread)."""
+        ...
+
+    def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any) -> object:
+        """`call_soon` from any thread; RuntimeError once the loop is closed."""
+        ...
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
+        """Call ``callback(*args)`` in ``delay`` seconds, unless cancelled first."""
+        ...
+
+    def create_task(self, coro: Coroutine[Any, Any, None]) -> TaskHandle:
+        """Run ``coro`` on the loop (a worker's ``async def`` task)."""
+        ...
+
+    def current_task(self) -> object:
+        """The handle `create_task` gave for the coroutine running now, or None."""
+        ...
+
+    def listen(self, engine: Engine, host: str, port: int, sock: Any = None) -> Listener:
+        """Serve ``host:port`` (or the bound socket ``sock``): each connection gets a link
+        from ``engine.accept()``, is attached with `Engine.attach` and read into the
+        engine; its end is `Engine.detach`. Listening starts before this returns."""
+        ...
+
+    def dial(self, engine: Engine, link: int, host: str, port: int, timeout: float) -> None:
+        """Connect ``link`` to ``host:port`` (``unix:PATH`` and port 0 for a Unix socket):
+        `Engine.attach` it and call ``engine.dialed(link, "")``, or
+        ``engine.dialed(link, why)`` if it fails within ``timeout`` seconds."""
+        ...
+
+
+class Latch(Generic[T]):
+    """A result that arrives once, from any thread: a value or an exception.
+
+    Callbacks run on the thread that settles it (the loop's, for everything the runtime
+    settles); `wait` blocks a plain thread until it is settled.
+    """
+
+    __slots__ = ("_callbacks", "_error", "_event", "_lock", "_value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self._callbacks: list[Callable[[Latch[T]], object]] = []
+        self._value: T | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def failed(self) -> bool:
+        """Whether it is settled with an error."""
+        return self._event.is_set() and self._error is not None
+
+    def error(self) -> BaseException | None:
+        """The error it is settled with, if any."""
+        return self._error
+
+    def set(self, value: T) -> None:
+        """Settle with ``value`` (a second settle is ignored)."""
+        self._settle(value, None)
+
+    def fail(self, error: BaseException) -> None:
+        """Settle with ``error``: `result` raises it."""
+        self._settle(None, error)
+
+    def _settle(self, value: T | None, error: BaseException | None) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._value, self._error = value, error
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+    def add_callback(self, callback: Callable[[Latch[T]], object]) -> None:
+        """Call ``callback(self)`` once settled (now, if it is)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def result(self) -> T:
+        """The value, or raise the error; RuntimeError if not settled yet."""
+        if not self._event.is_set():
+            raise RuntimeError("the latch is not settled yet")
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+    def wait(self, timeout: float | None = None) -> T:
+        """Block this thread until settled (TimeoutError after ``timeout`` seconds)."""
+        if not self._event.wait(timeout):
+            raise TimeoutError(f"not settled within {timeout} s")
+        return self.result()

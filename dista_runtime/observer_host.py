@@ -1,0 +1,95 @@
+"""The observer on any loop: one question to the head (status, timeline, stop).
+
+The `Observer` core says hello and reads the answer; this only moves its bytes and turns
+its decisions into the answer (or a `ConnectionError` that says why there is none).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import dista_proto as dp
+
+from ._address import format_head
+from .engine import Engine
+from .loop import Latch, Loop
+
+__all__ = ["ObserverHost", "ask"]
+
+Request = dp.Status | dp.Timeline | dp.Stop
+
+
+class ObserverHost(Engine):
+    """``answer`` is settled with the head's answer (None for stop, which has none)."""
+
+    role_name = "observer"
+
+    def __init__(self, loop: Loop, request: Request, where: str) -> None:
+        super().__init__(loop)
+        self.core = dp.Observer()
+        self.request = request
+        self.where = where
+        self.answer: Latch[dp.Event | None] = Latch()
+        self._timer: Any = None
+        self.answer.add_callback(self._done)
+
+    def dialed(self, link: int, error: str) -> None:
+        if error:
+            self._fail(f"cannot reach a Dista head at {self.where}: {error}")
+            return
+        now = time.time_ns()
+        self.core.start(now)
+        self.core.ask(self.request, now)
+        self.act(self.core.decisions())
+        if isinstance(self.request, dp.Stop):
+            self.answer.set(None)  # written: the head answers a stop with none
+
+    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+        return self.core.get_buffer(link, sizehint)
+
+    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
+        self.core.buffer_updated(link, nbytes, time.time_ns())
+        return self.core.decisions()
+
+    def lost(self, link: int) -> list[dp.Decision]:
+        self.core.connection_lost(link, time.time_ns())
+        out = self.core.decisions()
+        self._fail(f"the head at {self.where} closed the connection without an answer")
+        return out
+
+    def opened(self, link: int) -> list[dp.Decision]:
+        return []
+
+    def other(self, decision: dp.Decision) -> None:
+        if isinstance(decision, dp.Answered):
+            self.answer.set(decision.answer)
+        elif isinstance(decision, dp.Refused):
+            self._fail(f"the head refused: {decision.reason}")
+
+    def exit(self, reason: str) -> None:
+        super().exit(reason)
+        self._fail(f"no answer: {reason}")
+
+    def _fail(self, why: str) -> None:
+        self.answer.fail(ConnectionError(why))
+
+    def _done(self, answer: Latch[dp.Event | None]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        # Close once what is written is gone (a stop must reach the head).
+        self.loop.call_soon(self.close_all)
+
+
+def ask(
+    loop: Loop, host: str, port: int, request: Request, timeout: float = 10.0
+) -> Latch[dp.Event | None]:
+    """Send ``request`` to the head at ``host:port`` as an observer, on ``loop``: a latch
+    with the answer (None for stop), or a `ConnectionError` within ``timeout`` seconds."""
+    where = format_head(host, port)
+    observer = ObserverHost(loop, request, where)
+    observer._timer = loop.call_later(
+        timeout, observer._fail, f"no answer from the head at {where} in {timeout} s"
+    )
+    loop.dial(observer, dp.HEAD_LINK, host, port, timeout)
+    return observer.answer

@@ -1,0 +1,178 @@
+"""A worker on any loop: the `Worker` core, its object server and its tasks' client session.
+
+Where tasks run, and how they come back, is `dista_runtime.execution`'s; this joins the
+pieces in order: the object server listens, the client session (through which tasks
+submit and read) is welcomed, then the worker says hello to the head; `WorkerHost.ready`
+gives the object server's address once the head has the hello, and `WorkerHost.done` the
+reason the worker stopped.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from typing import Final
+
+import dista_proto as dp
+
+from ._address import format_head, unix_path
+from ._context import Context, clear, install
+from ._memory import allocate, ready
+from ._registry import snapshot
+from ._session import Hooks
+from .driver_host import DriverHost
+from .engine import Engine
+from .execution import Execution
+from .loop import Latch, Listener, Loop
+
+__all__ = ["CURRENT", "WorkerHost", "advertised_host", "start_worker"]
+
+#: The worker this process runs, if any (for introspection from inside tasks).
+CURRENT: WorkerHost | None = None
+#: How long the worker and its client session may take to reach the head.
+_JOIN_TIMEOUT_S: Final = 10.0
+
+
+class WorkerHost(Engine):
+    """A worker's links and tasks. ``ready`` gives the object server's ``(host, port)`` once
+    the head has the worker's hello; ``done`` why the worker stopped."""
+
+    role_name = "worker"
+
+    def __init__(self, loop: Loop, core: dp.Worker, threads: int, head: tuple[str, int]) -> None:
+        super().__init__(loop)
+        self.core = core
+        self.head = head
+        self.execution = Execution(core, threads, loop, self.act)
+        self.runners = self.execution.runners
+        self.inline = self.execution.inline
+        self.client: DriverHost | None = None
+        self.listener: Listener | None = None
+        self.ready: Latch[tuple[str, int]] = Latch()
+        self.done: Latch[str] = Latch()
+        self.exited.add_callback(self._on_exit)
+
+    @property
+    def hooks(self) -> Hooks:
+        """What its tasks' session does around their waits: lend slots, stop inline runs."""
+        return Hooks(self.runners.blocking, self.execution.awaiting, self.inline.session_used)
+
+    def join_head(self) -> None:
+        """Say hello to the head (`dialed` goes on)."""
+        self.loop.dial(self, dp.HEAD_LINK, *self.head, _JOIN_TIMEOUT_S)
+
+    def dialed(self, link: int, error: str) -> None:
+        if link != dp.HEAD_LINK:
+            super().dialed(link, error)
+        elif error:
+            self.exit(f"cannot reach the head at {format_head(*self.head)}: {error}")
+        else:
+            self.core.start(time.time_ns())
+            self.act(self.execution.decisions())
+            address = self.core.address
+            self.ready.set((address.host, address.port))
+
+    def stop(self, why: str) -> None:
+        """Stop serving (on the loop): as if the head had stopped us."""
+        self.exit(why)
+
+    def _on_exit(self, exited: Latch[str]) -> None:
+        if self.listener is not None:
+            self.listener.close()
+        if self.client is not None:
+            self.client.close()
+        self.close_all()
+        reason = exited.result()
+        if self.ready.done():
+            self.done.set(reason)
+        else:  # it never joined: both say why
+            self.ready.fail(ConnectionError(reason))
+            self.done.fail(ConnectionError(reason))
+
+    def accept(self) -> int:
+        return self.core.connection_made(time.time_ns())
+
+    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+        return ready(self.core.get_buffer(link, sizehint))
+
+    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
+        self.core.buffer_updated(link, nbytes, time.time_ns())
+        return self.execution.decisions()
+
+    def lost(self, link: int) -> list[dp.Decision]:
+        self.core.connection_lost(link, time.time_ns())
+        return self.execution.decisions()
+
+    def opened(self, link: int) -> list[dp.Decision]:
+        self.core.connected(link, time.time_ns())
+        return self.execution.decisions()
+
+    def other(self, decision: dp.Decision) -> None:
+        self.execution.handle(decision)
+
+
+def start_worker(
+    loop: Loop,
+    head_host: str,
+    head_port: int,
+    *,
+    host: str | None = None,
+    threads: int = 1,
+    client: bool = True,
+) -> WorkerHost:
+    """Serve the head at ``head_host:head_port`` on ``loop`` until it stops us.
+
+    The registry is whatever tasks this process has imported by now. ``host`` is where the
+    object server listens and what the head tells fetchers (default: the interface that
+    reaches the head; loopback for a head on loopback). ``client`` gives tasks a session of
+    their own, so that they can submit tasks and read refs.
+    """
+    bind = host or advertised_host(head_host)
+    names, registry = snapshot()
+    sock = socket.create_server((bind, 0))
+    address = dp.Address(bind, sock.getsockname()[1])
+    core = dp.Worker(registry_hash=registry, address=address, allocate=allocate)
+    worker = WorkerHost(loop, core, threads, (head_host, head_port))
+    try:
+        worker.listener = loop.listen(worker, bind, address.port, sock)
+    except BaseException:
+        sock.close()
+        raise
+    global CURRENT
+    CURRENT = worker
+    if not client:
+        worker.join_head()
+        return worker
+    # The client first: a task may submit work as soon as the head knows this worker.
+    session = DriverHost(loop, registry, dp.Role.CLIENT, worker.hooks)
+
+    def welcomed(latch: Latch[None]) -> None:
+        if latch.failed():
+            session.close()  # tasks get no session; the worker itself may still reach the head
+        else:
+            worker.client = session
+            clear()
+            install(Context(session.session, names, (head_host, head_port)))
+        worker.join_head()
+
+    session.join(head_host, head_port, _JOIN_TIMEOUT_S).add_callback(welcomed)
+    return worker
+
+
+def advertised_host(head_host: str) -> str:
+    """The address other peers reach this machine at: the interface that routes to the
+    head, or loopback for a head on this machine."""
+    if unix_path(head_host) is not None:
+        return "127.0.0.1"  # a head on this machine
+    try:
+        if ipaddress.ip_address(head_host).is_loopback:
+            return "127.0.0.1"
+    except ValueError:
+        head_host = socket.gethostbyname(head_host)
+        if ipaddress.ip_address(head_host).is_loopback:
+            return "127.0.0.1"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((head_host, 9))
+        host: str = probe.getsockname()[0]
+        return host
