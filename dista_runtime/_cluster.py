@@ -13,7 +13,7 @@ from . import _context, _registry
 from ._address import format_head, parse_head
 from ._errors import DistaError
 from ._local import LocalCluster
-from .loops import binding, choose
+from .loops import background, binding, choose
 
 __all__ = ["Cluster", "init", "local_pids", "shutdown"]
 
@@ -82,7 +82,7 @@ def init(
     if _cluster is not None and not _cluster.context.session.closed:
         raise DistaError("dista.init() was already called: call dista.shutdown() first")
     name = choose(loop)
-    backend = binding(name)
+    binding(name)  # installed and complete, before any process starts
     from .joining import connect_blocking, connect_local
 
     address = address or os.environ.get("DISTA_ADDRESS") or None
@@ -93,10 +93,10 @@ def init(
     try:
         if local is not None:
             listener = local.take_listener()
-            context = connect_local(backend.background(), listener, local.address, timeout, local)
+            context = connect_local(background(name), listener, local.address, timeout, local)
         else:
             assert address is not None
-            context = connect_blocking(backend.background(), *parse_head(address), timeout)
+            context = connect_blocking(background(name), *parse_head(address), timeout)
     except BaseException:
         if local is not None:
             local.close(0)

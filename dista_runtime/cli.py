@@ -10,12 +10,14 @@ import io
 import os
 import signal
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import dista_proto as dp
 
 from .loop import Latch, Loop
+
+T = TypeVar("T")
 
 __all__ = ["main"]
 
@@ -56,11 +58,11 @@ def _tune_process() -> None:
     gc.set_threshold(20_000, 20, 50)
 
 
-def _binding(args: argparse.Namespace) -> Any:
-    """The binding package that runs this role (``--loop``, ``DISTA_LOOP``, or detected)."""
-    from .loops import binding
+def _run(args: argparse.Namespace, start: Callable[[Loop], Latch[T]], stop: Any = None) -> T:
+    """Run a role on the loop ``--loop`` names (or ``DISTA_LOOP``, or the detected one)."""
+    from .loops import run
 
-    return binding(args.loop)
+    return run(start, stop, args.loop)
 
 
 # -- head ------------------------------------------------------------------------------------
@@ -86,7 +88,7 @@ def cmd_head(args: argparse.Namespace) -> int:
         print(f"dista head listening on {host}:{port}", file=sys.stderr, flush=True)
         return head.closed
 
-    reason = _binding(args).run(start, lambda: heads[0].stop("stopped by a signal"))
+    reason = _run(args, start, lambda: heads[0].stop("stopped by a signal"))
     print(f"dista head: {reason}", file=sys.stderr)
     return 0
 
@@ -121,9 +123,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"dista worker: cannot import the task modules: {e!r}", file=sys.stderr)
         return 2
+    from .loops import binding
     from .worker_host import start_worker
 
-    backend = _binding(args)
+    binding(args.loop)  # installed and complete, before anything starts
     _tune_process()
     host, port = args.head
 
@@ -138,7 +141,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             signal_ready(args.ready_fd)
 
     try:
-        backend.run(start)
+        _run(args, start)
     except ConnectionError as e:
         print(f"dista worker: {e}", file=sys.stderr)
         return EXIT_NO_HEAD
@@ -214,7 +217,7 @@ def _ask(args: argparse.Namespace, request: dp.Status | dp.Timeline | dp.Stop) -
     from .observer_host import ask
 
     host, port = args.head
-    return _binding(args).run(lambda loop: ask(loop, host, port, request, args.timeout))
+    return _run(args, lambda loop: ask(loop, host, port, request, args.timeout))
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -12,12 +12,19 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ._errors import DistaError
 
-__all__ = ["LOOPS", "available", "binding", "choose"]
+if TYPE_CHECKING:
+    from .joining import Background
+    from .loop import Latch, Loop
+
+__all__ = ["LOOPS", "available", "background", "binding", "choose", "run"]
+
+T = TypeVar("T")
 
 #: Loop names, and the binding package that runs each.
 _PACKAGES: Final = {
@@ -82,3 +89,22 @@ def binding(loop: str | None = None) -> ModuleType:
             "installation: use loop='asyncio' (or DISTA_LOOP=asyncio, --loop asyncio)"
         )
     return module
+
+
+def run(
+    start: Callable[[Loop], Latch[T]],
+    stop: Callable[[], object] | None = None,
+    loop: str | None = None,
+) -> T:
+    """A role's main on loop ``loop`` (see `choose`): ``start`` begins it on the loop, and
+    the loop runs until the latch it gives is settled; SIGINT and SIGTERM call ``stop``."""
+    name = choose(loop)
+    result: T = binding(name).run(start, stop, loop=name)
+    return result
+
+
+def background(loop: str | None = None) -> Background:
+    """A loop of ``loop`` (see `choose`) serving blocking callers (`dista.init`)."""
+    name = choose(loop)
+    served: Background = binding(name).background(loop=name)
+    return served

@@ -41,21 +41,27 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def run(start: Callable[[Loop], Latch[T]], stop: Callable[[], object] | None = None) -> T:
+def run(
+    start: Callable[[Loop], Latch[T]],
+    stop: Callable[[], object] | None = None,
+    *,
+    loop: str = "asyncio",
+) -> T:
     """A role's main: a new loop (uvloop when installed) runs until the latch ``start``
-    gives is settled; SIGINT and SIGTERM call ``stop`` on it (without: KeyboardInterrupt)."""
-    loop = new_event_loop()
+    gives is settled; SIGINT and SIGTERM call ``stop`` on it (without: KeyboardInterrupt).
+    ``loop`` is the name it was chosen by (`dista_runtime.loops`): always asyncio here."""
+    running = new_event_loop()
 
     async def main() -> T:
         if stop is not None:
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop)
-        return await wait(start(AsyncioLoop(loop)))
+                running.add_signal_handler(sig, stop)
+        return await wait(start(AsyncioLoop(running)))
 
     try:
-        return loop.run_until_complete(main())
+        return running.run_until_complete(main())
     finally:
-        loop.close()
+        running.close()
 
 
 class LoopThread:
@@ -80,5 +86,6 @@ class LoopThread:
             self._loop.close()
 
 
-def background() -> LoopThread:
+def background(*, loop: str = "asyncio") -> LoopThread:
+    """A loop thread for blocking callers (``loop``: the name it was chosen by)."""
     return LoopThread()
