@@ -93,24 +93,26 @@ class Latch(Generic[T]):
     """A result that arrives once, from any thread: a value or an exception.
 
     Callbacks run on the thread that settles it (the loop's, for everything the runtime
-    settles); `wait` blocks a plain thread until it is settled.
+    settles); `wait` blocks a plain thread until it is settled. Cheap to make (one per
+    ``await ref``): the event a blocked thread needs is made only when one waits.
     """
 
-    __slots__ = ("_callbacks", "_error", "_event", "_lock", "_value")
+    __slots__ = ("_callbacks", "_done", "_error", "_event", "_lock", "_value")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._event = threading.Event()
+        self._done = False
+        self._event: threading.Event | None = None
         self._callbacks: list[Callable[[Latch[T]], object]] = []
         self._value: T | None = None
         self._error: BaseException | None = None
 
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._done
 
     def failed(self) -> bool:
         """Whether it is settled with an error."""
-        return self._event.is_set() and self._error is not None
+        return self._done and self._error is not None
 
     def error(self) -> BaseException | None:
         """The error it is settled with, if any."""
@@ -126,25 +128,28 @@ class Latch(Generic[T]):
 
     def _settle(self, value: T | None, error: BaseException | None) -> None:
         with self._lock:
-            if self._event.is_set():
+            if self._done:
                 return
             self._value, self._error = value, error
-            self._event.set()
+            self._done = True
             callbacks, self._callbacks = self._callbacks, []
+            event = self._event
+        if event is not None:
+            event.set()
         for callback in callbacks:
             callback(self)
 
     def add_callback(self, callback: Callable[[Latch[T]], object]) -> None:
         """Call ``callback(self)`` once settled (now, if it is)."""
         with self._lock:
-            if not self._event.is_set():
+            if not self._done:
                 self._callbacks.append(callback)
                 return
         callback(self)
 
     def result(self) -> T:
         """The value, or raise the error; RuntimeError if not settled yet."""
-        if not self._event.is_set():
+        if not self._done:
             raise RuntimeError("the latch is not settled yet")
         if self._error is not None:
             raise self._error
@@ -152,6 +157,10 @@ class Latch(Generic[T]):
 
     def wait(self, timeout: float | None = None) -> T:
         """Block this thread until settled (TimeoutError after ``timeout`` seconds)."""
-        if not self._event.wait(timeout):
+        with self._lock:
+            event = self._event
+            if event is None and not self._done:
+                event = self._event = threading.Event()
+        if event is not None and not event.wait(timeout):
             raise TimeoutError(f"not settled within {timeout} s")
         return self.result()
