@@ -32,8 +32,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--systems",
         type=_names,
-        default=list(runner.SYSTEMS),
-        help="comma-separated, from dista,ray,dask,ppe (default: all)",
+        default=list(runner.DEFAULT_SYSTEMS),
+        help="comma-separated, from dista,ray,dask,ppe (default: these four) and Dista on its "
+        "other bindings: dista-anyio,dista-trio,dista-gevent",
     )
     parser.add_argument("--rounds", type=int, default=3, help="rounds per system (default 3)")
     names = ", ".join(w.name for w in runner.WORKLOADS)

@@ -60,7 +60,11 @@ SETTLE_S = 1.0
 MIB = 1 << 20
 GB = 1e9
 
-SYSTEMS = ("dista", "ray", "dask", "ppe")
+DEFAULT_SYSTEMS = ("dista", "ray", "dask", "ppe")
+#: Dista on its other bindings (``dista`` is asyncio): named with --systems, compared with
+#: asyncio's Dista as the peers are (a ratio > 1 means asyncio is ahead).
+BINDINGS = ("dista-anyio", "dista-trio", "dista-gevent")
+SYSTEMS = DEFAULT_SYSTEMS + BINDINGS
 PEERS = SYSTEMS[1:]
 #: where each system's engine class lives, and the module whose absence means "not installed"
 ENGINES = {
@@ -68,6 +72,9 @@ ENGINES = {
     "ray": ("benchmarks.workloads_peers", "RayEngine", "ray"),
     "dask": ("benchmarks.workloads_peers", "DaskEngine", "distributed"),
     "ppe": ("benchmarks.workloads_peers", "PoolEngine", "concurrent.futures"),
+    "dista-anyio": ("benchmarks.workloads_dista", "DistaAnyioEngine", "anyio"),
+    "dista-trio": ("benchmarks.workloads_dista", "DistaTrioEngine", "trio"),
+    "dista-gevent": ("benchmarks.workloads_dista", "DistaGeventEngine", "gevent"),
 }
 #: distributions whose versions the JSON records
 DISTRIBUTIONS = ("dista", "ray", "dask", "distributed", "numpy", "psutil", "matplotlib")

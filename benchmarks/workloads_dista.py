@@ -52,12 +52,15 @@ class DistaEngine:
 
     can_wait = True  # dista.wait: done once stored on a worker, before any fetch
 
+    #: The binding (`dista.init(loop=...)`): the driver's, the head's and the workers'.
+    loop = "asyncio"
+
     def __init__(self, workers: int) -> None:
         self._workers = workers
         self._stack = contextlib.ExitStack()
 
     def start(self) -> None:
-        self._stack.enter_context(dista.init(workers=self._workers))
+        self._stack.enter_context(dista.init(workers=self._workers, loop=self.loop))
 
     def stop(self) -> None:
         self._stack.close()
@@ -95,3 +98,21 @@ class DistaEngine:
 
     def actor(self) -> None:
         return None  # no actors yet: the actor workload reports n/a
+
+
+class DistaAnyioEngine(DistaEngine):
+    """Dista on anyio's asyncio backend."""
+
+    loop = "anyio"
+
+
+class DistaTrioEngine(DistaEngine):
+    """Dista on anyio's trio backend."""
+
+    loop = "trio"
+
+
+class DistaGeventEngine(DistaEngine):
+    """Dista on gevent (this driver unpatched: its hub runs on a thread of its own)."""
+
+    loop = "gevent"
