@@ -68,6 +68,51 @@ def test_layers_the_runtime_imports_no_binding_and_bindings_only_its_public_modu
     assert offenders == []
 
 
+#: The most lines of code a binding may have (not counting blank lines, comments and
+#: docstrings): a binding adapts a loop; what is not about its loop is the runtime's.
+BINDING_LINES = 300
+
+
+def code_lines(path: Path) -> int:
+    """Lines of code in ``path``: not blank, not a comment, not part of a docstring."""
+    text = path.read_text()
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(text, str(path))):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            end = body[0].end_lineno or body[0].lineno
+            docstrings.update(range(body[0].lineno, end + 1))
+    return sum(
+        1
+        for number, line in enumerate(text.splitlines(), 1)
+        if line.strip() and not line.strip().startswith("#") and number not in docstrings
+    )
+
+
+def test_bindings_are_thin_and_know_no_protocol() -> None:
+    """Each binding is at most BINDING_LINES lines of code, and imports nothing of the
+    protocol (`dista_proto`): no frame kind, no protocol rule can be written there."""
+    sizes = {
+        binding.name: sum(code_lines(p) for p in binding.rglob("*.py"))
+        for binding in sorted((ROOT / "bindings").iterdir())
+        if binding.is_dir()
+    }
+    assert {name: n for name, n in sizes.items() if n > BINDING_LINES} == {}
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in sorted((ROOT / "bindings").rglob("*.py"))
+        for line, name in _imported(path)
+        if name.split(".")[0] == "dista_proto"
+    ]
+    assert offenders == []
+
+
 def _run(tool: str, *args: str) -> None:
     exe = shutil.which(tool, path=str(Path(sys.executable).parent)) or shutil.which(tool)
     if exe is None:
