@@ -1,4 +1,4 @@
-"""Joining a cluster: `init`, `shutdown`, `local_pids` and the `Cluster` they manage."""
+"""Joining a cluster from blocking code: `init`, `shutdown`, `local_pids`."""
 
 from __future__ import annotations
 
@@ -7,55 +7,16 @@ import os
 import signal
 import threading
 from types import FrameType
-from typing import Self
 
 from . import _context, _registry
-from ._address import format_head, parse_head
+from ._address import parse_head
 from ._errors import DistaError
+from ._joined import Cluster
 from ._local import LocalCluster
+from .joining import connect_blocking, connect_local
 from .loops import background, binding, choose
 
 __all__ = ["Cluster", "init", "local_pids", "shutdown"]
-
-
-class Cluster:
-    """What `init` returns: the connection (and the local cluster, if it started one)."""
-
-    def __init__(self, context: _context.Context, local: LocalCluster | None) -> None:
-        self.context = context
-        self.local = local
-
-    @property
-    def address(self) -> str:
-        return format_head(*self.context.address)
-
-    def pids(self) -> list[int]:
-        """The local workers' process IDs (the head runs in this process; empty when joined
-        to a cluster)."""
-        return self.local.pids() if self.local is not None else []
-
-    def shutdown(self) -> None:
-        if self.local is not None:
-            # First: the head stops its workers as the driver leaves; none may be replaced.
-            self.local.begin_close()
-        for close in self.context.close:
-            close()
-        self.context.close.clear()
-        self.context.session.close("shut down")
-        _context.clear(self.context)
-        if self.local is not None:
-            self.local.close()
-            self.local = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def __repr__(self) -> str:
-        kind = f"local, {len(self.pids())} workers" if self.local else "remote"
-        return f"<dista Cluster {self.address} ({kind})>"
 
 
 _cluster: Cluster | None = None
@@ -83,7 +44,6 @@ def init(
         raise DistaError("dista.init() was already called: call dista.shutdown() first")
     name = choose(loop)
     binding(name)  # installed and complete, before any process starts
-    from .joining import connect_blocking, connect_local
 
     address = address or os.environ.get("DISTA_ADDRESS") or None
     local: LocalCluster | None = None

@@ -11,17 +11,18 @@ once against `Loop`. `docs/bindings.md` is the guide.
 from __future__ import annotations
 
 from ._address import format_head, listen_socket, parse_head, socket_address, unix_path
-from ._cluster import Cluster
 from ._errors import DistaError
+from ._joined import Cluster
 from .engine import HIGH_WATER, LOW_WATER, Engine, Link, Stream, nodelay
-from .joining import Background, begin, joined
-from .loop import Latch, Listener, Loop, TaskHandle, Timer
+from .joining import begin, joined
+from .loop import Background, Connections, Latch, Listener, Loop, TaskHandle, Timer
 
 __all__ = [
     "HIGH_WATER",
     "LOW_WATER",
     "Background",
     "Cluster",
+    "Connections",
     "DistaError",
     "Engine",
     "Latch",

@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Final, Protocol
 import dista_proto as dp
 from dista_proto.frame import Bytes
 
-from .loop import Latch, Loop
+from .loop import Connections, Latch, Loop
 
 __all__ = [
     "HIGH_WATER",
@@ -244,7 +244,7 @@ class Link:
 
     __slots__ = ("engine", "link", "transport")
 
-    def __init__(self, engine: Engine, link: int) -> None:
+    def __init__(self, engine: Connections, link: int) -> None:
         self.engine = engine
         self.link = link
         self.transport: Any = None

@@ -20,14 +20,14 @@ from typing import Final, Protocol
 import dista_proto as dp
 
 from ._address import parse_head
-from ._cluster import Cluster
 from ._context import Context, install
 from ._errors import DistaError
+from ._joined import Cluster
 from ._registry import snapshot
 from .driver_host import DriverHost
 from .engine import Link
 from .head_host import HeadHost, start_head
-from .loop import Latch, Loop
+from .loop import Background, Latch, Loop
 from .memlink import memory_link
 
 __all__ = [
@@ -43,16 +43,6 @@ __all__ = [
 _HEAD_CLOSE_S: Final = 5.0
 _DRIVER_CLOSE_S: Final = 5.0
 _JOIN_POLL_S: Final = 0.002
-
-
-class Background(Protocol):
-    """A loop serving blocking callers (a binding's ``background()``)."""
-
-    loop: Loop
-
-    def stop(self) -> None:
-        """End the loop (and its thread, if it has one of its own)."""
-        ...
 
 
 class LocalWorkers(Protocol):

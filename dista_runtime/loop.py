@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from .engine import Engine
-
-__all__ = ["Latch", "Listener", "Loop", "TaskHandle", "Timer"]
+__all__ = ["Background", "Connections", "Latch", "Listener", "Loop", "TaskHandle", "Timer"]
 
 T = TypeVar("T")
 
@@ -53,6 +50,42 @@ class Listener(Protocol):
     def close(self) -> None: ...
 
 
+class Connections(Protocol):
+    """What a binding's connections are read into and report to (an `Engine`)."""
+
+    #: Links whose stream is over its high-water mark (a stream adds its link when it
+    #: passes the mark, and calls `resume` when it drains below the low one).
+    paused: set[int]
+
+    def accept(self) -> int:
+        """A connection came in: its link number."""
+        ...
+
+    def attach(self, link: int, stream: Any) -> None:
+        """``link`` is carried by ``stream`` (a `dista_runtime.engine.Stream`)."""
+        ...
+
+    def detach(self, link: int) -> None:
+        """``link``'s connection ended."""
+        ...
+
+    def dialed(self, link: int, error: str) -> None:
+        """`Loop.dial` for ``link`` ended: attached (``error`` empty), or failed."""
+        ...
+
+    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+        """Where ``link``'s next bytes are read to."""
+        ...
+
+    def on_updated(self, link: int, nbytes: int) -> None:
+        """``nbytes`` were read into the view `get_buffer` gave."""
+        ...
+
+    def resume(self, link: int) -> None:
+        """``link``'s stream drained below its low-water mark: write to it again."""
+        ...
+
+
 class Loop(Protocol):
     """One event loop, as the runtime drives it (see the module docstring)."""
 
@@ -76,16 +109,26 @@ class Loop(Protocol):
         """The handle `create_task` gave for the coroutine running now, or None."""
         ...
 
-    def listen(self, engine: Engine, host: str, port: int, sock: Any = None) -> Listener:
+    def listen(self, engine: Connections, host: str, port: int, sock: Any = None) -> Listener:
         """Serve ``host:port`` (or the bound socket ``sock``): each connection gets a link
-        from ``engine.accept()``, is attached with `Engine.attach` and read into the
-        engine; its end is `Engine.detach`. Listening starts before this returns."""
+        from ``engine.accept()``, is attached with ``engine.attach`` and read into the
+        engine; its end is ``engine.detach``. Listening starts before this returns."""
         ...
 
-    def dial(self, engine: Engine, link: int, host: str, port: int, timeout: float) -> None:
+    def dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
         """Connect ``link`` to ``host:port`` (``unix:PATH`` and port 0 for a Unix socket):
-        `Engine.attach` it and call ``engine.dialed(link, "")``, or
+        ``engine.attach`` it and call ``engine.dialed(link, "")``, or
         ``engine.dialed(link, why)`` if it fails within ``timeout`` seconds."""
+        ...
+
+
+class Background(Protocol):
+    """A loop serving blocking callers (a binding's ``background()``)."""
+
+    loop: Loop
+
+    def stop(self) -> None:
+        """End the loop (and its thread, if it has one of its own)."""
         ...
 
 

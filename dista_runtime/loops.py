@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from ._errors import DistaError
 
 if TYPE_CHECKING:
-    from .joining import Background
-    from .loop import Latch, Loop
+    from .loop import Background, Latch, Loop
 
 __all__ = ["LOOPS", "available", "background", "binding", "choose", "run"]
 

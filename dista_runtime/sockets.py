@@ -26,7 +26,8 @@ from typing import Any, Final
 
 from dista_proto.frame import Bytes
 
-from .engine import HIGH_WATER, LOW_WATER, Engine, nodelay
+from .engine import HIGH_WATER, LOW_WATER, nodelay
+from .loop import Connections
 
 __all__ = ["READ_SIZE", "SocketStream"]
 
@@ -39,7 +40,7 @@ class SocketStream:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Connections,
         link: int,
         sock: socket.socket,
         wake_writer: Callable[[], object],

@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from dista_runtime.binding import Engine, Link, listen_socket, socket_address, unix_path
+from dista_runtime.binding import Connections, Link, listen_socket, socket_address, unix_path
 
 __all__ = ["AsyncioLoop", "new_event_loop"]
 
@@ -34,7 +34,7 @@ class Reader(Link, asyncio.BufferedProtocol):
 
 
 class _Listener:
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, engine: Engine):
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, engine: Connections):
         self.address = socket_address(sock)
         self._sock = sock
         self._closed = False
@@ -71,13 +71,13 @@ class AsyncioLoop:
     def current_task(self) -> object:
         return asyncio.current_task(self.loop)
 
-    def listen(self, engine: Engine, host: str, port: int, sock: Any = None) -> _Listener:
+    def listen(self, engine: Connections, host: str, port: int, sock: Any = None) -> _Listener:
         return _Listener(self.loop, sock or listen_socket(host, port), engine)
 
-    def dial(self, engine: Engine, link: int, host: str, port: int, timeout: float) -> None:
+    def dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
         self.loop.create_task(self._dial(engine, link, host, port, timeout))
 
-    async def _dial(self, engine: Engine, link: int, host: str, port: int, timeout: float) -> None:
+    async def _dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
         path = unix_path(host)
         factory: Callable[[], Reader] = lambda: Reader(engine, link)
         try:
