@@ -77,7 +77,9 @@ class AsyncioLoop:
     def dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
         self.loop.create_task(self._dial(engine, link, host, port, timeout))
 
-    async def _dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
+    async def _dial(
+        self, engine: Connections, link: int, host: str, port: int, timeout: float
+    ) -> None:
         path = unix_path(host)
         factory: Callable[[], Reader] = lambda: Reader(engine, link)
         try:
