@@ -1,5 +1,19 @@
-"""dista_anyio: the anyio binding (roles arrive with the runtime issue)."""
+"""dista_anyio: every Dista role over anyio, on its asyncio backend or on trio.
+
+From inside a trio (or anyio) program, join a cluster on the program's own loop and await
+refs there; cancelling the scope that awaits a ref cancels only that wait::
+
+    async with dista_anyio.connect("127.0.0.1:7420"):
+        value = await add.remote(1, 2)
+
+The roles themselves are the runtime's (`dista_runtime.loop`); this adapts anyio's loop.
+The runtime finds it by loop name: "anyio" (anyio on asyncio) and "trio" (anyio on trio).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._connect import connect
+from ._loop import AnyioLoop
+from ._run import LoopThread, background, run, wait
+
+__all__ = ["AnyioLoop", "LoopThread", "background", "connect", "run", "wait"]

@@ -1,0 +1,154 @@
+"""`dista_runtime.loop.Loop` over a running anyio task group, on asyncio or on trio.
+
+Calls go to the backend's own scheduler, the cheapest way each offers: asyncio's
+``call_soon``, ``call_soon_threadsafe`` and ``call_later`` as they are; on trio,
+``run_sync_soon`` (thread-safe, so one call serves both) and timers as sleeping tasks in a
+cancel scope. Whatever runs in the task group (a worker's ``async def`` tasks, trio's
+timers, each connection's reader and writer: `dista_anyio._net`) ends with it.
+
+A callback or task that raises is logged, as asyncio's loop does, rather than ending the
+run (as trio would, for a ``run_sync_soon`` callback or a task in a nursery).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from dista_runtime.binding import Connections, Listener, Timer
+
+from . import _net
+
+__all__ = ["AnyioLoop", "Task", "library", "name_thread", "soon_threadsafe"]
+
+_log = logging.getLogger("dista.anyio")
+#: The `Task` whose coroutine runs in this context (`AnyioLoop.current_task`).
+_current: ContextVar[Task | None] = ContextVar("dista_anyio_task", default=None)
+
+
+def library() -> str:
+    """The async library running this thread's loop: "trio" or "asyncio"."""
+    try:
+        import sniffio
+    except ImportError:  # trio needs sniffio: without it, this is asyncio
+        return "asyncio"
+    return sniffio.current_async_library()
+
+
+def name_thread(name: str | None) -> str | None:
+    """Make ``name`` sniffio's answer on this thread; the answer it had.
+
+    asyncio runs plain callbacks outside any task, where sniffio finds no library and so
+    anyio no backend; a loop's thread is named, as trio names its own, so that callbacks
+    can start tasks, make cancel scopes and notify closings there."""
+    try:
+        import sniffio
+    except ImportError:  # anyio then finds asyncio by its running loop
+        return None
+    previous, sniffio.thread_local.name = sniffio.thread_local.name, name
+    return previous
+
+
+def _guarded(callback: Callable[..., object], args: tuple[Any, ...]) -> None:
+    try:
+        callback(*args)
+    except Exception:  # noqa: BLE001  (logged, as asyncio does)
+        _log.exception("dista: exception in callback %r", callback)
+
+
+def soon_threadsafe() -> Callable[..., object]:
+    """The running loop's call-soon-from-any-thread (RuntimeError once it has ended)."""
+    if library() != "trio":
+        return asyncio.get_running_loop().call_soon_threadsafe
+    import trio
+
+    run_sync_soon = trio.lowlevel.current_trio_token().run_sync_soon
+
+    def call_soon(callback: Callable[..., object], *args: Any) -> None:
+        run_sync_soon(_guarded, callback, args)
+
+    return call_soon
+
+
+class Task:
+    """A coroutine run in the task group (`AnyioLoop.create_task`): `cancel` cancels its
+    scope, and done callbacks get this handle, as asyncio's tasks do."""
+
+    __slots__ = ("_callbacks", "_scope")
+
+    def __init__(self) -> None:
+        self._scope = anyio.CancelScope()
+        self._callbacks: list[Callable[[Any], object]] | None = []
+
+    def cancel(self) -> None:
+        self._scope.cancel()
+
+    def add_done_callback(self, callback: Callable[[Any], object], /) -> None:
+        if self._callbacks is None:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    async def run(self, coro: Coroutine[Any, Any, None]) -> None:
+        _current.set(self)  # this task's context only: its own copy
+        try:
+            with self._scope:
+                await coro
+        except Exception:  # noqa: BLE001  (logged, as asyncio does)
+            _log.exception("dista: exception in task %r", coro)
+        finally:
+            callbacks, self._callbacks = self._callbacks or [], None
+            for callback in callbacks:
+                callback(self)
+
+
+class AnyioLoop:
+    """The runtime's view of the anyio loop running ``group`` (see
+    `dista_runtime.loop.Loop`): what it starts runs in ``group``."""
+
+    def __init__(self, group: TaskGroup) -> None:
+        self.group = group
+        self.call_soon_threadsafe: Callable[..., object] = soon_threadsafe()
+        self.call_soon: Callable[..., object] = self.call_soon_threadsafe
+        self.call_later: Callable[..., Timer] = self._sleeper
+        if library() != "trio":
+            name_thread("asyncio")
+            loop = asyncio.get_running_loop()
+            self.call_soon, self.call_later = loop.call_soon, loop.call_later
+
+    def _sleeper(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
+        scope = anyio.CancelScope()
+        self.group.start_soon(_sleep_then, scope, delay, callback, args)
+        return scope
+
+    def create_task(self, coro: Coroutine[Any, Any, None]) -> Task:
+        task = Task()
+        self.group.start_soon(task.run, coro)
+        return task
+
+    def current_task(self) -> object:
+        return _current.get()
+
+    def listen(self, engine: Connections, host: str, port: int, sock: Any = None) -> Listener:
+        return _net.Server(self.group, engine, host, port, sock)
+
+    def dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
+        self.group.start_soon(_net.dial, self.group, engine, link, host, port, timeout)
+
+    def stop(self) -> None:
+        """End what runs in the task group (on the loop)."""
+        self.group.cancel_scope.cancel()
+
+
+async def _sleep_then(
+    scope: anyio.CancelScope, delay: float, callback: Callable[..., object], args: tuple[Any, ...]
+) -> None:
+    with scope:
+        await anyio.sleep(delay)
+        _guarded(callback, args)
