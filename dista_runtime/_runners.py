@@ -16,6 +16,10 @@ runner thread that blocks), which it carries to its loop and the `Worker` core.
   frame: a task cannot take its runner thread, or its worker, down with it.
 - A finished task's argument and call are dropped before the thread waits for the next
   one, so a large argument is freed when its task ends, not when the next one comes.
+
+Runners are threads unless the loop gives a `Runner`: gevent's binding, in a monkey-patched
+process, runs them as greenlets (whose interrupt is a ``throw`` at their next wait), and
+everything above holds for them as it does for threads.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Final, SupportsIndex
+from functools import partial
+from typing import Final, Protocol, SupportsIndex
 
 import dista_proto as dp
 from dista_proto.frame import Bytes
@@ -35,10 +40,28 @@ from ._errors import message_from_exception
 from ._execute import Call, encode_results
 from ._inline import InlinePolicy, RunOnThread
 
-__all__ = ["Outcome", "Runners", "run_call"]
+__all__ = ["Outcome", "Runner", "Runners", "run_call"]
 
 #: (first result ID, encoded values or None, error text, started, ended)
 Outcome = tuple[int, list[Bytes] | None, str, int, int]
+#: Raises an exception in one runner at its next chance; None forgets one not raised yet.
+Interrupter = Callable[[type[BaseException] | None], object]
+
+
+class Runner(Protocol):
+    """How a worker starts the runners of its plain tasks, when its loop says so (an optional
+    ``runner`` attribute of the `dista_runtime.loop.Loop`): without one, each is a thread,
+    interrupted by raising in that thread."""
+
+    def spawn(self, target: Callable[[], object]) -> None:
+        """Start a runner that calls ``target`` (on the loop, or in another runner)."""
+        ...
+
+    def interrupter(self) -> Interrupter:
+        """Called in a runner: how to interrupt it (called on the loop, or the runner itself
+        with None)."""
+        ...
+
 
 #: How long a runner whose task was interrupted waits before taking its next one: cancels
 #: sent together (a loop of ``ref.cancel()``) arrive one by one, and the next queued task
@@ -92,8 +115,10 @@ class Runners:
         policy: InlinePolicy,
         finished: Callable[[Outcome], None],
         on_blocked: Callable[[int, bool], None],
+        runner: Runner | None = None,
     ) -> None:
         self.base = threads
+        self.runner = runner
         self.policy = policy
         self.finished = finished
         self.on_blocked = on_blocked
@@ -102,9 +127,9 @@ class Runners:
         self.blocked = 0
         self._queue: queue.SimpleQueue[int | None] = queue.SimpleQueue()
         self._queued: dict[int, tuple[dp.RunTask, Call]] = {}  # not started yet
-        # oid -> its thread's ident and wake event (not the thread-local: read from another
-        # thread, that would be the reader's own)
-        self._running: dict[int, tuple[int, threading.Event]] = {}
+        # oid -> how to interrupt its runner, and its wake event (not the thread-local: read
+        # from another thread, that would be the reader's own)
+        self._running: dict[int, tuple[Interrupter, threading.Event]] = {}
         self._current = _Current()
         _install_sleep(self)
         for _ in range(threads):
@@ -128,8 +153,8 @@ class Runners:
             running = self._running.get(oid)
             if running is None:
                 return False
-            ident, wake = running
-            _raise_in(ident, KeyboardInterrupt)
+            raise_in, wake = running
+            raise_in(KeyboardInterrupt)
             wake.set()
             return True
 
@@ -184,19 +209,27 @@ class Runners:
 
     def _spawn(self) -> None:
         self.threads += 1
-        threading.Thread(target=self._loop, name="dista-runner", daemon=True).start()
+        if self.runner is not None:
+            self.runner.spawn(self._loop)
+        else:
+            threading.Thread(target=self._loop, name="dista-runner", daemon=True).start()
 
     def _loop(self) -> None:
         state = self._current
         state.runner = True
+        raise_in: Interrupter
+        if self.runner is not None:
+            raise_in = self.runner.interrupter()
+        else:
+            raise_in = partial(_raise_in, threading.get_ident())
         while True:
             try:
-                if not self._run_next(state):
+                if not self._run_next(state, raise_in):
                     return
             except KeyboardInterrupt:
                 continue  # an interrupt that landed after its task had ended
 
-    def _run_next(self, state: _Current) -> bool:
+    def _run_next(self, state: _Current, raise_in: Interrupter) -> bool:
         with self.lock:
             if self.threads - self.blocked > self.base:
                 self.threads -= 1  # a spare started while a task was blocked
@@ -206,12 +239,11 @@ class Runners:
             with self.lock:
                 self.threads -= 1
             return False
-        ident = threading.get_ident()
         with self.lock:
             item = self._queued.pop(oid, None)
             if item is None:
                 return True  # withdrawn before it started
-            self._running[oid] = (ident, state.wake)
+            self._running[oid] = (raise_in, state.wake)
             state.oid = oid
         task, call = item
         del item
@@ -222,13 +254,13 @@ class Runners:
             now = time.time_ns()
             outcome = (oid, None, _CANCELLED, now, now)
         del task, call  # the argument goes now, not when the next task comes
-        interrupted = self._finish(oid, ident, state)
+        interrupted = self._finish(oid, raise_in, state)
         self.finished(outcome)
         if interrupted:
             _real_sleep(_AFTER_INTERRUPT_S)
         return True
 
-    def _finish(self, oid: int, ident: int, state: _Current) -> bool:
+    def _finish(self, oid: int, raise_in: Interrupter, state: _Current) -> bool:
         """``oid``'s task ended on this thread; whether it was interrupted."""
         while True:
             try:
@@ -237,7 +269,7 @@ class Runners:
                     state.oid = 0
                     interrupted = state.wake.is_set()
                     if interrupted:
-                        _raise_in(ident, None)  # clear an interrupt that has not landed
+                        raise_in(None)  # clear an interrupt that has not landed
                         state.wake.clear()
                 return interrupted
             except KeyboardInterrupt:

@@ -113,6 +113,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _die_with_parent(args.parent)
     if args.processes > 1:
         return _worker_processes(args)
+    if args.greenlets:
+        _cooperate(args)
     import faulthandler
 
     faulthandler.enable(all_threads=False)  # a crash prints where, then the process dies
@@ -150,6 +152,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cooperate(args: argparse.Namespace) -> None:
+    """``--greenlets``: the binding (gevent's) patches this process before the task modules
+    are imported, and its runners are then greenlets, not threads."""
+    from . import _memory
+    from .loops import binding
+
+    args.loop = args.loop or "gevent"
+    patch = getattr(binding(args.loop), "patch", None)
+    if patch is None:
+        raise SystemExit(f"dista worker: --greenlets needs --loop gevent, not {args.loop}")
+    patch()
+    _memory._forget_filler()  # its lock was made before the patch: a greenlet's now
+
+
 def _worker_processes(args: argparse.Namespace) -> int:
     """``--processes N``: N worker processes, each replaced when it dies, until a signal
     stops them all or they cannot start."""
@@ -168,6 +184,8 @@ def _worker_processes(args: argparse.Namespace) -> int:
         command += ["--host", args.host]
     if args.loop:
         command += ["--loop", args.loop]
+    if args.greenlets:
+        command.append("--greenlets")
     stopping: list[int] = []
     deaths: list[Death] = []
     done = threading.Event()
@@ -439,6 +457,13 @@ def parser() -> argparse.ArgumentParser:
         "--host",
         help="address for this worker's object server "
         "(default: the interface that reaches the head)",
+    )
+    p.add_argument(
+        "--greenlets",
+        action="store_true",
+        help="run tasks in greenlets, for cooperative code (implies --loop gevent: the "
+        "worker monkey-patches itself first); without it, gevent's worker runs them in "
+        "threads, for CPU-bound code",
     )
     p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)

@@ -10,11 +10,18 @@ call soon, call soon from another thread, start a coroutine, name the running on
   (`dista_runtime._inline`);
 - ``async def`` tasks as coroutines on the loop, lending their slot while they await a ref;
 - finished tasks handed back to the loop in batches: one wake-up for however many finished.
+
+A loop may say how runners start (its optional ``runner``, a `Runner`: gevent's greenlets in
+a monkey-patched process); such runners may wait cooperatively, so no task runs inline on
+that loop (it would switch away in the middle of the loop's work). A loop may also run
+coroutines off its own thread (gevent runs them on an asyncio loop in a thread): a
+coroutine's await then reaches the core through `call_soon_threadsafe`, as runners do.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -24,10 +31,10 @@ import dista_proto as dp
 from ._errors import message_from_exception
 from ._execute import Call, Executor, encode_results
 from ._inline import InlinePolicy, RunOnThread
-from ._runners import Outcome, Runners, run_call
+from ._runners import Outcome, Runner, Runners, run_call
 from .loop import Loop, TaskHandle
 
-__all__ = ["Execution"]
+__all__ = ["Execution", "Runner"]
 
 
 class Execution:
@@ -43,10 +50,14 @@ class Execution:
         self._current_task = loop.current_task
         self.executor = Executor()
         self.inline = InlinePolicy()
-        self.runners = Runners(threads, self.inline, self.finished, self.blocked)
+        runner: Runner | None = getattr(loop, "runner", None)
+        self._may_inline = runner is None
+        self.runners = Runners(threads, self.inline, self.finished, self.blocked, runner)
         self._done: deque[Outcome] = deque()
         self._drain_scheduled = False
+        self._loop_thread = threading.get_ident()  # made on its loop
         self._tasks: dict[int, TaskHandle] = {}  # async tasks by first result ID
+        self._oids: dict[object, int] = {}  # the same, by task (read from any thread)
         self._awaiting: dict[int, int] = {}  # async task -> refs it awaits now (slot lent)
 
     def decisions(self) -> list[dp.Decision]:
@@ -76,8 +87,9 @@ class Execution:
             oid = decision.object_id
             task = self._loop.create_task(self._run_async(decision, call))
             self._tasks[oid] = task
-            task.add_done_callback(lambda _: self._tasks.pop(oid, None))
-        elif self.inline.may_inline(call.function):
+            self._oids[task] = oid
+            task.add_done_callback(lambda _: self._forget(oid))
+        elif self._may_inline and self.inline.may_inline(call.function):
             try:
                 outcome = run_call(decision, call, self.inline, inline=True)
             except RunOnThread:
@@ -89,6 +101,11 @@ class Execution:
                 self._loop.call_soon(self._drain)
         else:
             self.runners.submit(decision, call)
+
+    def _forget(self, oid: int) -> None:
+        task = self._tasks.pop(oid, None)
+        if task is not None:
+            self._oids.pop(task, None)
 
     def _cancel(self, decision: dp.CancelTask) -> None:
         """The head wants a task back: drop it if it has not started, else interrupt it
@@ -111,17 +128,18 @@ class Execution:
 
     @contextlib.contextmanager
     def awaiting(self) -> Iterator[None]:
-        """Around an ``async def`` task's ``await`` of a ref (on the loop): lend its slot,
-        as a runner thread's blocking get does."""
+        """Around an ``async def`` task's ``await`` of a ref (where the loop runs coroutines):
+        lend its slot, as a runner thread's blocking get does."""
         task = self._current_task()
-        oid = next((o for o, t in self._tasks.items() if t is task), 0)
+        oid = self._oids.get(task, 0) if task is not None else 0
         if not oid:
             yield
             return
+        mark = self._mark_blocked if threading.get_ident() == self._loop_thread else self.blocked
         depth = self._awaiting.get(oid, 0)
         self._awaiting[oid] = depth + 1
         if not depth:
-            self._mark_blocked(oid, True)
+            mark(oid, True)
         try:
             yield
         finally:
@@ -129,7 +147,7 @@ class Execution:
             if depth:
                 self._awaiting[oid] = depth
             else:
-                self._mark_blocked(oid, False)
+                mark(oid, False)
 
     def blocked(self, oid: int, blocked: bool) -> None:
         """A runner's task blocked on other tasks' results, or resumed (any thread)."""

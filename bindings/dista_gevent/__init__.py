@@ -1,5 +1,47 @@
-"""dista_gevent: the gevent binding (roles arrive with the runtime issue)."""
+"""dista_gevent: every Dista role on gevent's hub, greenlets and sockets.
+
+In a monkey-patched process (``from gevent import monkey; monkey.patch_all()`` first, as
+gunicorn's gevent worker does), join a cluster on the hub your greenlets share; a blocking
+``ref.get()``, `dista.get`, `dista.wait` or `dista.as_completed` then suspends only the
+greenlet that waits::
+
+    with dista_gevent.connect("127.0.0.1:7420"):    # or dista.init(address, loop="gevent")
+        value = add.remote(1, 2).get()
+
+Unpatched, the same calls run Dista on a hub of its own, in a thread, and block the caller
+as they would anywhere. Every role runs on gevent: ``dista head --loop gevent``, ``dista
+worker --loop gevent``, ``dista status --loop gevent``...
+
+Where a gevent worker runs tasks:
+
+- ``dista worker --loop gevent``: plain tasks in the runtime's runner threads (real
+  threads: CPU-bound code, interrupted anywhere by a cancel);
+- ``dista worker --greenlets`` (implies ``--loop gevent``): the worker monkey-patches
+  itself first (`patch`) and runs plain tasks in greenlets, for cooperative code (sockets,
+  ``time.sleep``, nested ``ref.get()`` suspend the task's greenlet only); a cancel
+  interrupts a task at its next wait, and no task runs inline on the hub;
+- ``async def`` tasks, either way: on one asyncio loop in a thread of gevent's threadpool.
+
+The roles themselves are the runtime's (`dista_runtime.loop`); this adapts gevent's hub.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._connect import connect
+from ._loop import GeventLoop, patched
+from ._run import HubThread, SharedHub, background, patch, run, wait
+from ._tasks import CoroutineTask, GreenletRunner
+
+__all__ = [
+    "CoroutineTask",
+    "GeventLoop",
+    "GreenletRunner",
+    "HubThread",
+    "SharedHub",
+    "background",
+    "connect",
+    "patch",
+    "patched",
+    "run",
+    "wait",
+]

@@ -1,0 +1,113 @@
+"""Waiting on gevent: a greenlet's wait for a runtime `Latch` (`wait`), a role's main
+(`run`), the hub that serves blocking callers (`background`), and `patch`."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import gevent
+from gevent import monkey
+from gevent.hub import Waiter, get_hub
+
+from dista_runtime.binding import Latch, Loop
+
+from ._loop import GeventLoop, patched
+
+__all__ = ["HubThread", "SharedHub", "background", "patch", "run", "wait"]
+
+T = TypeVar("T")
+
+
+def wait(latch: Latch[T], timeout: float | None = None) -> T:
+    """``latch``'s result; only the calling greenlet waits, the hub runs on (TimeoutError
+    after ``timeout`` seconds). The latch may be settled from any thread."""
+    if not latch.done():
+        hub = get_hub()
+        # An async watcher: woken from any thread, and active, so the hub never concludes
+        # that nothing can wake this greenlet (gevent's LoopExit).
+        watcher = hub.loop.async_()
+        waiter = Waiter(hub)
+        watcher.start(waiter.switch, None)
+        try:
+            latch.add_callback(lambda _: watcher.send())
+            with gevent.Timeout(timeout, False):
+                waiter.get()
+        finally:
+            watcher.stop()
+        if not latch.done():
+            raise TimeoutError(f"not settled within {timeout} s")
+    return latch.result()
+
+
+def run(
+    start: Callable[[Loop], Latch[T]],
+    stop: Callable[[], object] | None = None,
+    *,
+    loop: str = "gevent",
+) -> T:
+    """A role's main on this thread's hub: until the latch ``start`` gives is settled.
+    SIGINT and SIGTERM call ``stop`` in a greenlet (without it, Ctrl-C raises
+    KeyboardInterrupt). ``loop`` is the name it was chosen by: always gevent here."""
+    handlers = []
+    if stop is not None:
+        handlers = [gevent.signal_handler(s, stop) for s in (signal.SIGINT, signal.SIGTERM)]
+    try:
+        return wait(start(GeventLoop()))
+    finally:
+        for handler in handlers:
+            handler.cancel()
+
+
+class SharedHub:
+    """The hub the caller's greenlets share, serving them (a monkey-patched process: the
+    runtime's waits cooperate). `stop` leaves the hub running: it is the caller's."""
+
+    def __init__(self) -> None:
+        self.loop = GeventLoop()
+
+    def stop(self) -> None:
+        self.loop.closed = True
+
+
+class HubThread:
+    """A hub of its own on a daemon thread, serving blocking callers (an unpatched process,
+    whose waits would block the caller's hub)."""
+
+    def __init__(self, name: str = "dista-io") -> None:
+        made: list[GeventLoop] = []
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, args=(made, ready), name=name)
+        self._thread.daemon = True
+        self._thread.start()
+        ready.wait()
+        self.loop = made[0]
+
+    def _main(self, made: list[GeventLoop], ready: threading.Event) -> None:
+        hub = get_hub()
+        self._stopped = hub.loop.async_()  # send() from any thread ends the hub
+        made.append(GeventLoop(hub))
+        ready.set()
+        hub.wait(self._stopped)
+        hub.destroy(destroy_loop=True)
+
+    def stop(self) -> None:
+        if self.loop.closed:
+            return
+        self.loop.closed = True  # first: calls from now on raise RuntimeError
+        self._stopped.send()
+        self._thread.join(5)
+
+
+def background(*, loop: str = "gevent") -> SharedHub | HubThread:
+    """The hub serving blocking callers (``loop``: the name it was chosen by): the caller's
+    in a monkey-patched process, else one on a thread of its own."""
+    return SharedHub() if patched() else HubThread()
+
+
+def patch() -> None:
+    """Monkey-patch this process, as gunicorn's gevent worker does (``dista worker
+    --greenlets`` does it first thing): its plain tasks then run in greenlets."""
+    monkey.patch_all()

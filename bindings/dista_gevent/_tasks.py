@@ -1,0 +1,128 @@
+"""Where a gevent worker runs user code: greenlet runners, and coroutines on asyncio.
+
+- Plain tasks, in a monkey-patched process: each runner is a greenlet (`GreenletRunner`,
+  the runtime's `dista_runtime.execution.Runner`). Its waits (a socket, ``time.sleep``, a
+  nested ``ref.get()``) cooperate, so the worker serves other tasks meanwhile. A cancel
+  throws KeyboardInterrupt into it at its next wait: a greenlet that computes without
+  waiting cannot be interrupted (nor does it let anything else run). Without patching,
+  runners are the runtime's threads, interrupted anywhere, and CPU-bound code belongs there.
+- ``async def`` tasks: a coroutine needs an asyncio loop (``await asyncio.sleep``, ``await
+  ref``), which cannot share a thread with the hub. `Coroutines` runs one asyncio loop in a
+  thread of gevent's threadpool (a real thread, patched or not) for all of them; their
+  handles (`CoroutineTask`) are made, cancelled and told of the end on the hub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import gevent
+from gevent import monkey
+from gevent.hub import Hub
+
+if TYPE_CHECKING:
+    from ._loop import GeventLoop
+
+__all__ = ["CoroutineTask", "Coroutines", "GreenletRunner"]
+
+
+class GreenletRunner:
+    """A worker's runners as greenlets on ``hub`` (`dista_runtime.execution.Runner`)."""
+
+    def __init__(self, hub: Hub) -> None:
+        self._hub = hub
+
+    def spawn(self, target: Callable[[], object]) -> None:
+        gevent.spawn(target)
+
+    def interrupter(self) -> Callable[[type[BaseException] | None], object]:
+        """How to interrupt the calling greenlet: a throw on the hub's next turn, unless
+        forgotten first (its task ended)."""
+        runner = gevent.getcurrent()
+        pending: list[type[BaseException]] = []
+
+        def throw() -> None:
+            if pending and not runner.dead:
+                runner.throw(pending.pop())
+
+        def interrupt(exception: type[BaseException] | None) -> None:
+            if exception is None:
+                pending.clear()
+            elif not pending:
+                pending.append(exception)
+                self._hub.loop.run_callback(throw)
+
+        return interrupt
+
+
+class CoroutineTask:
+    """A coroutine of `Coroutines` (a `dista_runtime.loop.TaskHandle`), used on the hub."""
+
+    def __init__(self, owner: Coroutines, coro: Coroutine[Any, Any, None]) -> None:
+        self._owner = owner
+        self._coro: Coroutine[Any, Any, None] | None = coro
+        self._task: asyncio.Task[None] | None = None
+        self._callbacks: list[Callable[[Any], object]] = []
+
+    def cancel(self) -> None:
+        self._owner.call(self._cancel)  # behind its start, which goes the same way
+
+    def add_done_callback(self, callback: Callable[[Any], object], /) -> None:
+        self._callbacks.append(callback)
+
+    def _start(self) -> None:  # on asyncio's thread, as all below
+        assert self._coro is not None
+        task = self._task = self._owner.aloop.create_task(self._coro)
+        self._coro = None
+        self._owner.handles[task] = self
+        task.add_done_callback(self._ended)
+
+    def _cancel(self) -> None:
+        # After its first step: a coroutine cancelled before it runs never says it ended.
+        if self._task is not None:
+            self._owner.aloop.call_soon(self._task.cancel)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        del self._owner.handles[task]
+        self._owner.loop.call_soon_threadsafe(self._done)
+
+    def _done(self) -> None:
+        for callback in self._callbacks:
+            callback(self)
+
+
+class Coroutines:
+    """One asyncio loop, in a thread of ``loop``'s hub's threadpool, for a worker's
+    ``async def`` tasks."""
+
+    def __init__(self, loop: GeventLoop) -> None:
+        self.loop = loop
+        # asyncio's own selector, not gevent's: this loop blocks its thread, not a hub.
+        selector = monkey.get_original("selectors", "DefaultSelector")()
+        self.aloop = asyncio.SelectorEventLoop(selector)
+        self.handles: dict[asyncio.Task[None], CoroutineTask] = {}
+        loop.hub.threadpool.spawn(self._main)
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.aloop)
+        self.aloop.run_forever()
+
+    def call(self, callback: Callable[[], object]) -> None:
+        """``callback()`` on asyncio's thread, after the hub's current turn (by then the
+        runtime holds the handle `create_task` returned)."""
+        self.loop.call_soon(self.aloop.call_soon_threadsafe, callback)
+
+    def create_task(self, coro: Coroutine[Any, Any, None]) -> CoroutineTask:
+        task = CoroutineTask(self, coro)
+        self.call(task._start)
+        return task
+
+    def current(self) -> CoroutineTask | None:
+        """The handle of the coroutine running now (on asyncio's thread), or None."""
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # not on asyncio's thread
+            return None
+        return self.handles.get(task) if task is not None else None
