@@ -7,10 +7,11 @@ from contextlib import asynccontextmanager
 from typing import Final
 
 import anyio
+import sniffio
 
 from dista_runtime.binding import Cluster, begin, joined
 
-from ._loop import AnyioLoop, library, name_thread
+from ._loop import AnyioLoop, name_thread
 from ._run import wait
 
 __all__ = ["connect"]
@@ -32,16 +33,13 @@ async def connect(
     connection sound; with ``cancel_remote`` it cancels the ref's task too.
     """
     failed: list[Exception] = []
-    named = name_thread(library())  # as `AnyioLoop` names it; restored on the way out
+    # `AnyioLoop` names this thread's async library for sniffio: as it was, once we leave.
+    named = name_thread(sniffio.current_async_library())
     try:
         async with anyio.create_task_group() as group:  # the connection's reader and writer
             try:
                 driver, where = begin(AnyioLoop(group), address, timeout, cancel_remote)
-                try:
-                    await wait(driver.welcomed)
-                except BaseException:
-                    driver.close()
-                    raise
+                await wait(driver.welcomed)  # if not, ending the group closes its socket
                 cluster = joined(driver, where)
                 try:
                     yield cluster

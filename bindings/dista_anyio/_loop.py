@@ -16,29 +16,22 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 import anyio
+import sniffio
 from anyio.abc import TaskGroup
 
-from dista_runtime.binding import Connections, Listener, Timer
+from dista_runtime.binding import Connections, Listener, Timer, listen_socket
 
 from . import _net
 
-__all__ = ["AnyioLoop", "Task", "library", "name_thread", "soon_threadsafe"]
+__all__ = ["AnyioLoop", "Task", "name_thread", "soon_threadsafe"]
 
 _log = logging.getLogger("dista.anyio")
 #: The `Task` whose coroutine runs in this context (`AnyioLoop.current_task`).
 _current: ContextVar[Task | None] = ContextVar("dista_anyio_task", default=None)
-
-
-def library() -> str:
-    """The async library running this thread's loop: "trio" or "asyncio"."""
-    try:
-        import sniffio
-    except ImportError:  # trio needs sniffio: without it, this is asyncio
-        return "asyncio"
-    return sniffio.current_async_library()
 
 
 def name_thread(name: str | None) -> str | None:
@@ -47,10 +40,6 @@ def name_thread(name: str | None) -> str | None:
     asyncio runs plain callbacks outside any task, where sniffio finds no library and so
     anyio no backend; a loop's thread is named, as trio names its own, so that callbacks
     can start tasks, make cancel scopes and notify closings there."""
-    try:
-        import sniffio
-    except ImportError:  # anyio then finds asyncio by its running loop
-        return None
     previous, sniffio.thread_local.name = sniffio.thread_local.name, name
     return previous
 
@@ -64,16 +53,12 @@ def _guarded(callback: Callable[..., object], args: tuple[Any, ...]) -> None:
 
 def soon_threadsafe() -> Callable[..., object]:
     """The running loop's call-soon-from-any-thread (RuntimeError once it has ended)."""
-    if library() != "trio":
+    if sniffio.current_async_library() != "trio":
         return asyncio.get_running_loop().call_soon_threadsafe
     import trio
 
     run_sync_soon = trio.lowlevel.current_trio_token().run_sync_soon
-
-    def call_soon(callback: Callable[..., object], *args: Any) -> None:
-        run_sync_soon(_guarded, callback, args)
-
-    return call_soon
+    return lambda callback, *args: run_sync_soon(_guarded, callback, args)
 
 
 class Task:
@@ -96,12 +81,10 @@ class Task:
             self._callbacks.append(callback)
 
     async def run(self, coro: Coroutine[Any, Any, None]) -> None:
-        _current.set(self)  # this task's context only: its own copy
+        _current.set(self)  # in this task's own context
         try:
             with self._scope:
                 await coro
-        except Exception:  # noqa: BLE001  (logged, as asyncio does)
-            _log.exception("dista: exception in task %r", coro)
         finally:
             callbacks, self._callbacks = self._callbacks or [], None
             for callback in callbacks:
@@ -114,17 +97,16 @@ class AnyioLoop:
 
     def __init__(self, group: TaskGroup) -> None:
         self.group = group
-        self.call_soon_threadsafe: Callable[..., object] = soon_threadsafe()
-        self.call_soon: Callable[..., object] = self.call_soon_threadsafe
+        self.call_soon_threadsafe = self.call_soon = soon_threadsafe()
         self.call_later: Callable[..., Timer] = self._sleeper
-        if library() != "trio":
+        if sniffio.current_async_library() != "trio":
             name_thread("asyncio")
             loop = asyncio.get_running_loop()
             self.call_soon, self.call_later = loop.call_soon, loop.call_later
 
     def _sleeper(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
         scope = anyio.CancelScope()
-        self.group.start_soon(_sleep_then, scope, delay, callback, args)
+        self.group.start_soon(_sleep_then, scope, delay, partial(_guarded, callback, args))
         return scope
 
     def create_task(self, coro: Coroutine[Any, Any, None]) -> Task:
@@ -136,19 +118,17 @@ class AnyioLoop:
         return _current.get()
 
     def listen(self, engine: Connections, host: str, port: int, sock: Any = None) -> Listener:
-        return _net.Server(self.group, engine, host, port, sock)
+        return _net.Server(self.group, engine, sock or listen_socket(host, port))
 
     def dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
-        self.group.start_soon(_net.dial, self.group, engine, link, host, port, timeout)
+        self.group.start_soon(_net.dial, self.group, engine, link, (host, port), timeout)
 
     def stop(self) -> None:
         """End what runs in the task group (on the loop)."""
         self.group.cancel_scope.cancel()
 
 
-async def _sleep_then(
-    scope: anyio.CancelScope, delay: float, callback: Callable[..., object], args: tuple[Any, ...]
-) -> None:
+async def _sleep_then(scope: anyio.CancelScope, delay: float, call: Callable[[], None]) -> None:
     with scope:
         await anyio.sleep(delay)
-        _guarded(callback, args)
+        call()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib.util
 import signal
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
 
 import anyio
 
@@ -19,27 +19,28 @@ from dista_runtime.binding import Latch, Loop
 
 from ._loop import AnyioLoop, soon_threadsafe
 
-__all__ = ["LoopThread", "background", "backend", "run", "wait"]
+__all__ = ["LoopThread", "background", "run", "run_on", "settled", "wait"]
 
 T = TypeVar("T")
 #: How long `LoopThread.stop` waits for its thread.
-_STOP_S = 5.0
+_STOP_S: Final = 5.0
 
 
-def backend(loop: str) -> tuple[str, dict[str, Any]]:
-    """anyio's backend and its options for the loop name ``loop``."""
+def run_on(loop: str, main: Callable[[], Awaitable[T]]) -> T:
+    """``anyio.run(main)`` on the backend the loop name ``loop`` gives."""
     if loop == "trio":
-        return "trio", {}
-    return "asyncio", {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
+        return anyio.run(main, backend="trio")
+    uvloop = importlib.util.find_spec("uvloop") is not None
+    return anyio.run(main, backend="asyncio", backend_options={"use_uvloop": uvloop})
 
 
 async def settled(latch: Latch[Any], timeout: float | None = None) -> None:
-    """Until ``latch`` is settled, without blocking the running loop (either backend):
+    """Until ``latch`` is settled (on any thread), without blocking the running loop:
     TimeoutError after ``timeout`` seconds; a cancelled wait leaves the latch as it is."""
     if latch.done():
         return
     event = anyio.Event()
-    call_soon = soon_threadsafe()  # it may be settled on any thread
+    call_soon = soon_threadsafe()
 
     def wake(_: object) -> None:
         try:
@@ -53,8 +54,8 @@ async def settled(latch: Latch[Any], timeout: float | None = None) -> None:
 
 
 async def wait(latch: Latch[T], timeout: float | None = None) -> T:
-    """``latch``'s result, waited for on the running anyio loop without blocking it
-    (TimeoutError after ``timeout`` seconds)."""
+    """``latch``'s result, waited for on the running anyio loop (asyncio or trio) without
+    blocking it (TimeoutError after ``timeout`` seconds)."""
     await settled(latch, timeout)
     return latch.result()
 
@@ -68,38 +69,37 @@ def run(
     """A role's main: a new loop of the backend ``loop`` names runs until the latch
     ``start`` gives is settled; SIGINT and SIGTERM call ``stop`` on it (without ``stop``,
     Ctrl-C raises KeyboardInterrupt)."""
-    interrupted: list[int] = []
+    interrupted: list[bool] = []
 
     async def main() -> Latch[T]:
         async with anyio.create_task_group() as group:
             running = AnyioLoop(group)
 
             def interrupt() -> None:
-                interrupted.append(signal.SIGINT)
+                interrupted.append(True)
                 running.stop()
 
-            group.start_soon(_signals, stop or interrupt, stop is not None)
+            group.start_soon(_on_signals, stop or interrupt, stop is not None)
             try:
                 latch = start(running)
-            except Exception as e:  # noqa: BLE001  (raised as it is, not in a group)
+            except Exception as e:  # noqa: BLE001  (raised as it is below, not in a group)
                 latch = Latch()
                 latch.fail(e)
             await settled(latch)
             running.stop()
         return latch
 
-    name, options = backend(loop)
-    ended = anyio.run(main, backend=name, backend_options=options)
+    ended = run_on(loop, main)
     if interrupted:
         raise KeyboardInterrupt
     return ended.result()
 
 
-async def _signals(on_signal: Callable[[], object], terminate: bool) -> None:
+async def _on_signals(call: Callable[[], object], terminate: bool) -> None:
     signals = (signal.SIGINT, signal.SIGTERM) if terminate else (signal.SIGINT,)
     with anyio.open_signal_receiver(*signals) as received:
         async for _ in received:
-            on_signal()
+            call()
 
 
 class LoopThread:
@@ -108,33 +108,30 @@ class LoopThread:
 
     def __init__(self, loop: str = "anyio", name: str = "dista-io") -> None:
         started: Latch[AnyioLoop] = Latch()
-        self._thread = threading.Thread(target=self._main, args=(loop, started), name=name)
-        self._thread.daemon = True
-        self._thread.start()
-        self.loop = started.wait()
 
-    @staticmethod
-    def _main(loop: str, started: Latch[AnyioLoop]) -> None:
         async def serve() -> None:
             async with anyio.create_task_group() as group:
                 started.set(AnyioLoop(group))
                 await anyio.sleep_forever()
 
-        name, options = backend(loop)
-        try:
-            anyio.run(serve, backend=name, backend_options=options)
-        except BaseException as e:
-            started.fail(e)  # ignored once it started
-            raise
+        def main() -> None:
+            try:
+                run_on(loop, serve)
+            except BaseException as e:
+                started.fail(e)  # it could not start (ignored once it has)
+                raise
+
+        self._thread = threading.Thread(target=main, name=name, daemon=True)
+        self._thread.start()
+        self.loop = started.wait()
 
     def stop(self) -> None:
-        """End the loop and its thread (waiting for it at most a few seconds)."""
+        """End the loop and its thread (waiting for it a few seconds at most)."""
         try:
             self.loop.call_soon_threadsafe(self.loop.stop)
         except RuntimeError:
             return  # it has ended already
-        if self._thread is not threading.current_thread():
-            self._thread.join(_STOP_S)
+        self._thread.join(_STOP_S)
 
 
 def background(*, loop: str = "anyio") -> LoopThread:
