@@ -32,3 +32,18 @@ def blob(mib: int) -> bytes:
 @dista.task
 def length_and_sum(data: bytes) -> tuple[int, int]:
     return len(data), sum(data[:: 1 << 16])
+
+
+@dista.task
+async def async_add_nested(a: int, b: int) -> int:
+    """An ``async def`` task for any worker loop: anyio sleeps on asyncio and trio alike,
+    and it awaits a task it submits."""
+    import anyio
+
+    await anyio.sleep(0.01)
+    return await add_plain.remote(a, b)
+
+
+@dista.task
+def add_plain(a: int, b: int) -> int:
+    return a + b

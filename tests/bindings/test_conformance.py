@@ -65,7 +65,7 @@ def test_a_200_mib_object_in_parts(loop: str) -> None:
 
 def test_a_task_that_submits_tasks_and_async_tasks(loop: str) -> None:
     assert tasks.nested_sum.remote(10).get() == sum(range(1, 11))
-    assert tasks.async_add.remote(2, 3).get() == 5
+    assert btasks.async_add_nested.remote(2, 3).get() == 5
 
 
 def test_cancel_stops_a_running_task(loop: str, tmp_path: Path) -> None:

@@ -24,11 +24,11 @@ MATRIX = [c for c in itertools.product(BINDINGS, repeat=3) if c not in ROTATIONS
 
 DRIVER = """
 import dista_runtime as dista
-from tests.runtime.tasks import add, async_add, nested_sum
-from tests.bindings.tasks import blob, length_and_sum
+from tests.runtime.tasks import add, nested_sum
+from tests.bindings.tasks import async_add_nested, blob, length_and_sum
 with dista.init(ADDRESS, loop=LOOP):
     data = blob.remote(20)
-    print(add.remote(1, 2).get(), nested_sum.remote(5).get(), async_add.remote(2, 2).get(),
+    print(add.remote(1, 2).get(), nested_sum.remote(5).get(), async_add_nested.remote(2, 2).get(),
           length_and_sum.remote(data).get()[0] == len(data.get()) == 20 << 20)
 """
 
