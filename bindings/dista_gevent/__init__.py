@@ -29,19 +29,6 @@ from __future__ import annotations
 
 from ._connect import connect
 from ._loop import GeventLoop, patched
-from ._run import HubThread, SharedHub, background, patch, run, wait
-from ._tasks import CoroutineTask, GreenletRunner
+from ._run import background, patch, run, wait
 
-__all__ = [
-    "CoroutineTask",
-    "GeventLoop",
-    "GreenletRunner",
-    "HubThread",
-    "SharedHub",
-    "background",
-    "connect",
-    "patch",
-    "patched",
-    "run",
-    "wait",
-]
+__all__ = ["GeventLoop", "background", "connect", "patch", "patched", "run", "wait"]

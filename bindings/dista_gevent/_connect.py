@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TypeVar
 
 from dista_runtime.binding import Cluster, Latch, begin, joined
@@ -40,19 +40,11 @@ def connect(address: str | None = None, *, timeout: float = 10.0) -> Iterator[Cl
     unpatched one it runs on a hub of its own, in a thread.
     """
     served = background()
-    try:
+    with ExitStack() as undo:  # in reverse: leave the cluster, close the driver, the hub
+        undo.callback(served.stop)
         driver, where = _on(served.loop, lambda: begin(served.loop, address, timeout))
-        try:
-            driver.welcomed.wait()  # the driver's own timer ends it after ``timeout``
-        except BaseException:
-            _on(served.loop, driver.close)
-            raise
-    except BaseException:
-        served.stop()
-        raise
-    cluster = joined(driver, where)
-    try:
+        undo.callback(served.loop.call_soon_threadsafe, driver.close)
+        driver.welcomed.wait()  # the driver's own timer fails it after ``timeout``
+        cluster = joined(driver, where)
+        undo.callback(cluster.shutdown)
         yield cluster
-    finally:
-        cluster.shutdown()
-        served.stop()

@@ -46,16 +46,13 @@ def patched() -> bool:
 
 
 class _Timer:
-    """A `Loop.call_later` call: a one-shot timer watcher."""
-
-    __slots__ = ("_watcher",)
+    """A `Loop.call_later` call: a one-shot timer watcher, timed from now (``update``), not
+    from the start of the loop's turn."""
 
     def __init__(self, hub: Hub, delay: float, callback: Callable[..., object], args: Any):
         self._watcher = hub.loop.timer(max(0.0, delay))
-        self._watcher.start(callback, *args, update=True)  # from now, not the loop's last turn
-
-    def cancel(self) -> None:
-        self._watcher.close()
+        self._watcher.start(callback, *args, update=True)
+        self.cancel = self._watcher.close
 
 
 class GeventLoop:
@@ -80,9 +77,8 @@ class GeventLoop:
         return _Timer(self.hub, delay, callback, args)
 
     def create_task(self, coro: Coroutine[Any, Any, None]) -> CoroutineTask:
-        if self._coroutines is None:
-            self._coroutines = Coroutines(self)
-        return self._coroutines.create_task(coro)
+        self._coroutines = self._coroutines or Coroutines(self)
+        return CoroutineTask(self._coroutines, coro)
 
     def current_task(self) -> object:
         return self._coroutines.current() if self._coroutines is not None else None
@@ -96,18 +92,17 @@ class GeventLoop:
 
 def _dial(hub: Hub, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
     path = unix_path(host)
+    sock = None
     try:
         if path is None:
             sock = gsocket.create_connection((host, port), timeout)
         else:
-            sock = gsocket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(timeout)
-                sock.connect(path)
-            except BaseException:
-                sock.close()
-                raise
+            sock = gsocket.socket(socket.AF_UNIX)
+            sock.settimeout(timeout)
+            sock.connect(path)
     except OSError as e:
+        if sock is not None:
+            sock.close()
         engine.dialed(link, str(e) or type(e).__name__)
         return
     _Connection(hub, engine, link, sock)
@@ -120,12 +115,10 @@ class _Listener:
     def __init__(self, hub: Hub, engine: Connections, sock: socket.socket) -> None:
         self.address = socket_address(sock)
         sock.setblocking(False)
-        self._hub = hub
-        self._engine = engine
-        self._sock = sock
-        self._closed = False
+        self._hub, self._engine, self._sock = hub, engine, sock
         self._watcher = hub.loop.io(sock.fileno(), 1)
         self._watcher.start(self._accept)
+        self._pause = hub.loop.timer(_ACCEPT_PAUSE_S)
 
     def _accept(self) -> None:
         while True:
@@ -135,34 +128,26 @@ class _Listener:
                 return
             except OSError:  # out of descriptors, say: rest rather than spin
                 self._watcher.stop()
-                self._hub.loop.timer(_ACCEPT_PAUSE_S).start(self._resume)
+                self._pause.start(self._watcher.start, self._accept)
                 return
             _Connection(self._hub, self._engine, self._engine.accept(), conn)
 
-    def _resume(self) -> None:
-        if not self._closed:
-            self._watcher.start(self._accept)
-
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._watcher.close()
-            self._sock.close()
+        self._pause.close()
+        self._watcher.close()
+        self._sock.close()
 
 
 class _Connection:
     """Link ``link`` of ``engine`` over ``sock``: its stream and two greenlets (see the
     module docstring)."""
 
-    __slots__ = ("_hub", "_parked", "_watchers", "stream")
-
     def __init__(self, hub: Hub, engine: Connections, link: int, sock: socket.socket) -> None:
         self._hub = hub
-        fd = sock.fileno()
-        self._watchers = (hub.loop.io(fd, 1), hub.loop.io(fd, 2))
+        self._watchers = (hub.loop.io(sock.fileno(), 1), hub.loop.io(sock.fileno(), 2))
         self._parked: list[Waiter | None] = [None, None]
-        wake_writer, wake_reader = partial(self._wake, _WRITE), partial(self._wake, _READ)
-        self.stream = SocketStream(engine, link, sock, wake_writer, wake_reader, self._closing)
+        wake = partial(self._wake, _WRITE), partial(self._wake, _READ)
+        self.stream = SocketStream(engine, link, sock, *wake, closing=self._closing)
         engine.attach(link, self.stream)
         gevent.spawn(self._reader)
         gevent.spawn(self._writer)
@@ -170,13 +155,12 @@ class _Connection:
     def _park(self, side: int, until_ready: bool) -> None:
         """Until woken, or (``until_ready``) until the socket is ready for ``side``."""
         waiter = self._parked[side] = Waiter(self._hub)
-        watcher = self._watchers[side]
         if until_ready:
-            watcher.start(waiter.switch, None)
+            self._watchers[side].start(waiter.switch, None)
         try:
             waiter.get()
         finally:
-            watcher.stop()
+            self._watchers[side].stop()
             self._parked[side] = None
 
     def _wake(self, side: int) -> None:

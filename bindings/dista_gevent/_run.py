@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import gevent
 from gevent import monkey
-from gevent.hub import Waiter, get_hub
+from gevent.hub import get_hub
 
 from dista_runtime.binding import Latch, Loop
 
@@ -26,17 +26,13 @@ def wait(latch: Latch[T], timeout: float | None = None) -> T:
     after ``timeout`` seconds). The latch may be settled from any thread."""
     if not latch.done():
         hub = get_hub()
-        # An async watcher: woken from any thread, and active, so the hub never concludes
-        # that nothing can wake this greenlet (gevent's LoopExit).
+        # An async watcher: woken from any thread, and active while we wait, so the hub
+        # never concludes that nothing can wake this greenlet (gevent's LoopExit). Told
+        # from the hub, once the wait has started it: a send before that would be lost.
         watcher = hub.loop.async_()
-        waiter = Waiter(hub)
-        watcher.start(waiter.switch, None)
-        try:
-            latch.add_callback(lambda _: watcher.send())
-            with gevent.Timeout(timeout, False):
-                waiter.get()
-        finally:
-            watcher.stop()
+        hub.loop.run_callback(latch.add_callback, lambda _: watcher.send())
+        with gevent.Timeout(timeout, False):
+            hub.wait(watcher)
         if not latch.done():
             raise TimeoutError(f"not settled within {timeout} s")
     return latch.result()
@@ -51,9 +47,8 @@ def run(
     """A role's main on this thread's hub: until the latch ``start`` gives is settled.
     SIGINT and SIGTERM call ``stop`` in a greenlet (without it, Ctrl-C raises
     KeyboardInterrupt). ``loop`` is the name it was chosen by: always gevent here."""
-    handlers = []
-    if stop is not None:
-        handlers = [gevent.signal_handler(s, stop) for s in (signal.SIGINT, signal.SIGTERM)]
+    signals = (signal.SIGINT, signal.SIGTERM) if stop is not None else ()
+    handlers = [gevent.signal_handler(s, stop) for s in signals]
     try:
         return wait(start(GeventLoop()))
     finally:
@@ -77,21 +72,17 @@ class HubThread:
     whose waits would block the caller's hub)."""
 
     def __init__(self, name: str = "dista-io") -> None:
-        made: list[GeventLoop] = []
         ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, args=(made, ready), name=name)
-        self._thread.daemon = True
+        self._thread = threading.Thread(target=self._main, args=(ready,), name=name, daemon=True)
         self._thread.start()
         ready.wait()
-        self.loop = made[0]
 
-    def _main(self, made: list[GeventLoop], ready: threading.Event) -> None:
-        hub = get_hub()
-        self._stopped = hub.loop.async_()  # send() from any thread ends the hub
-        made.append(GeventLoop(hub))
+    def _main(self, ready: threading.Event) -> None:
+        self.loop = GeventLoop()
+        self._stopped = self.loop.hub.loop.async_()  # send() from any thread ends the hub
         ready.set()
-        hub.wait(self._stopped)
-        hub.destroy(destroy_loop=True)
+        self.loop.hub.wait(self._stopped)
+        self.loop.hub.destroy(destroy_loop=True)
 
     def stop(self) -> None:
         if self.loop.closed:

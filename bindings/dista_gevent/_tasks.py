@@ -57,67 +57,23 @@ class GreenletRunner:
         return interrupt
 
 
-class CoroutineTask:
-    """A coroutine of `Coroutines` (a `dista_runtime.loop.TaskHandle`), used on the hub."""
-
-    def __init__(self, owner: Coroutines, coro: Coroutine[Any, Any, None]) -> None:
-        self._owner = owner
-        self._coro: Coroutine[Any, Any, None] | None = coro
-        self._task: asyncio.Task[None] | None = None
-        self._callbacks: list[Callable[[Any], object]] = []
-
-    def cancel(self) -> None:
-        self._owner.call(self._cancel)  # behind its start, which goes the same way
-
-    def add_done_callback(self, callback: Callable[[Any], object], /) -> None:
-        self._callbacks.append(callback)
-
-    def _start(self) -> None:  # on asyncio's thread, as all below
-        assert self._coro is not None
-        task = self._task = self._owner.aloop.create_task(self._coro)
-        self._coro = None
-        self._owner.handles[task] = self
-        task.add_done_callback(self._ended)
-
-    def _cancel(self) -> None:
-        # After its first step: a coroutine cancelled before it runs never says it ended.
-        if self._task is not None:
-            self._owner.aloop.call_soon(self._task.cancel)
-
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        del self._owner.handles[task]
-        self._owner.loop.call_soon_threadsafe(self._done)
-
-    def _done(self) -> None:
-        for callback in self._callbacks:
-            callback(self)
-
-
 class Coroutines:
     """One asyncio loop, in a thread of ``loop``'s hub's threadpool, for a worker's
-    ``async def`` tasks."""
+    ``async def`` tasks; `handles` maps its tasks to theirs (on its thread only)."""
 
     def __init__(self, loop: GeventLoop) -> None:
         self.loop = loop
         # asyncio's own selector, not gevent's: this loop blocks its thread, not a hub.
-        selector = monkey.get_original("selectors", "DefaultSelector")()
-        self.aloop = asyncio.SelectorEventLoop(selector)
-        self.handles: dict[asyncio.Task[None], CoroutineTask] = {}
-        loop.hub.threadpool.spawn(self._main)
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.aloop)
-        self.aloop.run_forever()
+        self.aloop = asyncio.SelectorEventLoop(
+            monkey.get_original("selectors", "DefaultSelector")()
+        )
+        self.handles: dict[asyncio.Task[Any], CoroutineTask] = {}
+        loop.hub.threadpool.spawn(self.aloop.run_forever)
 
     def call(self, callback: Callable[[], object]) -> None:
         """``callback()`` on asyncio's thread, after the hub's current turn (by then the
-        runtime holds the handle `create_task` returned)."""
+        runtime holds the handle `GeventLoop.create_task` returned), in order."""
         self.loop.call_soon(self.aloop.call_soon_threadsafe, callback)
-
-    def create_task(self, coro: Coroutine[Any, Any, None]) -> CoroutineTask:
-        task = CoroutineTask(self, coro)
-        self.call(task._start)
-        return task
 
     def current(self) -> CoroutineTask | None:
         """The handle of the coroutine running now (on asyncio's thread), or None."""
@@ -126,3 +82,29 @@ class Coroutines:
         except RuntimeError:  # not on asyncio's thread
             return None
         return self.handles.get(task) if task is not None else None
+
+
+class CoroutineTask:
+    """A coroutine run by `Coroutines` (a `dista_runtime.loop.TaskHandle`, for the hub)."""
+
+    def __init__(self, owner: Coroutines, coro: Coroutine[Any, Any, None]) -> None:
+        self._owner = owner
+        self._callbacks: list[Callable[[Any], object]] = []
+        owner.call(lambda: self._start(coro))
+
+    def cancel(self) -> None:
+        # Behind its start (the same way), and behind its first step on asyncio's loop: a
+        # coroutine cancelled before it runs never gets to say it ended.
+        self._owner.call(lambda: self._owner.aloop.call_soon(self._task.cancel))
+
+    def add_done_callback(self, callback: Callable[[Any], object], /) -> None:
+        self._callbacks.append(callback)
+
+    def _start(self, coro: Coroutine[Any, Any, None]) -> None:  # on asyncio's thread
+        self._task = self._owner.aloop.create_task(coro)
+        self._owner.handles[self._task] = self
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:  # on asyncio's thread
+        del self._owner.handles[task]
+        self._owner.loop.call_soon_threadsafe(lambda: [c(self) for c in self._callbacks])
