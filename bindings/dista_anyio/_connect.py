@@ -4,20 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Final
 
 import anyio
 import sniffio
 
 from dista_runtime.binding import Cluster, begin, joined
 
-from ._loop import AnyioLoop, name_thread
+from ._loop import AnyioLoop
 from ._run import wait
 
 __all__ = ["connect"]
-
-#: How long a closing connection may take to send what it still has queued.
-_CLOSE_S: Final = 5.0
 
 
 @asynccontextmanager
@@ -33,8 +29,7 @@ async def connect(
     connection sound; with ``cancel_remote`` it cancels the ref's task too.
     """
     failed: list[Exception] = []
-    # `AnyioLoop` names this thread's async library for sniffio: as it was, once we leave.
-    named = name_thread(sniffio.current_async_library())
+    named = sniffio.thread_local.name  # `AnyioLoop` names it on asyncio: as it was, after
     try:
         async with anyio.create_task_group() as group:  # the connection's reader and writer
             try:
@@ -47,8 +42,9 @@ async def connect(
                     cluster.shutdown()
             except Exception as e:  # noqa: BLE001  (raised as it is below, not in a group)
                 failed.append(e)
-            group.cancel_scope.deadline = anyio.current_time() + _CLOSE_S
+            # Its last writes may go on, for 5 s at most.
+            group.cancel_scope.deadline = anyio.current_time() + 5.0
     finally:
-        name_thread(named)
+        sniffio.thread_local.name = named
     if failed:
         raise failed[0]

@@ -2,8 +2,8 @@
 
 Calls go to the backend's own scheduler, the cheapest way each offers: asyncio's
 ``call_soon``, ``call_soon_threadsafe`` and ``call_later`` as they are; on trio,
-``run_sync_soon`` (thread-safe, so one call serves both) and timers as sleeping tasks in a
-cancel scope. Whatever runs in the task group (a worker's ``async def`` tasks, trio's
+``run_sync_soon`` (thread-safe, so one call serves both) and timers as sleeping tasks that
+`Task.cancel` cancels. Whatever runs in the task group (a worker's ``async def`` tasks, trio's
 timers, each connection's reader and writer: `dista_anyio._net`) ends with it.
 
 A callback or task that raises is logged, as asyncio's loop does, rather than ending the
@@ -27,21 +27,11 @@ from dista_runtime.binding import Connections, Listener, Timer, listen_socket
 
 from . import _net
 
-__all__ = ["AnyioLoop", "Task", "name_thread", "soon_threadsafe"]
+__all__ = ["AnyioLoop", "Task", "soon_threadsafe"]
 
 _log = logging.getLogger("dista.anyio")
 #: The `Task` whose coroutine runs in this context (`AnyioLoop.current_task`).
 _current: ContextVar[Task | None] = ContextVar("dista_anyio_task", default=None)
-
-
-def name_thread(name: str | None) -> str | None:
-    """Make ``name`` sniffio's answer on this thread; the answer it had.
-
-    asyncio runs plain callbacks outside any task, where sniffio finds no library and so
-    anyio no backend; a loop's thread is named, as trio names its own, so that callbacks
-    can start tasks, make cancel scopes and notify closings there."""
-    previous, sniffio.thread_local.name = sniffio.thread_local.name, name
-    return previous
 
 
 def _guarded(callback: Callable[..., object], args: tuple[Any, ...]) -> None:
@@ -100,14 +90,15 @@ class AnyioLoop:
         self.call_soon_threadsafe = self.call_soon = soon_threadsafe()
         self.call_later: Callable[..., Timer] = self._sleeper
         if sniffio.current_async_library() != "trio":
-            name_thread("asyncio")
+            # asyncio runs plain callbacks outside any task, where sniffio finds no async
+            # library and so anyio no backend: name this thread's, as trio names its own,
+            # so that callbacks can start tasks, make cancel scopes and notify closings.
+            sniffio.thread_local.name = "asyncio"
             loop = asyncio.get_running_loop()
             self.call_soon, self.call_later = loop.call_soon, loop.call_later
 
     def _sleeper(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
-        scope = anyio.CancelScope()
-        self.group.start_soon(_sleep_then, scope, delay, partial(_guarded, callback, args))
-        return scope
+        return self.create_task(_later(delay, partial(_guarded, callback, args)))
 
     def create_task(self, coro: Coroutine[Any, Any, None]) -> Task:
         task = Task()
@@ -128,7 +119,6 @@ class AnyioLoop:
         self.group.cancel_scope.cancel()
 
 
-async def _sleep_then(scope: anyio.CancelScope, delay: float, call: Callable[[], None]) -> None:
-    with scope:
-        await anyio.sleep(delay)
-        call()
+async def _later(delay: float, call: Callable[[], None]) -> None:
+    await anyio.sleep(delay)
+    call()

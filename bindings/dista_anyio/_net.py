@@ -108,7 +108,12 @@ async def _connect(host: str, port: int) -> socket.socket:
     if path is not None:
         targets: list[Any] = [(socket.AF_UNIX, 0, 0, "", path)]
     else:
-        targets = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        try:  # an IP address needs no resolver thread
+            targets = socket.getaddrinfo(
+                host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST
+            )
+        except socket.gaierror:
+            targets = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     error = OSError(f"no address for {host}")
     for family, _, _, _, address in targets:
         sock = socket.socket(family, socket.SOCK_STREAM)

@@ -7,6 +7,7 @@ uvloop when it is installed), "trio" is anyio on trio.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import signal
 import threading
@@ -30,8 +31,8 @@ def run_on(loop: str, main: Callable[[], Awaitable[T]]) -> T:
     """``anyio.run(main)`` on the backend the loop name ``loop`` gives."""
     if loop == "trio":
         return anyio.run(main, backend="trio")
-    uvloop = importlib.util.find_spec("uvloop") is not None
-    return anyio.run(main, backend="asyncio", backend_options={"use_uvloop": uvloop})
+    options = {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
+    return anyio.run(main, backend="asyncio", backend_options=options)
 
 
 async def settled(latch: Latch[Any], timeout: float | None = None) -> None:
@@ -79,7 +80,8 @@ def run(
                 interrupted.append(True)
                 running.stop()
 
-            group.start_soon(_on_signals, stop or interrupt, stop is not None)
+            if threading.current_thread() is threading.main_thread():  # signals go there
+                group.start_soon(_on_signals, stop or interrupt, stop is not None)
             try:
                 latch = start(running)
             except Exception as e:  # noqa: BLE001  (raised as it is below, not in a group)
@@ -127,10 +129,8 @@ class LoopThread:
 
     def stop(self) -> None:
         """End the loop and its thread (waiting for it a few seconds at most)."""
-        try:
+        with contextlib.suppress(RuntimeError):  # it has ended already
             self.loop.call_soon_threadsafe(self.loop.stop)
-        except RuntimeError:
-            return  # it has ended already
         self._thread.join(_STOP_S)
 
 
