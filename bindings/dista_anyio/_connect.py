@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-import sniffio
 
 from dista_runtime.binding import Cluster, begin, joined
 
@@ -29,22 +28,18 @@ async def connect(
     connection sound; with ``cancel_remote`` it cancels the ref's task too.
     """
     failed: list[Exception] = []
-    named = sniffio.thread_local.name  # `AnyioLoop` names it on asyncio: as it was, after
-    try:
-        async with anyio.create_task_group() as group:  # the connection's reader and writer
+    async with anyio.create_task_group() as group:  # the connection's reader and writer
+        try:
+            driver, where = begin(AnyioLoop(group), address, timeout, cancel_remote)
+            await wait(driver.welcomed)  # if not, ending the group closes its socket
+            cluster = joined(driver, where)
             try:
-                driver, where = begin(AnyioLoop(group), address, timeout, cancel_remote)
-                await wait(driver.welcomed)  # if not, ending the group closes its socket
-                cluster = joined(driver, where)
-                try:
-                    yield cluster
-                finally:
-                    cluster.shutdown()
-            except Exception as e:  # noqa: BLE001  (raised as it is below, not in a group)
-                failed.append(e)
-            # Its last writes may go on, for 5 s at most.
-            group.cancel_scope.deadline = anyio.current_time() + 5.0
-    finally:
-        sniffio.thread_local.name = named
+                yield cluster
+            finally:
+                cluster.shutdown()
+        except Exception as e:  # noqa: BLE001  (raised as it is below, not in a group)
+            failed.append(e)
+        # Its last writes may go on, for 5 s at most.
+        group.cancel_scope.deadline = anyio.current_time() + 5.0
     if failed:
         raise failed[0]

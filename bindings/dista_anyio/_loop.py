@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from contextvars import ContextVar
+from contextvars import Context, ContextVar
 from functools import partial
 from typing import Any
 
@@ -90,12 +90,14 @@ class AnyioLoop:
         self.call_soon_threadsafe = self.call_soon = soon_threadsafe()
         self.call_later: Callable[..., Timer] = self._sleeper
         if sniffio.current_async_library() != "trio":
-            # asyncio runs plain callbacks outside any task, where sniffio finds no async
-            # library and so anyio no backend: name this thread's, as trio names its own,
-            # so that callbacks can start tasks, make cancel scopes and notify closings.
-            sniffio.thread_local.name = "asyncio"
-            loop = asyncio.get_running_loop()
-            self.call_soon, self.call_later = loop.call_soon, loop.call_later
+            # asyncio runs plain callbacks outside any task, where sniffio (so anyio) finds
+            # no async library: ours run in a context that names it, so that they can start
+            # tasks, make cancel scopes and notify closings.
+            named, loop = Context(), asyncio.get_running_loop()
+            named.run(sniffio.current_async_library_cvar.set, "asyncio")
+            self.call_soon_threadsafe = partial(loop.call_soon_threadsafe, context=named)
+            self.call_soon = partial(loop.call_soon, context=named)
+            self.call_later = partial(loop.call_later, context=named)
 
     def _sleeper(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
         return self.create_task(_later(delay, partial(_guarded, callback, args)))
