@@ -63,6 +63,7 @@ class GeventLoop:
 
     def __init__(self, hub: Hub | None = None) -> None:
         self.hub: Hub = hub if hub is not None else get_hub()
+        self._threadsafe = self.hub.loop.run_callback_threadsafe  # safe once the loop is gone
         self.call_soon = self.hub.loop.run_callback
         self.closed = False
         self.runner = GreenletRunner(self.hub) if patched() else None
@@ -71,7 +72,7 @@ class GeventLoop:
     def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any) -> object:
         if self.closed:
             raise RuntimeError("this gevent loop is closed")
-        return self.hub.loop.run_callback_threadsafe(callback, *args)
+        return self._threadsafe(callback, *args)
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> _Timer:
         return _Timer(self.hub, delay, callback, args)
