@@ -7,6 +7,7 @@ or trio for a worker started with ``--loop trio``).
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import anyio
 
@@ -46,3 +47,12 @@ async def awaits_children(n: int) -> int:
     for i in range(n):
         total += await plus_one.remote(i)
     return total
+
+
+@dista.task
+async def mark_then_sleep_async(seconds: float, start: str, end: str) -> int:
+    """Write ``start``, sleep on the worker's loop, write ``end`` if it gets there."""
+    Path(start).write_text("started")
+    await anyio.sleep(seconds)
+    Path(end).write_text("ran to the end")
+    return 1

@@ -355,6 +355,27 @@ def test_async_tasks_run_on_the_workers_loop_and_plain_ones_in_threads(trio_head
     assert total == sum(range(1, 6))
 
 
+def test_cancelling_an_async_task_on_a_trio_worker(trio_head: str, tmp_path: Path) -> None:
+    async def main() -> int:
+        async with dista_anyio.connect(trio_head, cancel_remote=True):
+            for case in ("ref.cancel", "cancel_remote"):
+                start, end = str(tmp_path / f"{case}-start"), str(tmp_path / f"{case}-end")
+                ref = atasks.mark_then_sleep_async.remote(1.0, start, end)
+                await _until_exists(start)
+                if case == "ref.cancel":
+                    ref.cancel()
+                else:
+                    with anyio.move_on_after(0.05):
+                        await ref
+                with anyio.fail_after(20), pytest.raises(dista.TaskCancelledError):
+                    await ref
+                await anyio.sleep(1.5)
+                assert not os.path.exists(end), case  # cancelled on the worker's loop
+            return await atasks.awaits_children.remote(3)  # the worker's loop serves on
+
+    assert anyio.run(main, backend="trio") == 6
+
+
 def test_an_async_task_lends_its_slot_while_it_awaits() -> None:
     """One worker with one slot: the task's children could never run if the awaiting task
     kept its slot (the worker finds it by `current_task`)."""
