@@ -198,10 +198,15 @@ WAITS = """
         wait()
         return ticks[0] - before
 
-    address = sys.argv[1] if len(sys.argv) > 1 else None
-    for module in sys.argv[2:]:  # the CLI worker's: it serves drivers of exactly its modules
+    how, address = sys.argv[1], sys.argv[2]
+    for module in sys.argv[3:]:  # the CLI worker's: it serves drivers of exactly its modules
         importlib.import_module(module)
-    joined = dista_gevent.connect(address) if address else dista.init(workers=1, loop="gevent")
+    if how == "connect":
+        joined = dista_gevent.connect(address)
+    elif how == "init-address":
+        joined = dista.init(address, loop="gevent")
+    else:
+        joined = dista.init(workers=1, loop="gevent")  # a local cluster: its head on our hub
     with joined:
         assert tasks.add.remote(1, 2).get(timeout=30) == 3
         ticker = gevent.spawn(tick)
@@ -230,15 +235,15 @@ WAITS = """
 """
 
 
-@pytest.mark.parametrize("how", ["init", "connect"])
+@pytest.mark.parametrize("how", ["init-local", "init-address", "connect"])
 def test_a_patched_driver_waits_without_stopping_its_other_greenlets(
     how: str, clusters: list[GeventCluster]
 ) -> None:
-    args: list[str] = []
-    if how == "connect":
+    args = [how, ""]
+    if how != "init-local":
         cluster = GeventCluster("--threads", "2")
         clusters.append(cluster)
-        args = [cluster.address, *task_modules()]
+        args = [how, cluster.address, *task_modules()]
     out = _script(WAITS, *args)
     for wait in ("ref.get", "dista.get", "dista.wait", "as_completed"):
         assert out[wait] >= 12, out  # about 20 in the second the task sleeps
