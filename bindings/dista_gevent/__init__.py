@@ -8,8 +8,10 @@ greenlet that waits::
     with dista_gevent.connect("127.0.0.1:7420"):    # or dista.init(address, loop="gevent")
         value = add.remote(1, 2).get()
 
-Unpatched, the same calls run Dista on a hub of its own, in a thread, and block the caller
-as they would anywhere. Every role runs on gevent: ``dista head --loop gevent``, ``dista
+Patch before Dista is imported, as gevent asks of every library: the runtime makes some of
+its locks at import, and a lock made before the patch would block the whole hub. Unpatched,
+the same calls run Dista on a hub of its own, in a thread, and block the caller as they
+would anywhere. Every role runs on gevent: ``dista head --loop gevent``, ``dista
 worker --loop gevent``, ``dista status --loop gevent``...
 
 Where a gevent worker runs tasks:
@@ -17,9 +19,10 @@ Where a gevent worker runs tasks:
 - ``dista worker --loop gevent``: plain tasks in the runtime's runner threads (real
   threads: CPU-bound code, interrupted anywhere by a cancel);
 - ``dista worker --greenlets`` (implies ``--loop gevent``): the worker monkey-patches
-  itself first (`patch`) and runs plain tasks in greenlets, for cooperative code (sockets,
-  ``time.sleep``, nested ``ref.get()`` suspend the task's greenlet only); a cancel
-  interrupts a task at its next wait, and no task runs inline on the hub;
+  itself first (`patch`) and runs plain tasks in greenlets (``--threads`` of them), for
+  cooperative code (sockets, ``time.sleep``, nested ``ref.get()`` suspend the task's
+  greenlet only); a cancel interrupts a task at its next wait, and no task runs inline on
+  the hub. The choice is the worker's, not a task's: one process is patched or not;
 - ``async def`` tasks, either way: on one asyncio loop in a thread of gevent's threadpool.
 
 The roles themselves are the runtime's (`dista_runtime.loop`); this adapts gevent's hub.
