@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 pytest.importorskip("gevent")
@@ -39,7 +40,6 @@ from tests.bindings.conftest import child_env, cli
 from tests.runtime import fault_tasks as ft
 from tests.runtime import tasks
 from tests.runtime.conftest import (
-    alive,
     assert_gone,
     settle_to_zero,
     stop_process,
@@ -207,15 +207,14 @@ WAITS = """
         joined = dista.init(address, loop="gevent")
     else:
         joined = dista.init(workers=1, loop="gevent")  # a local cluster: its head on our hub
-    with joined:
+    with joined as cluster:
+        out = {"pids": cluster.pids()}
         assert tasks.add.remote(1, 2).get(timeout=30) == 3
         ticker = gevent.spawn(tick)
-        out = {
-            "ref.get": ticked(lambda: ft.nap.remote(1.0).get(timeout=30)),
-            "dista.get": ticked(lambda: dista.get([ft.nap.remote(1.0)], timeout=30)),
-            "dista.wait": ticked(lambda: dista.wait([ft.nap.remote(1.0)], timeout=30)),
-            "as_completed": ticked(lambda: list(dista.as_completed([ft.nap.remote(1.0)], 30))),
-        }
+        out["ref.get"] = ticked(lambda: ft.nap.remote(1.0).get(timeout=30))
+        out["dista.get"] = ticked(lambda: dista.get([ft.nap.remote(1.0)], timeout=30))
+        out["dista.wait"] = ticked(lambda: dista.wait([ft.nap.remote(1.0)], timeout=30))
+        out["as_completed"] = ticked(lambda: list(dista.as_completed([ft.nap.remote(1.0)], 30)))
         ticker.kill()
         jobs = [gevent.spawn(lambda i=i: tasks.add.remote(i, 1).get(timeout=30)) for i in range(50)]
         gevent.joinall(jobs, raise_error=True)
@@ -251,6 +250,8 @@ def test_a_patched_driver_waits_without_stopping_its_other_greenlets(
     assert out["nested"] == 9
     assert out["size"] == out["read"] == 200 << 20
     assert out["stats"][:4] == [0, 0, 0, 0], out
+    assert len(out["pids"]) == (1 if how == "init-local" else 0)
+    assert_gone(out["pids"])  # a local cluster's workers end with it
 
 
 # -- a gevent worker's runners ----------------------------------------------------------------
@@ -453,8 +454,10 @@ def test_the_gevent_wsgi_example_answers_concurrent_requests() -> None:
             assert fetch("/ping") == {"ok": True}
             assert time.monotonic() - began < 0.9
             assert [f.result() for f in squares] == [{"n": n, "square": n * n} for n in range(10)]
+        workers = [p.pid for p in psutil.Process(service.pid).children(recursive=True)]
+        assert len(workers) == 2  # its local cluster's
         service.send_signal(signal.SIGTERM)
         assert service.wait(30) == 0
     finally:
         stop_process(service)
-    assert not alive(service.pid)
+    assert_gone([service.pid, *workers])
