@@ -87,8 +87,8 @@ class HubThread:
     def stop(self) -> None:
         if self.loop.closed:
             return
-        self.loop.closed = True  # first: calls from now on raise RuntimeError
-        self._stopped.send()
+        self.loop.call_soon_threadsafe(self._stopped.send)  # after every call made before
+        self.loop.closed = True  # calls from now on raise RuntimeError
         self._thread.join(5)
 
 

@@ -425,6 +425,15 @@ def test_wait_times_out_and_wakes_for_a_latch_settled_in_another_thread() -> Non
     assert dista_gevent.wait(latch, 10) == 7  # nothing else keeps this hub alive meanwhile
 
 
+def test_a_background_hub_runs_every_call_made_before_it_stops() -> None:
+    ran: list[int] = []
+    for i in range(50):  # a driver's close, scheduled as it leaves, is one such call
+        served = dista_gevent.background(loop="gevent")
+        served.loop.call_soon_threadsafe(ran.append, i)
+        served.stop()
+    assert ran == list(range(50))
+
+
 # -- the example -------------------------------------------------------------------------------
 
 
