@@ -10,8 +10,6 @@ The roles themselves are the runtime's (`dista_runtime.loop`); this adapts anyio
 The runtime finds it by loop name: "anyio" (anyio on asyncio) and "trio" (anyio on trio).
 """
 
-from __future__ import annotations
-
 from ._connect import connect
 from ._loop import AnyioLoop
 from ._run import LoopThread, background, run, wait

@@ -1,24 +1,32 @@
-"""Connections on anyio: raw non-blocking sockets driven by `SocketStream`, waited on with
-``anyio.wait_readable`` / ``wait_writable`` (both backends).
+"""Connections on anyio: raw non-blocking sockets driven by `SocketStream`.
 
-Each connection runs two tasks in the loop's task group, as `dista_runtime.sockets` asks:
-a reader (wait readable, then one ``recv_into`` into the core's buffer) and a writer (wait
-until writes queue up, then writable, then flush). Each waits on an event only once it
-has seen that it has nothing to do, so a wake-up before the wait is never needed. A
-stream that ends calls ``anyio.notify_closing`` before it closes its socket, so that
-neither task waits on a closed descriptor; a task cancelled with its task group still
-ends its stream, so that no socket is left open.
+Each connection has a writer task in the loop's task group, as `dista_runtime.sockets`
+asks (it waits until writes queue up, then until ``anyio.wait_writable``, then flushes),
+and a reader: on trio a task too (``anyio.wait_readable``, then one ``recv_into`` into the
+core's buffer); on asyncio the loop's own readiness callback, registered while reading is
+on, which reads at once. A reader task there costs a task wake-up and two ``epoll_ctl``
+calls a read: a round trip 1.4x asyncio's own, against 1.1x this way.
+
+Each task waits on an event only once it has seen that it has nothing to do, so a wake-up
+before the wait is never needed. A stream that ends calls ``anyio.notify_closing`` (and
+drops asyncio's reader) before it closes its socket, so that nothing waits on a closed
+descriptor; a task cancelled with its task group still ends its stream, so that no socket
+is left open.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import socket
 from collections.abc import Callable
+from socket import AI_NUMERICHOST
 from typing import Any
 
 import anyio
+import sniffio
 from anyio.abc import TaskGroup
 
 from dista_runtime.binding import Connections, socket_address, unix_path
@@ -26,35 +34,53 @@ from dista_runtime.sockets import SocketStream
 
 __all__ = ["Server", "dial", "serve"]
 
-_log = logging.getLogger("dista.anyio")
-
 
 def serve(group: TaskGroup, engine: Connections, link: int, sock: socket.socket) -> None:
-    """Attach ``sock`` to ``engine`` as ``link`` and start its reader and writer."""
-    wakes = [anyio.Event(), anyio.Event()]  # the reader's, the writer's: one per wait
-    stream = SocketStream(
-        engine, link, sock, lambda: wakes[1].set(), lambda: wakes[0].set(), anyio.notify_closing
-    )
+    """Attach ``sock`` to ``engine`` as ``link`` and start reading and writing it."""
+    wakes = [anyio.Event(), anyio.Event()]  # the reader task's, the writer's: one per wait
+    native = sniffio.current_async_library() == "asyncio"
+    loop: Any = asyncio.get_running_loop() if native else None
+
+    def readable() -> None:  # asyncio's readiness callback (see the module docstring)
+        sniffio.current_async_library_cvar.set("asyncio")  # for anyio: see `AnyioLoop`
+        if stream.reading:
+            stream.read()
+        elif not stream.ended:  # paused: `wake_reader` adds it again
+            loop.remove_reader(sock)
+
+    def wake_reader() -> None:
+        if not native:
+            wakes[0].set()
+        elif not stream.ended:
+            loop.add_reader(sock, readable)
+
+    def closing(sock: socket.socket) -> None:
+        if native:
+            loop.remove_reader(sock)
+        anyio.notify_closing(sock)
+
+    stream = SocketStream(engine, link, sock, lambda: wakes[1].set(), wake_reader, closing)
     engine.attach(link, stream)
 
     async def pump(me: int, busy: Callable[[], object], ready: Any, work: Any) -> None:
         """While ``busy()`` says there is work, wait until ``ready`` and do it; else sleep
         until woken. A stream whose task ends (cancelled too) is ended."""
         try:
-            while not stream.ended:
-                if busy():
-                    await ready(sock)
+            with contextlib.suppress(anyio.ClosedResourceError, OSError):  # ended under us
+                while not stream.ended:
                     if busy():
-                        work()
-                else:
-                    wakes[me] = anyio.Event()
-                    await wakes[me].wait()
-        except (anyio.ClosedResourceError, OSError):
-            pass  # the stream ended under the wait
+                        await ready(sock)
+                        if busy():
+                            work()
+                    else:
+                        wakes[me] = anyio.Event()
+                        await wakes[me].wait()
         finally:
             stream.end()
 
-    group.start_soon(pump, 0, lambda: stream.reading, anyio.wait_readable, stream.read)
+    wake_reader()
+    if not native:
+        group.start_soon(pump, 0, lambda: stream.reading, anyio.wait_readable, stream.read)
     group.start_soon(pump, 1, stream.get_write_buffer_size, anyio.wait_writable, stream.flush)
 
 
@@ -76,7 +102,7 @@ class Server:
             except (anyio.ClosedResourceError, BlockingIOError, ConnectionAbortedError):
                 continue
             except OSError as e:  # out of descriptors or memory: give it a moment
-                _log.warning("dista: cannot accept a connection: %s", e)
+                logging.getLogger("dista.anyio").warning("dista: cannot accept: %s", e)
                 await anyio.sleep(1)
                 continue
             serve(group, engine, engine.accept(), conn)
@@ -104,14 +130,11 @@ async def dial(
 
 async def _connect(host: str, port: int) -> socket.socket:
     """The first of ``host``'s addresses that accepts a connection."""
-    path = unix_path(host)
-    if path is not None:
+    if (path := unix_path(host)) is not None:
         targets: list[Any] = [(socket.AF_UNIX, 0, 0, "", path)]
     else:
         try:  # an IP address needs no resolver thread
-            targets = socket.getaddrinfo(
-                host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST
-            )
+            targets = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, AI_NUMERICHOST)
         except socket.gaierror:
             targets = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     error = OSError(f"no address for {host}")
@@ -126,10 +149,9 @@ async def _connect(host: str, port: int) -> socket.socket:
                 if code := sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
                     raise OSError(code, f"{os.strerror(code)} ({host}:{port})") from None
             return sock
-        except OSError as e:
+        except BaseException as e:
+            sock.close()
+            if not isinstance(e, OSError):
+                raise
             error = e
-            sock.close()
-        except BaseException:
-            sock.close()
-            raise
     raise error

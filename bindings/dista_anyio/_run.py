@@ -12,9 +12,10 @@ import importlib.util
 import signal
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import anyio
+from anyio.abc import TaskStatus
 
 from dista_runtime.binding import Latch, Loop
 
@@ -23,8 +24,6 @@ from ._loop import AnyioLoop, soon_threadsafe
 __all__ = ["LoopThread", "background", "run", "run_on", "settled", "wait"]
 
 T = TypeVar("T")
-#: How long `LoopThread.stop` waits for its thread.
-_STOP_S: Final = 5.0
 
 
 def run_on(loop: str, main: Callable[[], Awaitable[T]]) -> T:
@@ -44,10 +43,8 @@ async def settled(latch: Latch[Any], timeout: float | None = None) -> None:
     call_soon = soon_threadsafe()
 
     def wake(_: object) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop has ended: nobody waits any more
             call_soon(event.set)
-        except RuntimeError:
-            pass  # this loop has ended: nobody waits any more
 
     latch.add_callback(wake)
     with anyio.fail_after(timeout):
@@ -70,36 +67,29 @@ def run(
     """A role's main: a new loop of the backend ``loop`` names runs until the latch
     ``start`` gives is settled; SIGINT and SIGTERM call ``stop`` on it (without ``stop``,
     Ctrl-C raises KeyboardInterrupt)."""
-    interrupted: list[bool] = []
 
     async def main() -> Latch[T]:
+        latch: Latch[T] = Latch()  # the role's, once started
         async with anyio.create_task_group() as group:
             running = AnyioLoop(group)
-
-            def interrupt() -> None:
-                interrupted.append(True)
-                running.stop()
-
             if threading.current_thread() is threading.main_thread():  # signals go there
-                group.start_soon(_on_signals, stop or interrupt, stop is not None)
+                interrupt = stop or (lambda: latch.fail(KeyboardInterrupt()))
+                signals = (signal.SIGINT, signal.SIGTERM) if stop else (signal.SIGINT,)
+                await group.start(_on_signals, interrupt, *signals)
             try:
                 latch = start(running)
             except Exception as e:  # noqa: BLE001  (raised as it is below, not in a group)
-                latch = Latch()
                 latch.fail(e)
             await settled(latch)
             running.stop()
         return latch
 
-    ended = run_on(loop, main)
-    if interrupted:
-        raise KeyboardInterrupt
-    return ended.result()
+    return run_on(loop, main).result()
 
 
-async def _on_signals(call: Callable[[], object], terminate: bool) -> None:
-    signals = (signal.SIGINT, signal.SIGTERM) if terminate else (signal.SIGINT,)
+async def _on_signals(call: Any, *signals: signal.Signals, task_status: TaskStatus[None]) -> None:
     with anyio.open_signal_receiver(*signals) as received:
+        task_status.started()  # the signals are ours from now on
         async for _ in received:
             call()
 
@@ -131,7 +121,7 @@ class LoopThread:
         """End the loop and its thread (waiting for it a few seconds at most)."""
         with contextlib.suppress(RuntimeError):  # it has ended already
             self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(_STOP_S)
+        self._thread.join(5.0)
 
 
 def background(*, loop: str = "anyio") -> LoopThread:

@@ -224,6 +224,19 @@ def test_await_ref_on_either_backend(trio_head: str, backend: str) -> None:
     assert values == list(range(1, 51)) and total == sum(values) and qr == 32
 
 
+def test_connect_inside_a_plain_asyncio_program(trio_head: str) -> None:
+    """Under ``asyncio.run`` (not ``anyio.run``): a value read from a worker's object server
+    (a connection dialed from a read on the head's link) and an async task's result."""
+    import asyncio
+
+    async def main() -> tuple[int, Any]:
+        async with dista_anyio.connect(trio_head):
+            data = await btasks.blob.remote(8)
+            return len(data), await atasks.where_async.remote()
+
+    assert asyncio.run(main()) == (8 << 20, ("trio", "MainThread"))
+
+
 def test_errors_in_the_body_and_a_bad_address_are_raised_as_they_are(
     trio_head: str, backend: str
 ) -> None:
