@@ -125,15 +125,17 @@ class _Filling:
 
 _filling: dict[int, _Filling] = {}  # id(map) -> its filling, until all faulted in
 _queue: deque[_Filling] = deque()
-_queue_wake = threading.Condition(threading.Lock())
+# Made with the filler, on first use: a process that gevent patches after importing Dista
+# must get gevent's lock here, not a real one a greenlet would block the hub on.
+_queue_wake: threading.Condition | None = None
 _filler: threading.Thread | None = None
 
 
-def _fill_forever() -> None:
+def _fill_forever(wake: threading.Condition) -> None:
     while True:
-        with _queue_wake:
+        with wake:
             while not _queue:
-                _queue_wake.wait()
+                wake.wait()
             filling = _queue.popleft()
         while (start := filling.claim()) >= 0:
             filling.fill(start)
@@ -147,7 +149,7 @@ def _fill_forever() -> None:
 def _forget_filler() -> None:
     global _filler, _queue_wake
     _filler = None  # a forked child has no filler thread (the next map starts one)
-    _queue_wake = threading.Condition(threading.Lock())
+    _queue_wake = None
     _filling.clear()  # maps from before the fork: their pages fault on touch
     _queue.clear()
 
@@ -164,7 +166,7 @@ def allocate(n: int) -> bytearray | memoryview:
     in ahead of its writer (see `ready`). The map lives as long as the view, or anything
     made from it (a NumPy array decoded from it), does. Smaller: a bytearray.
     """
-    global _populate_write, _filler
+    global _populate_write, _filler, _queue_wake
     if n < MAP_FROM or _MAP_POPULATE is None:
         return bytearray(n)
     flags = _MAP_FLAGS if _populate_write is not False else _MAP_FLAGS | _MAP_POPULATE
@@ -188,10 +190,14 @@ def allocate(n: int) -> bytearray | memoryview:
     if first < n:
         filling = _Filling(region, base, n, first)
         _filling[id(region)] = filling
+        if _queue_wake is None:  # on the I/O loop's thread, the only one that allocates
+            _queue_wake = threading.Condition(threading.Lock())
         with _queue_wake:
             _queue.append(filling)
             if _filler is None:
-                _filler = threading.Thread(target=_fill_forever, name="dista-fill", daemon=True)
+                _filler = threading.Thread(
+                    target=_fill_forever, args=(_queue_wake,), name="dista-fill", daemon=True
+                )
                 _filler.start()
             _queue_wake.notify()
     return memoryview(region)

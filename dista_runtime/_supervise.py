@@ -436,7 +436,7 @@ class Supervisor:
     def _close_fd(self, fd: int) -> None:
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(fd)
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):  # gevent's os.close(-1): ValueError
             os.close(fd)
 
     def _close_output(self, child: _Child, fd: int) -> None:

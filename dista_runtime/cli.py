@@ -155,7 +155,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def _cooperate(args: argparse.Namespace) -> None:
     """``--greenlets``: the binding (gevent's) patches this process before the task modules
     are imported, and its runners are then greenlets, not threads."""
-    from . import _memory
     from .loops import binding
 
     args.loop = args.loop or "gevent"
@@ -163,7 +162,6 @@ def _cooperate(args: argparse.Namespace) -> None:
     if patch is None:
         raise SystemExit(f"dista worker: --greenlets needs --loop gevent, not {args.loop}")
     patch()
-    _memory._forget_filler()  # its lock was made before the patch: a greenlet's now
 
 
 def _worker_processes(args: argparse.Namespace) -> int:
