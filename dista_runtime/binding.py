@@ -15,12 +15,22 @@ from ._errors import DistaError
 from ._joined import Cluster
 from .engine import HIGH_WATER, LOW_WATER, Engine, Link, Stream, nodelay
 from .joining import begin, joined
-from .loop import Background, Connections, Latch, Listener, Loop, TaskHandle, Timer
+from .loop import (
+    Background,
+    CallQueue,
+    Connections,
+    Latch,
+    Listener,
+    Loop,
+    TaskHandle,
+    Timer,
+)
 
 __all__ = [
     "HIGH_WATER",
     "LOW_WATER",
     "Background",
+    "CallQueue",
     "Cluster",
     "Connections",
     "DistaError",

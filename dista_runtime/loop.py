@@ -18,11 +18,22 @@ sets it on the loop; whoever waits for it waits the way their loop waits (a bind
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["Background", "Connections", "Latch", "Listener", "Loop", "TaskHandle", "Timer"]
+__all__ = [
+    "Background",
+    "CallQueue",
+    "Connections",
+    "Latch",
+    "Listener",
+    "Loop",
+    "TaskHandle",
+    "Timer",
+]
 
 T = TypeVar("T")
 
@@ -130,6 +141,37 @@ class Background(Protocol):
     def stop(self) -> None:
         """End the loop (and its thread, if it has one of its own)."""
         ...
+
+
+class CallQueue:
+    """`Loop.call_soon` for a loop whose own call-soon wakes it on every call (trio's
+    ``run_sync_soon`` writes to a socket each time): calls made on the loop's thread queue
+    up, in order, and one task of the loop runs them (`run_queued`), woken by ``wake`` when
+    the queue stops being empty. A call that raises is logged, as asyncio logs a callback's
+    exception, and the others run on."""
+
+    __slots__ = ("_queue", "_wake")
+
+    def __init__(self, wake: Callable[[], object]) -> None:
+        self._queue: deque[tuple[Callable[..., object], tuple[Any, ...]]] = deque()
+        self._wake = wake
+
+    def __call__(self, callback: Callable[..., object], *args: Any) -> None:
+        self._queue.append((callback, args))
+        if len(self._queue) == 1:
+            self._wake()
+
+    def run_queued(self) -> bool:
+        """Run the calls queued now, in order (those they make wait for the next turn);
+        whether any wait."""
+        queue = self._queue
+        for _ in range(len(queue)):
+            callback, args = queue.popleft()
+            try:
+                callback(*args)
+            except Exception:  # logged: the loop goes on
+                logging.getLogger("dista").exception("dista: exception in %r", callback)
+        return bool(queue)
 
 
 class Latch(Generic[T]):
