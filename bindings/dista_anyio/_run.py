@@ -1,14 +1,13 @@
 """Waiting on anyio: a coroutine's wait for a runtime `Latch` (what ``await ref`` does on
 trio), a role's main (`run`), and a loop for blocking callers (`LoopThread`).
 
-The loop name the runtime chose us by picks the backend: "anyio" is anyio on asyncio (on
-uvloop when it is installed), "trio" is anyio on trio.
+The loop name the runtime chose us by picks the backend: "anyio" is anyio on asyncio,
+"trio" is anyio on trio.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import signal
 import threading
 from collections.abc import Awaitable, Callable
@@ -28,10 +27,7 @@ T = TypeVar("T")
 
 def run_on(loop: str, main: Callable[[], Awaitable[T]]) -> T:
     """``anyio.run(main)`` on the backend the loop name ``loop`` gives."""
-    if loop == "trio":
-        return anyio.run(main, backend="trio")
-    options = {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
-    return anyio.run(main, backend="asyncio", backend_options=options)
+    return anyio.run(main, backend="trio" if loop == "trio" else "asyncio")
 
 
 async def settled(latch: Latch[Any], timeout: float | None = None) -> None:

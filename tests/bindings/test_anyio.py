@@ -168,6 +168,27 @@ def test_the_loop_interface(backend: str) -> None:
     anyio.run(main, backend=backend)
 
 
+def test_a_call_queue_runs_calls_in_order_a_turn_at_a_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`dista_runtime.loop.CallQueue` (trio's call_soon): woken when it stops being empty;
+    calls made by a run's calls wait for the next run; one that raises is logged."""
+    from dista_runtime.loop import CallQueue
+
+    wakes: list[int] = []
+    ran: list[int] = []
+    calls = CallQueue(lambda: wakes.append(1))
+    calls(ran.append, 1)
+    calls(lambda: calls(ran.append, 4))
+    calls(lambda: 1 / 0)
+    calls(ran.append, 2)
+    assert wakes == [1]  # once: the first call found it empty
+    assert calls.run_queued() is True  # a call was queued meanwhile: another turn
+    assert ran == [1, 2] and "ZeroDivisionError" in caplog.text
+    assert calls.run_queued() is False
+    assert ran == [1, 2, 4] and wakes == [1]  # the runner knew more waited: no wake-up
+
+
 def test_run_a_role_and_leave_the_thread_as_it_was(backend: str) -> None:
     loop = "trio" if backend == "trio" else "anyio"
 
