@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 anyio = pytest.importorskip("anyio")
+pytest.importorskip("dista_anyio")  # anyio with sniffio
 
 import dista_anyio
 
