@@ -3,8 +3,8 @@ its backend, so that the runtime imports no binding by name.
 
 ``dista.init(loop=...)``, ``DISTA_LOOP`` and every CLI role's ``--loop`` name one of
 `LOOPS`. Without a name, the process's own loop decides: a gevent-patched process gets
-gevent, a call from inside trio gets anyio, anything else asyncio (with uvloop when it is
-installed) — each only once its binding exists (`available`).
+gevent, a call from inside trio gets the anyio binding on trio, anything else asyncio
+(with uvloop when it is installed), each only when its binding is installed (`available`).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _detected() -> str:
         except RuntimeError:
             pass  # trio is imported, but this is not a trio run
         else:
-            return "anyio"
+            return "trio"  # the anyio binding, on trio's loop
     return "asyncio"
 
 

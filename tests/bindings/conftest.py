@@ -59,7 +59,7 @@ class Cluster:
         ]
 
     def status(self, loop: str) -> str:
-        done = subprocess.run(  # noqa: PLW1510  (the assert shows stderr)  # noqa: PLW1510  (the assert shows stderr)
+        done = subprocess.run(  # noqa: PLW1510  (the assert shows stderr)
             cli("status", "--head", self.address, "--loop", loop),
             capture_output=True,
             text=True,

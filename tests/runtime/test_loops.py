@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -27,11 +28,41 @@ def test_an_unknown_loop_says_which_there_are(monkeypatch: pytest.MonkeyPatch) -
         dista.init(loop="tokio")
 
 
-def test_a_binding_not_in_this_installation_is_a_clear_error() -> None:
-    if loops.available("gevent"):
-        pytest.skip("the gevent binding is installed")
+def test_a_binding_not_in_this_installation_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(loops._PACKAGES, "gevent", "dista_gevent_not_installed")
     with pytest.raises(dista.DistaError, match=r"binding .* is not available.*loop='asyncio'"):
         dista.init(loop="gevent")
+
+
+def test_the_default_is_the_loop_the_process_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside trio: the anyio binding on trio; in a gevent-patched process: gevent."""
+    monkeypatch.delenv("DISTA_LOOP", raising=False)
+    trio = pytest.importorskip("trio")
+    pytest.importorskip("gevent")
+
+    async def inside() -> str:
+        return loops.choose()
+
+    assert trio.run(inside) == "trio"
+    assert loops.choose() == "asyncio"  # trio imported, but not running here
+    patched = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "from gevent import monkey; monkey.patch_all()\n"
+                "from dista_runtime import loops; print(loops.choose())"
+            ),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "DISTA_LOOP"},
+    )
+    assert patched.stdout.strip() == "gevent"
 
 
 def test_every_cli_role_takes_loop() -> None:
