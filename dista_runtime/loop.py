@@ -173,6 +173,14 @@ class CallQueue:
                 logging.getLogger("dista").exception("dista: exception in %r", callback)
         return bool(queue)
 
+    def drain(self) -> None:
+        """Run the queued calls, and those they queue, until none is left: a task of the
+        loop that just read calls this before it waits again, so that what the read set
+        going (a reply through an in-memory link, a finished task's result) goes in this
+        turn, not in the queue task's next one."""
+        while self.run_queued():
+            pass
+
 
 class Latch(Generic[T]):
     """A result that arrives once, from any thread: a value or an exception.

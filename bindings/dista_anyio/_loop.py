@@ -83,7 +83,7 @@ class AnyioLoop:
             # run_sync_soon wakes trio through a socket on every call: calls made on its own
             # thread go through a queue instead (a round trip 1.5x asyncio's before, ~1.2x now).
             wakes = [anyio.Event()]
-            calls = CallQueue(lambda: wakes[0].set())
+            self.calls = calls = CallQueue(lambda: wakes[0].set())
             self.call_soon: Callable[..., object] = calls
             self.call_soon_threadsafe: Callable[..., object] = partial(soon_threadsafe(), calls)
             group.start_soon(_run_calls, calls, wakes)
@@ -109,10 +109,10 @@ class AnyioLoop:
         return _current.get()
 
     def listen(self, engine: Connections, host: str, port: int, sock: Any = None) -> Listener:
-        return _net.Server(self.group, engine, sock or listen_socket(host, port))
+        return _net.Server(self, engine, sock or listen_socket(host, port))
 
     def dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
-        self.group.start_soon(_net.dial, self.group, engine, link, (host, port), timeout)
+        self.group.start_soon(_net.dial, self, engine, link, (host, port), timeout)
 
     def stop(self) -> None:
         """End what runs in the task group (on the loop)."""

@@ -27,7 +27,6 @@ from typing import Any
 
 import anyio
 import sniffio
-from anyio.abc import TaskGroup
 
 from dista_runtime.binding import Connections, socket_address, unix_path
 from dista_runtime.sockets import SocketStream
@@ -35,8 +34,9 @@ from dista_runtime.sockets import SocketStream
 __all__ = ["Server", "dial", "serve"]
 
 
-def serve(group: TaskGroup, engine: Connections, link: int, sock: socket.socket) -> None:
-    """Attach ``sock`` to ``engine`` as ``link`` and start reading and writing it."""
+def serve(anyio_loop: Any, engine: Connections, link: int, sock: socket.socket) -> None:
+    """Attach ``sock`` to ``engine`` as ``link`` and start reading and writing it, in the
+    task group of ``anyio_loop`` (an `AnyioLoop`)."""
     wakes = [anyio.Event(), anyio.Event()]  # the reader task's, the writer's: one per wait
     native = sniffio.current_async_library() == "asyncio"
     loop: Any = asyncio.get_running_loop() if native else None
@@ -79,8 +79,10 @@ def serve(group: TaskGroup, engine: Connections, link: int, sock: socket.socket)
             stream.end()
 
     wake_reader()
-    if not native:
-        group.start_soon(pump, 0, lambda: stream.reading, anyio.wait_readable, stream.read)
+    if not native:  # what a read sets going runs before the reader waits again
+        work = lambda: (stream.read(), anyio_loop.calls.drain())
+        anyio_loop.group.start_soon(pump, 0, lambda: stream.reading, anyio.wait_readable, work)
+    group = anyio_loop.group
     group.start_soon(pump, 1, stream.get_write_buffer_size, anyio.wait_writable, stream.flush)
 
 
@@ -88,13 +90,13 @@ class Server:
     """``sock`` (listening) served for ``engine`` (`Loop.listen`): connections wait in its
     backlog until accepted."""
 
-    def __init__(self, group: TaskGroup, engine: Connections, sock: socket.socket) -> None:
+    def __init__(self, loop: Any, engine: Connections, sock: socket.socket) -> None:
         self._sock = sock
         sock.setblocking(False)
         self.address = socket_address(sock)
-        group.start_soon(self._accept, group, engine)
+        loop.group.start_soon(self._accept, loop, engine)
 
-    async def _accept(self, group: TaskGroup, engine: Connections) -> None:
+    async def _accept(self, loop: Any, engine: Connections) -> None:
         while self._sock.fileno() >= 0:  # until `close`
             try:
                 await anyio.wait_readable(self._sock)
@@ -105,7 +107,7 @@ class Server:
                 logging.getLogger("dista.anyio").warning("dista: cannot accept: %s", e)
                 await anyio.sleep(1)
                 continue
-            serve(group, engine, engine.accept(), conn)
+            serve(loop, engine, engine.accept(), conn)
 
     def close(self) -> None:
         anyio.notify_closing(self._sock)  # a closed socket's too: it knows none
@@ -113,7 +115,7 @@ class Server:
 
 
 async def dial(
-    group: TaskGroup, engine: Connections, link: int, where: tuple[str, int], timeout: float
+    loop: Any, engine: Connections, link: int, where: tuple[str, int], timeout: float
 ) -> None:
     """Connect ``link`` to ``where`` (``unix:PATH`` for a Unix socket) within ``timeout``
     seconds and serve it, then tell ``engine`` how it went (`Loop.dial`)."""
@@ -123,7 +125,7 @@ async def dial(
     except OSError as e:  # TimeoutError is one
         engine.dialed(link, str(e) or type(e).__name__)
         return
-    serve(group, engine, link, sock)
+    serve(loop, engine, link, sock)
     engine.dialed(link, "")
 
 
