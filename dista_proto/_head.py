@@ -606,7 +606,7 @@ class Head(Scheduling):
                 task.state = _QUEUED
                 why_task = (
                     f"{name} was lost ({why}) while running this task; "
-                    f"gave up after {task.retries} attempts"
+                    f"gave up after {task.retries} attempt{'s' if task.retries > 1 else ''}"
                 )
                 self._fail_tasks([(task, why_task)])
                 continue

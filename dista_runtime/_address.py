@@ -12,21 +12,25 @@ from __future__ import annotations
 import socket
 from typing import Final
 
+from ._errors import AddressError
+
 __all__ = ["UNIX", "format_head", "listen_socket", "parse_head", "socket_address", "unix_path"]
 
 UNIX: Final = "unix:"
 
 
 def parse_head(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` or ``unix:PATH`` as ``(host, port)``; ValueError says what is wrong."""
+    """``HOST:PORT`` or ``unix:PATH`` as ``(host, port)``; `AddressError` (a ValueError)
+    says what is wrong."""
     if text.startswith(UNIX):
         if len(text) == len(UNIX):
-            raise ValueError(f"a Unix head address names a socket, like unix:/tmp/x, not {text!r}")
+            raise AddressError(f"a Unix head address names a socket, like unix:/tmp/x, not {text!r}")
         return text, 0
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(
-            f"a head address is HOST:PORT (like 127.0.0.1:7420) or unix:PATH, not {text!r}"
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise AddressError(
+            f"a head address is HOST:PORT (like 127.0.0.1:7420, a port from 1 to 65535) "
+            f"or unix:PATH, not {text!r}"
         )
     return host or "127.0.0.1", int(port)
 

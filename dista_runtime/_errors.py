@@ -35,6 +35,10 @@ class DistaError(Exception):
     """Base class of Dista's own errors."""
 
 
+class AddressError(DistaError, ValueError):
+    """A head address that is not ``HOST:PORT`` or ``unix:PATH`` (a ValueError too)."""
+
+
 class GetTimeoutError(DistaError, TimeoutError):
     """A `get` or `wait` ran out of time; the objects may still arrive."""
 

@@ -449,7 +449,11 @@ def parser() -> argparse.ArgumentParser:
     _import_option(p, "a module defining tasks (repeat, or separate with commas)")
     p.add_argument("--processes", type=int, default=1, help="worker processes (default 1)")
     p.add_argument(
-        "--threads", type=int, default=1, help="threads for user code per process (default 1)"
+        "--threads",
+        type=int,
+        default=1,
+        help="threads (with --greenlets: greenlets) for user code per process (default 1; "
+        "the head gives each worker --worker-slots tasks at once)",
     )
     p.add_argument(
         "--host",

@@ -224,10 +224,7 @@ def begin(
     address = address or os.environ.get("DISTA_ADDRESS")
     if not address:
         raise DistaError("connect() needs the head's address (HOST:PORT) or DISTA_ADDRESS")
-    try:
-        host, port = parse_head(address)
-    except ValueError as e:
-        raise DistaError(str(e)) from None
+    host, port = parse_head(address)  # AddressError: a DistaError and a ValueError
     _, registry = snapshot()
     driver = DriverHost(loop, registry, dp.Role.DRIVER)
     driver.session.cancel_remote = cancel_remote

@@ -41,10 +41,14 @@ _API: Final = ("background", "run")
 
 def _load(name: str) -> ModuleType | None:
     try:
-        module = importlib.import_module(_PACKAGES[name])
+        module = _import(name)
     except ImportError:
         return None
     return module if all(hasattr(module, f) for f in _API) else None
+
+
+def _import(name: str) -> ModuleType:
+    return importlib.import_module(_PACKAGES[name])
 
 
 def available(name: str) -> bool:
@@ -81,12 +85,17 @@ def choose(loop: str | None = None) -> str:
 def binding(loop: str | None = None) -> ModuleType:
     """The binding package that runs loop ``loop`` (see `choose`)."""
     name = choose(loop)
-    module = _load(name)
-    if module is None:
+    try:
+        module = _import(name)
+    except ImportError as e:
+        missing = f"it needs {e.name}, " if e.name and e.name != _PACKAGES[name] else ""
         raise DistaError(
             f"Dista's {name} binding ({_PACKAGES[name]}) is not available in this "
-            "installation: use loop='asyncio' (or DISTA_LOOP=asyncio, --loop asyncio)"
-        )
+            f"installation ({missing}pip install 'dista[{name}]'), or use loop='asyncio' "
+            "(DISTA_LOOP=asyncio, --loop asyncio)"
+        ) from None
+    if not all(hasattr(module, f) for f in _API):
+        raise DistaError(f"{_PACKAGES[name]} is not a complete Dista binding: use loop='asyncio'")
     return module
 
 

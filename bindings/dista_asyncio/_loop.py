@@ -88,7 +88,7 @@ class AsyncioLoop:
             else:
                 connecting = self.loop.create_connection(factory, host, port)
             await asyncio.wait_for(connecting, timeout)
-        except (OSError, TimeoutError) as e:
+        except (OSError, TimeoutError, OverflowError) as e:  # Overflow: a port over 65535
             engine.dialed(link, str(e) or type(e).__name__)
             return
         engine.dialed(link, "")

@@ -23,7 +23,7 @@ def test_parse_and_format_round_trip() -> None:
         assert format_head(*parse_head(text)) == text
 
 
-@pytest.mark.parametrize("bad", ["localhost", "host:port", "unix:", ""])
+@pytest.mark.parametrize("bad", ["localhost", "host:port", "unix:", "", "h:0", "h:99999"])
 def test_bad_addresses_say_what_is_expected(bad: str) -> None:
     with pytest.raises(ValueError, match=r"HOST:PORT|unix:PATH|names a socket"):
         parse_head(bad)
@@ -32,6 +32,8 @@ def test_bad_addresses_say_what_is_expected(bad: str) -> None:
 def test_a_bad_address_to_init_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="HOST:PORT"):
         dista.init("nowhere")
+    with pytest.raises(dista.DistaError, match="a port from 1 to 65535"):
+        dista.init("127.0.0.1:99999")
 
 
 def test_the_socket_directory_goes_with_the_cluster() -> None:

@@ -32,7 +32,9 @@ def test_a_binding_not_in_this_installation_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(loops._PACKAGES, "gevent", "dista_gevent_not_installed")
-    with pytest.raises(dista.DistaError, match=r"binding .* is not available.*loop='asyncio'"):
+    with pytest.raises(
+        dista.DistaError, match=r"binding .* is not available.*pip install 'dista\[gevent\]'"
+    ):
         dista.init(loop="gevent")
 
 

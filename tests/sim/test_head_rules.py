@@ -59,7 +59,7 @@ def test_lost_worker_retries_then_gives_up_naming_it() -> None:
     sim.crash(sim.workers[0])
     sim.settle()
     assert "worker 10.0.0.1:7000 was lost" in d.failed[a]
-    assert "gave up after 1 attempts" in d.failed[a]
+    assert "gave up after 1 attempt" in d.failed[a]
 
 
 def test_lost_worker_task_is_retried_on_another() -> None:
