@@ -2,12 +2,14 @@
 
     python examples/asyncio_web.py --head HOST:PORT --port 8080
     curl 'localhost:8080/square?n=7'   # 49, computed on a worker
+    curl 'localhost:8080/square?n=7&sleep=2'   # the same, the task taking 2 s
     curl 'localhost:8080/ping'         # answers at once, even while tasks run
 
 The service joins the cluster with ``async with dista_asyncio.connect(...)`` on aiohttp's
 own event loop: ``await task.remote(...)`` suspends only the handler that awaits, never the
 loop, and no thread is started for Dista. Without ``--head`` (and no ``DISTA_ADDRESS``)
-it starts a local cluster first.
+it starts a local cluster first. SIGTERM or Ctrl-C stops the service once the requests in
+flight are answered, and leaves the cluster.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import time
 from collections.abc import AsyncIterator
 
@@ -63,10 +66,13 @@ async def main(head: str | None, port: int) -> None:
         site = web.TCPSite(runner, "127.0.0.1", port)
         await site.start()
         print(f"serving on http://127.0.0.1:{port}", flush=True)
+        stopping = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stopping.set)
         try:
-            await asyncio.Event().wait()  # until Ctrl-C or SIGTERM
+            await stopping.wait()
         finally:
-            await runner.cleanup()
+            await runner.cleanup()  # the requests in flight finish first
 
 
 if __name__ == "__main__":
@@ -74,5 +80,4 @@ if __name__ == "__main__":
     parser.add_argument("--head", default=os.environ.get("DISTA_ADDRESS"))
     parser.add_argument("--port", type=int, default=8080)
     args = parser.parse_args()
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main(args.head, args.port))
+    asyncio.run(main(args.head, args.port))

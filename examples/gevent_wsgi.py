@@ -2,6 +2,7 @@
 
     python examples/gevent_wsgi.py --head HOST:PORT --port 8080
     curl 'localhost:8080/square?n=7'   # {"n": 7, "square": 49}, computed on a worker
+    curl 'localhost:8080/square?n=7&sleep=2'   # the same, the task taking 2 s
     curl 'localhost:8080/ping'         # answers at once, even while tasks run
 
 The process patches itself first, as gunicorn's gevent worker does, and joins the cluster
@@ -30,6 +31,7 @@ from urllib.parse import parse_qs
 import dista_gevent
 import gevent
 from gevent.event import Event
+from gevent.pool import Pool
 from gevent.pywsgi import WSGIServer
 
 import dista_runtime as dista
@@ -69,7 +71,8 @@ def cluster(head: str | None, workers: int) -> contextlib.AbstractContextManager
 
 def main(head: str | None, host: str, port: int, workers: int) -> None:
     with cluster(head, workers):
-        server = WSGIServer((host, port), app, log=None)
+        # Handlers in a pool: `stop` waits for the pool's requests in flight to finish.
+        server = WSGIServer((host, port), app, log=None, spawn=Pool(1000))
         server.start()
         print(f"serving on http://{host}:{server.server_port}", flush=True)
         stopping = Event()

@@ -465,7 +465,11 @@ def test_the_gevent_wsgi_example_answers_concurrent_requests() -> None:
             assert [f.result() for f in squares] == [{"n": n, "square": n * n} for n in range(10)]
         workers = [p.pid for p in psutil.Process(service.pid).children(recursive=True)]
         assert len(workers) == 2  # its local cluster's
-        service.send_signal(signal.SIGTERM)
+        with ThreadPoolExecutor(1) as pool:  # a request in flight when SIGTERM comes
+            late = pool.submit(fetch, "/square?n=5&sleep=1.5")
+            time.sleep(0.5)
+            service.send_signal(signal.SIGTERM)
+            assert late.result() == {"n": 5, "square": 25}  # it finished first
         assert service.wait(30) == 0
     finally:
         stop_process(service)

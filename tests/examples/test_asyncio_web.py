@@ -55,7 +55,10 @@ def test_handlers_await_tasks_without_blocking_the_loop() -> None:
                 assert _get(f"{base}/ping") == {"ok": True}
                 assert time.monotonic() - started < 0.5  # the loop was free
                 assert [f.result()["square"] for f in slow] == [0, 1, 4]
-            app.send_signal(signal.SIGINT)
+                late = pool.submit(_get, f"{base}/square?n=5&sleep=1.5")
+                time.sleep(0.5)
+                app.send_signal(signal.SIGTERM)  # while a request is in flight
+                assert late.result() == {"n": 5, "square": 25}  # it was answered first
             assert app.wait(20) == 0
         finally:
             stop_process(app)
