@@ -36,6 +36,8 @@ from typing import IO, Final, NamedTuple, TypeVar
 
 __all__ = [
     "EXIT_NO_HEAD",
+    "EXIT_STOPPED",
+    "STOPPED_BY_HEAD",
     "MAX_START_FAILURES",
     "STABLE_S",
     "Death",
@@ -46,6 +48,11 @@ __all__ = [
 
 #: The exit code of a worker that cannot reach its head (sysexits' EX_UNAVAILABLE).
 EXIT_NO_HEAD: Final = 69
+#: The exit code of a supervised worker that its head stopped (``dista stop``, a head
+#: shutting down): not a death, and not replaced. Unsupervised, such a worker exits 0.
+EXIT_STOPPED: Final = 70
+#: What `Supervisor.failure` says once the head stopped the workers.
+STOPPED_BY_HEAD: Final = "the head stopped its workers"
 #: Deaths before joining, in a row in one slot, after which a pool stops restarting.
 MAX_START_FAILURES: Final = 3
 #: A child that lived this long before dying is restarted at once.
@@ -398,7 +405,10 @@ class Supervisor:
                 self._fates.popitem(last=False)
             slot = self._slots[child.slot]
             delay: float | None = None
-            if not self._closing and not self.failure:
+            if code == EXIT_STOPPED and child.joined:
+                if not self._closing:  # the head said stop: none is replaced
+                    give_up = STOPPED_BY_HEAD
+            elif not self._closing and not self.failure:
                 if not child.joined:
                     slot.start_failures += 1
                     if code == EXIT_NO_HEAD or slot.start_failures >= MAX_START_FAILURES:

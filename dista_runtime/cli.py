@@ -108,7 +108,7 @@ def _import_all(modules: Sequence[str]) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from ._supervise import EXIT_NO_HEAD, signal_ready
+    from ._supervise import EXIT_NO_HEAD, EXIT_STOPPED, signal_ready
 
     _die_with_parent(args.parent)
     if args.processes > 1:
@@ -143,12 +143,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
             signal_ready(args.ready_fd)
 
     try:
-        _run(args, start)
+        reason = _run(args, start)
     except ConnectionError as e:
         print(f"dista worker: {e}", file=sys.stderr)
         return EXIT_NO_HEAD
     except KeyboardInterrupt:
         return 130
+    if args.parent is not None and reason.startswith("stopped by the head"):
+        return EXIT_STOPPED  # its supervisor must not replace it
     return 0
 
 
@@ -171,7 +173,7 @@ def _worker_processes(args: argparse.Namespace) -> int:
 
     from dista_runtime._address import format_head
 
-    from ._supervise import EXIT_NO_HEAD, Death, Supervisor
+    from ._supervise import EXIT_NO_HEAD, EXIT_STOPPED, STOPPED_BY_HEAD, Death, Supervisor
 
     head = format_head(*args.head)
     command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head", head]
@@ -190,7 +192,7 @@ def _worker_processes(args: argparse.Namespace) -> int:
 
     def on_death(death: Death) -> None:
         deaths.append(death)
-        if stopping or done.is_set():
+        if stopping or done.is_set() or death.code == EXIT_STOPPED:
             return  # stopped on purpose: no news
         if death.restart_in is None:
             then = "not restarting"
@@ -218,6 +220,9 @@ def _worker_processes(args: argparse.Namespace) -> int:
     supervisor.close(5.0)  # then SIGKILL what is left
     if stopping:
         return 128 + stopping[0]
+    if supervisor.failure == STOPPED_BY_HEAD:
+        print(f"dista worker: the head at {head} stopped us", file=sys.stderr)
+        return 0
     if deaths and deaths[-1].code == EXIT_NO_HEAD:
         print(f"dista worker: the head at {head} is gone; stopping", file=sys.stderr)
         return 0 if any(d.joined for d in deaths) else 1

@@ -398,6 +398,42 @@ def test_cli_worker_processes_replace_the_dead_and_stop_on_sigterm(
             supervisor.stderr.close()
 
 
+def test_cli_worker_processes_end_cleanly_when_the_head_stops_them(
+    workdir: Path, head: str
+) -> None:
+    """`dista stop`: every worker process exits, none is replaced, and the supervisor
+    exits 0 saying so (not "workers keep failing to start")."""
+    supervisor = subprocess.Popen(
+        [*CLI, "worker", "--head", head, "--processes", "2", "--import", "crashy"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for(workdir),
+        cwd=workdir,
+    )
+    children: list[int] = []
+    try:
+        wait_for_head_workers(head, 2)
+        children = children_of(supervisor.pid)
+        stopped = subprocess.run(
+            [*CLI, "stop", "--head", head], check=False, capture_output=True, timeout=30
+        )
+        assert stopped.returncode == 0
+        assert supervisor.wait(30) == 0
+        assert supervisor.stderr is not None
+        err = supervisor.stderr.read()
+        assert "stopped us" in err and "restarting" not in err and "failing" not in err, err
+        assert_gone(children)
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait()
+        for pid in children:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if supervisor.stderr is not None:
+            supervisor.stderr.close()
+
+
 def test_cli_worker_imports_from_the_current_directory(workdir: Path, head: str) -> None:
     """`dista worker --import crashy` (the console script: no `python -m`) in crashy's
     directory, with no PYTHONPATH pointing there."""
