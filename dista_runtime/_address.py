@@ -24,7 +24,9 @@ def parse_head(text: str) -> tuple[str, int]:
     says what is wrong."""
     if text.startswith(UNIX):
         if len(text) == len(UNIX):
-            raise AddressError(f"a Unix head address names a socket, like unix:/tmp/x, not {text!r}")
+            raise AddressError(
+                f"a Unix head address names a socket, like unix:/tmp/x, not {text!r}"
+            )
         return text, 0
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
