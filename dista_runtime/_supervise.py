@@ -49,7 +49,9 @@ __all__ = [
 #: The exit code of a worker that cannot reach its head (sysexits' EX_UNAVAILABLE).
 EXIT_NO_HEAD: Final = 69
 #: The exit code of a supervised worker that its head stopped (``dista stop``, a head
-#: shutting down): not a death, and not replaced. Unsupervised, such a worker exits 0.
+#: shutting down, a force-cancel of its task): replaced like any other, but a replacement
+#: that then finds no head means the head stopped its workers, not that they cannot start.
+#: Unsupervised, such a worker exits 0.
 EXIT_STOPPED: Final = 70
 #: What `Supervisor.failure` says once the head stopped the workers.
 STOPPED_BY_HEAD: Final = "the head stopped its workers"
@@ -147,6 +149,7 @@ class Supervisor:
         self.on_give_up = on_give_up
         #: Why the pool stopped restarting ('' while it has not).
         self.failure = ""
+        self._head_stopped = False  # a worker exited because the head stopped it
         self._lock = threading.Lock()
         self._children: dict[int, _Child] = {}  # pid -> child, alive as far as we know
         self._fates: collections.OrderedDict[int, str] = collections.OrderedDict()
@@ -406,12 +409,15 @@ class Supervisor:
             slot = self._slots[child.slot]
             delay: float | None = None
             if code == EXIT_STOPPED and child.joined:
-                if not self._closing:  # the head said stop: none is replaced
-                    give_up = STOPPED_BY_HEAD
-            elif not self._closing and not self.failure:
+                # The head stopped it: to force-cancel its task (it is replaced), or because
+                # the head is stopping (the replacement finds no head, below).
+                self._head_stopped = True
+            if not self._closing and not self.failure:
                 if not child.joined:
                     slot.start_failures += 1
-                    if code == EXIT_NO_HEAD or slot.start_failures >= MAX_START_FAILURES:
+                    if code == EXIT_NO_HEAD and self._head_stopped:
+                        give_up = STOPPED_BY_HEAD
+                    elif code == EXIT_NO_HEAD or slot.start_failures >= MAX_START_FAILURES:
                         give_up = self._start_failure(child, description)
                     else:
                         delay = _FIRST_BACKOFF_S * 2 ** (slot.start_failures - 1)

@@ -192,8 +192,9 @@ def _worker_processes(args: argparse.Namespace) -> int:
 
     def on_death(death: Death) -> None:
         deaths.append(death)
-        if stopping or done.is_set() or death.code == EXIT_STOPPED:
-            return  # stopped on purpose: no news
+        stopped = any(d.code == EXIT_STOPPED for d in deaths)
+        if stopping or done.is_set() or (stopped and death.code in (EXIT_STOPPED, EXIT_NO_HEAD)):
+            return  # stopped on purpose (by a signal, or by the head): no news
         if death.restart_in is None:
             then = "not restarting"
         elif death.restart_in == 0:
