@@ -114,13 +114,6 @@ class HeadHost(Engine):
         self.head.stop(why, time.time_ns())
         self.act(self.head.decisions())
 
-    def stop_threadsafe(self, why: str) -> None:
-        """`stop` from any thread (a signal handler)."""
-        try:
-            self.loop.call_soon_threadsafe(self.stop, why)
-        except RuntimeError:
-            pass  # the loop is closed: the head is gone already
-
     def _arm(self) -> None:
         """Keep one loop timer at the core's next deadline."""
         deadline = self.head.next_deadline()

@@ -27,7 +27,7 @@ from ._registry import snapshot
 from .driver_host import DriverHost
 from .engine import Link
 from .head_host import HeadHost, start_head
-from .loop import Background, Latch, Loop
+from .loop import Background, Latch, Loop, Timer
 from .memlink import memory_link
 
 __all__ = [
@@ -148,17 +148,17 @@ def connect_local(
             why = f"the local head did not welcome its driver in {timeout} s"
             driver.welcomed.fail(ConnectionError(why))
 
-    def welcomed(latch: Latch[None], head: HeadHost, driver: DriverHost, timer: object) -> None:
+    def welcomed(latch: Latch[None], head: HeadHost, driver: DriverHost, timer: Timer) -> None:
         error = latch.error()
         if error is not None:
             give_up(head, driver, error)
         else:
             joined(head, driver, timer)
 
-    def joined(head: HeadHost, driver: DriverHost, timer: object) -> None:
+    def joined(head: HeadHost, driver: DriverHost, timer: Timer) -> None:
         """Until the head counts the workers; `DistaError` if they cannot start in time."""
         if workers is None or head.head.stats().workers >= workers.expected:
-            timer.cancel()  # type: ignore[attr-defined]
+            timer.cancel()
             started.set((head, driver))
             return
         reason = workers.failed()
@@ -168,7 +168,7 @@ def connect_local(
                 f"{workers.expected} workers joined its head in time (init's timeout)"
             )
         if reason:
-            timer.cancel()  # type: ignore[attr-defined]
+            timer.cancel()
             give_up(head, driver, DistaError(reason))
             return
         loop.call_later(_JOIN_POLL_S, joined, head, driver, timer)

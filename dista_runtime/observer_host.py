@@ -7,7 +7,6 @@ its decisions into the answer (or a `ConnectionError` that says why there is non
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import dista_proto as dp
 
@@ -25,14 +24,16 @@ class ObserverHost(Engine):
 
     role_name = "observer"
 
-    def __init__(self, loop: Loop, request: Request, where: str) -> None:
+    def __init__(self, loop: Loop, request: Request, where: str, timeout: float) -> None:
         super().__init__(loop)
         self.core = dp.Observer()
         self.request = request
         self.where = where
         self.answer: Latch[dp.Event | None] = Latch()
-        self._timer: Any = None
         self.answer.add_callback(self._done)
+        self._timer = loop.call_later(
+            timeout, self._fail, f"no answer from the head at {where} in {timeout} s"
+        )
 
     def dialed(self, link: int, error: str) -> None:
         if error:
@@ -75,8 +76,7 @@ class ObserverHost(Engine):
         self.answer.fail(ConnectionError(why))
 
     def _done(self, answer: Latch[dp.Event | None]) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self._timer.cancel()
         # Close once what is written is gone (a stop must reach the head).
         self.loop.call_soon(self.close_all)
 
@@ -87,9 +87,6 @@ def ask(
     """Send ``request`` to the head at ``host:port`` as an observer, on ``loop``: a latch
     with the answer (None for stop), or a `ConnectionError` within ``timeout`` seconds."""
     where = format_head(host, port)
-    observer = ObserverHost(loop, request, where)
-    observer._timer = loop.call_later(
-        timeout, observer._fail, f"no answer from the head at {where} in {timeout} s"
-    )
+    observer = ObserverHost(loop, request, where, timeout)
     loop.dial(observer, dp.HEAD_LINK, host, port, timeout)
     return observer.answer

@@ -73,10 +73,6 @@ class WorkerHost(Engine):
             address = self.core.address
             self.ready.set((address.host, address.port))
 
-    def stop(self, why: str) -> None:
-        """Stop serving (on the loop): as if the head had stopped us."""
-        self.exit(why)
-
     def _on_exit(self, exited: Latch[str]) -> None:
         if self.listener is not None:
             self.listener.close()
