@@ -20,6 +20,7 @@ from typing import Final
 
 __all__ = [
     "CANCEL_FORCE",
+    "ERROR_WARNING",
     "FREE_WITHDRAW",
     "HEAD_LINK",
     "ID_BITS",
@@ -85,6 +86,10 @@ SPAN_WITHDRAWN: Final = 3
 #: `SPAN_WITHDRAWN`), else let it run. An unmarked free of a task the worker holds drops it
 #: if it has not started, else interrupts it: the head cancelled it.
 FREE_WITHDRAW: Final = 1
+
+#: Error mark, head to driver: the object the error names (an actor) lives on; the message
+#: is a warning about it (a checkpoint could not be written), not its failure.
+ERROR_WARNING: Final = 1
 
 #: Cancel mark, driver to head: also end the worker process running the task.
 CANCEL_FORCE: Final = 1

@@ -15,8 +15,11 @@ from ._events import Timeline as TimelineEvent
 from .frame import Bytes
 
 __all__ = [
+    "ActorWarning",
     "Answered",
+    "CallActor",
     "CancelTask",
+    "CheckpointActor",
     "Close",
     "Connect",
     "Decision",
@@ -26,7 +29,9 @@ __all__ = [
     "ObjectValue",
     "Refused",
     "RunTask",
+    "StartActor",
     "StatsReceived",
+    "StopActor",
     "TimelineReceived",
     "Welcomed",
     "Write",
@@ -96,6 +101,62 @@ class CancelTask:
 
 
 @dataclass(frozen=True, slots=True)
+class StartActor:
+    """Build actor ``actor_id`` of type ``type_id`` on this worker: from its constructor's
+    encoded ``argument``, or, with ``covers`` set, from the checkpoint that covers that many
+    calls. Answer with `Worker.actor_started`.
+
+    Actor work (this, `CallActor`, `CheckpointActor`, `StopActor`) runs one piece at a
+    time, in the order the decisions come: the order the head sent it.
+    """
+
+    actor_id: int
+    type_id: int
+    argument: Bytes | None
+    covers: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallActor:
+    """Run method ``method_id`` of actor ``actor_id`` with ``argument``; answer as a task
+    (`Worker.task_done`, `Worker.task_failed`) for ``object_id``, the call's result."""
+
+    object_id: int
+    method_id: int
+    actor_id: int
+    argument: Bytes
+    arrived: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointActor:
+    """Write actor ``actor_id``'s state as the checkpoint covering ``calls`` calls, then
+    answer with `Worker.checkpointed`. The checkpoint covering ``keep`` calls (None: none)
+    is the one the head would restore from until this one is written: keep it."""
+
+    actor_id: int
+    calls: int
+    keep: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StopActor:
+    """Destroy actor ``actor_id``; with ``forget`` (it was killed) remove its checkpoints."""
+
+    actor_id: int
+    forget: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ActorWarning:
+    """Something went wrong for actor ``actor_id`` that it lives through (a checkpoint that
+    could not be written); ``message`` says what."""
+
+    actor_id: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class Welcomed:
     """The head numbered this driver."""
 
@@ -158,6 +219,11 @@ Decision = (
     | Exit
     | RunTask
     | CancelTask
+    | StartActor
+    | CallActor
+    | CheckpointActor
+    | StopActor
+    | ActorWarning
     | Welcomed
     | ObjectValue
     | ObjectFailed

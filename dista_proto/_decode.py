@@ -170,7 +170,7 @@ def _d_result(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
 
 
 def _d_error(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
-    return Error(oid, F.message(p))
+    return Error(oid, F.message(p), tid)
 
 
 def _d_hello(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:

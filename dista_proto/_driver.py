@@ -12,12 +12,14 @@ frame) and `ObjectFailed`. The driver never blocks; `submit` and friends queue f
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
 
 from . import frame as F
-from ._conventions import CANCEL_FORCE, HEAD_LINK, ID_BITS, ID_MASK
+from ._conventions import CANCEL_FORCE, ERROR_WARNING, HEAD_LINK, ID_BITS, ID_MASK
 from ._decisions import (
+    ActorWarning,
     Decision,
     ObjectFailed,
     ObjectLocated,
@@ -29,8 +31,13 @@ from ._decisions import (
 )
 from ._errors import LocalProtocolError
 from ._events import (
+    ActorCall,
+    ActorCreate,
+    ActorKill,
     Address,
     Cancel,
+    Checkpoint,
+    Covered,
     Error,
     Event,
     Hello,
@@ -50,9 +57,11 @@ from ._links import Links
 from ._roles import Role
 from .frame import Bytes
 
-__all__ = ["Driver"]
+__all__ = ["DEFAULT_KEEP_BYTES", "Driver"]
 
 _ID_LIMIT: Final = ID_MASK + 1
+#: The bytes of uncovered actor calls a driver keeps before it asks for a checkpoint.
+DEFAULT_KEEP_BYTES: Final = 64 << 20
 
 
 class Driver:
@@ -63,6 +72,7 @@ class Driver:
         role: Role = Role.DRIVER,
         part: int = F.PART_SIZE,
         allocate: Callable[[int], bytearray | memoryview] = bytearray,
+        keep_bytes: int = DEFAULT_KEEP_BYTES,
     ) -> None:
         if role not in (Role.DRIVER, Role.CLIENT):
             raise ValueError(f"a Driver is a driver or a client, not {role.name.lower()}")
@@ -75,6 +85,12 @@ class Driver:
         self._fetcher = Fetcher(self._links, part, allocate)
         self._located: dict[int, Address] = {}
         self.closed_reason = ""
+        self.keep_bytes = keep_bytes
+        #: Per live actor this driver knows, its calls not yet covered by a checkpoint.
+        self._kept: dict[int, deque[ActorCall]] = {}
+        self.kept_bytes = 0
+        self._asked: dict[int, int] = {}  # our own checkpoint request -> its actor
+        self._lossy: set[int] = set()  # actors whose kept calls were cut
 
     @property
     def ready(self) -> bool:
@@ -180,6 +196,90 @@ class Driver:
         it (Dista's `CANCEL_FORCE` mark)."""
         self._links.send(HEAD_LINK, Cancel(oid, CANCEL_FORCE if force else 0))
 
+    # -- actors --------------------------------------------------------------------------------
+
+    def create_actor(self, type_id: int, argument: Bytes, checkpoint_every: int = 0) -> int:
+        """Queue an actor-create; the actor's ID. Its answer comes as an `ObjectValue` (an
+        empty one: created) or `ObjectFailed` (the constructor's error, or it died)."""
+        actor = self._mint()
+        self._kept[actor] = deque()
+        self._links.send(HEAD_LINK, ActorCreate(actor, type_id, argument, checkpoint_every))
+        return actor
+
+    def call_actor(self, actor_id: int, method_id: int, argument: Bytes) -> int:
+        """Queue a call of ``actor_id``'s method; the object ID of its result."""
+        oid = self._mint()
+        call = ActorCall(oid, method_id, actor_id, argument)
+        self._links.send(HEAD_LINK, call)
+        kept = self._kept.get(actor_id)
+        if kept is None:  # an actor another driver made, seen here first
+            kept = self._kept[actor_id] = deque()
+        kept.append(call)
+        self.kept_bytes += len(argument)
+        if self.kept_bytes > self.keep_bytes:
+            self._over_budget(actor_id)
+        return oid
+
+    def checkpoint_actor(self, actor_id: int) -> int:
+        """Ask for a checkpoint of ``actor_id`` now; the checkpoint's ID, whose answer comes
+        as an `ObjectValue` (empty: written) or `ObjectFailed` (why not)."""
+        oid = self._mint()
+        self._links.send(HEAD_LINK, Checkpoint(oid, 0, actor_id))
+        return oid
+
+    def kill_actor(self, actor_id: int) -> None:
+        """Destroy ``actor_id``: calls not yet run fail."""
+        self._drop_kept(actor_id)
+        self._links.send(HEAD_LINK, ActorKill(actor_id))
+
+    def kept(self, actor_id: int) -> int:
+        """How many calls to ``actor_id`` this driver keeps (not yet covered)."""
+        kept = self._kept.get(actor_id)
+        return len(kept) if kept is not None else 0
+
+    def _over_budget(self, actor_id: int) -> None:
+        if actor_id not in self._asked.values():
+            oid = self._mint()
+            self._asked[oid] = actor_id
+            self._links.send(HEAD_LINK, Checkpoint(oid, 0, actor_id))
+        if self.kept_bytes > 2 * self.keep_bytes:
+            self._cut(actor_id)
+
+    def _cut(self, actor_id: int) -> None:
+        """Drop the actor's oldest kept calls down to the budget: it is no longer exact."""
+        kept = self._kept.get(actor_id)
+        if not kept:
+            return
+        while kept and self.kept_bytes > self.keep_bytes:
+            self.kept_bytes -= len(kept.popleft().argument)
+        if actor_id not in self._lossy:
+            self._lossy.add(actor_id)
+            why = (
+                f"actor {actor_id:#x}: its calls not covered by a checkpoint passed "
+                f"{self.keep_bytes} bytes and no checkpoint could be written, so the oldest "
+                "were dropped: after a head restart it cannot be rebuilt exactly (set "
+                "DISTA_CHECKPOINT_URI so that checkpoints cover them)"
+            )
+            self._links.queue(ActorWarning(actor_id, why))
+
+    def _drop_kept(self, actor_id: int) -> None:
+        kept = self._kept.pop(actor_id, None)
+        if kept:
+            self.kept_bytes -= sum(len(c.argument) for c in kept)
+        self._lossy.discard(actor_id)
+
+    def _covered(self, actor_id: int, newest: int) -> None:
+        kept = self._kept.get(actor_id)
+        while kept and kept[0].object_id <= newest:
+            self.kept_bytes -= len(kept.popleft().argument)
+
+    def _own_checkpoint(self, oid: int, failure: str | None) -> None:
+        actor = self._asked.pop(oid)
+        if failure is not None:
+            self._links.queue(ActorWarning(actor, f"a checkpoint failed: {failure}"))
+            if self.kept_bytes > self.keep_bytes:
+                self._cut(actor)
+
     def request_stats(self) -> None:
         self._links.send(HEAD_LINK, Stats())
 
@@ -199,6 +299,9 @@ class Driver:
     def _on_head_event(self, event: Event) -> None:
         queue = self._links.queue
         if isinstance(event, Result):
+            if event.object_id in self._asked:
+                self._own_checkpoint(event.object_id, None)
+                return
             queue(ObjectValue(event.object_id, event.value))
         elif isinstance(event, Located):
             self._located[event.object_id] = event.address
@@ -208,11 +311,22 @@ class Driver:
                 self.closed_reason = f"the head refused or dropped us: {event.message}"
                 queue(Refused(event.message))
                 return
-            self._located.pop(event.object_id, None)
-            queue(ObjectFailed(event.object_id, event.message))
+            oid = event.object_id
+            if oid in self._asked:
+                self._own_checkpoint(oid, event.message)
+                return
+            if event.mark == ERROR_WARNING:
+                queue(ActorWarning(oid, event.message))
+                return
+            if oid in self._kept:
+                self._drop_kept(oid)  # the actor is gone: nothing left to resend
+            self._located.pop(oid, None)
+            queue(ObjectFailed(oid, event.message))
         elif isinstance(event, Welcome):
             self.number, self.epoch = event.number, event.epoch
             queue(Welcomed(event.number, event.epoch))
+        elif isinstance(event, Covered):
+            self._covered(event.object_id, event.newest)
         elif isinstance(event, Stats) and event.counts is not None:
             queue(StatsReceived(event.counts))
         elif isinstance(event, Timeline) and event.records is not None:

@@ -95,7 +95,7 @@ def _e_result(e: Result, from_head: bool) -> Encoded:
 
 
 def _e_error(e: Error, from_head: bool) -> Encoded:
-    return F.KIND_ERROR, e.object_id, 0, _EMPTY, _text(e.message)
+    return F.KIND_ERROR, e.object_id, e.mark, _EMPTY, _text(e.message)
 
 
 def _e_hello(e: Hello, from_head: bool) -> Encoded:

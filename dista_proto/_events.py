@@ -159,6 +159,9 @@ class Error(_EventBase):
     kind: ClassVar[int] = F.KIND_ERROR
     object_id: int
     message: str
+    #: In the task-ID field: `ERROR_WARNING` says the object (an actor) lives on and this is
+    #: a warning about it (a checkpoint that could not be written).
+    mark: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,8 +42,13 @@ from ._conventions import (
 from ._decisions import Decision, Exit
 from ._durations import Durations
 from ._events import (
+    ActorCall,
+    ActorCreate,
+    ActorKill,
     Address,
     Cancel,
+    Checkpoint,
+    Checkpointed,
     Error,
     Event,
     Free,
@@ -65,8 +70,9 @@ from ._events import (
     Welcome,
 )
 from ._fairqueue import FairQueue
-from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
-from ._head_scheduling import ANYWHERE, Scheduling
+from ._head_actors import DEFAULT_ACTOR_KEEP_BYTES, Actors
+from ._head_records import ActorRecord, ActorState, ObjState, Peer, TaskRecord, TaskState, TrackedObject
+from ._head_scheduling import ANYWHERE
 from ._head_status import status_text
 from ._links import Links
 from ._roles import Role
@@ -96,7 +102,7 @@ _RUNNING: Final = TaskState.RUNNING
 _DONE: Final = TaskState.DONE
 
 
-class Head(Scheduling):
+class Head(Actors):
     """The head's whole state; see the module docstring."""
 
     def __init__(
@@ -112,6 +118,7 @@ class Head(Scheduling):
         allocate: Callable[[int], bytearray | memoryview] | None = None,
         portable_tasks: Iterable[int] = (),
         no_worker_grace_ns: int = NO_WORKER_GRACE_NS,
+        actor_keep_bytes: int = DEFAULT_ACTOR_KEEP_BYTES,
     ) -> None:
         if not 1 <= first_number < NUMBER_SPACE:
             raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
@@ -129,6 +136,9 @@ class Head(Scheduling):
         # Task IDs (low 60 bits) that any worker runs, whatever its registry: by-value ones.
         self._portable = frozenset(t & TASK_ID_MASK for t in portable_tasks)
         self.no_worker_grace_ns = no_worker_grace_ns
+        self.actor_keep_bytes = actor_keep_bytes
+        self._actors: dict[int, ActorRecord] = {}
+        self._waiting_actors: deque[ActorRecord] = deque()
         self._orphaned: dict[int, int] = {}  # registry with no worker -> since when
         self._workers_of: dict[int, set[Peer]] = {}
         self._next_number = first_number
@@ -239,6 +249,7 @@ class Head(Scheduling):
             peer.spare = self.prefetch
             self._workers_of.setdefault(peer.registry, set()).add(peer)
             self._orphaned.pop(peer.registry, None)
+            self._place_waiting()  # actors that wait come first
             self._make_idle(peer)
             self._pump(peer.registry)
             self._steal_for(peer)
@@ -283,16 +294,34 @@ class Head(Scheduling):
             self._submit(peer, event.object_id, event.task_id, event.results, event)
         elif isinstance(event, Cancel):
             self._cancel(peer, event.object_id, event.mark == CANCEL_FORCE)
+        elif isinstance(event, ActorCall):
+            self._on_actor_call(peer, event)
         elif isinstance(event, Stats):
             self._links.send(peer.link, Stats(self.stats()))
         elif isinstance(event, Timeline):
             self._links.send(peer.link, Timeline(self._take_timeline(peer.number)))
+        elif isinstance(event, ActorCreate):
+            self._on_actor_create(peer, event)
+        elif isinstance(event, ActorKill):
+            self._on_actor_kill(peer, event)
+        elif isinstance(event, Checkpoint):
+            self._on_checkpoint_ask(peer, event)
         else:
             oid = getattr(event, "object_id", 0)
             name = F.kind_name(event.kind)
             self._links.send(peer.link, Error(oid, f"{name} is not supported by this head"))
 
     def _on_worker_event(self, peer: Peer, event: Event) -> None:
+        actor = peer.actor
+        if actor is not None and actor.state is not ActorState.WAITING:
+            # A worker hosting an actor runs nothing else: every answer is the actor's.
+            if isinstance(event, (Result, Stored)):
+                self._on_actor_answer(peer, event.object_id, event, None)
+            elif isinstance(event, Error):
+                self._on_actor_answer(peer, event.object_id, None, event.message)
+            elif isinstance(event, Checkpointed):
+                self._on_checkpointed(peer, event)
+            return
         if isinstance(event, Result):
             self._on_answer(peer, event.object_id, event, None)
         elif isinstance(event, Span):
@@ -326,6 +355,8 @@ class Head(Scheduling):
             why = f"object ID {oid:#x} is not numbered for driver {peer.number}"
         elif (oid & ID_MASK) + results - 1 > ID_MASK:
             why = f"object IDs {oid:#x} + {results} run past this driver's range"
+        elif oid in self._actors:
+            why = f"object ID {oid:#x} is already in use (an actor's)"
         elif (results == 1 and oid not in self._objects) or not any(
             i in self._objects for i in range(oid, oid + results)
         ):
@@ -408,30 +439,37 @@ class Head(Scheduling):
         obj.answered = True
         task.answers_left -= 1
         if obj.state is _PENDING and not task.dropped:
-            if error is not None:
-                self._fail_objects(task, [obj], error)
-            elif isinstance(answer, Result):
-                obj.state = _INLINE
-                obj.value = answer.value
-                obj.size = len(answer.value)
-                self.held_bytes += obj.size
-                if obj.held:
-                    self._links.send(obj.owner, answer)
-            else:
-                assert answer is not None
-                obj.state = _STORED
-                obj.size = answer.size
-                self.held_bytes += obj.size
-                obj.holder = worker
-                worker.holds.add(oid)
-                if obj.held:
-                    self._links.send(obj.owner, Located(oid, worker.address))
-            if obj.state is not _FAILED:
-                self._wake(obj)
+            self._set_answer(worker, obj, answer, error)
         elif isinstance(answer, Stored):
             self._links.send(worker.link, Free(oid))
         if task.answers_left == 0:
             self._finish_run(task)
+
+    def _set_answer(
+        self, worker: Peer, obj: TrackedObject, answer: Result | Stored | None, error: str | None
+    ) -> None:
+        """``worker`` answered pending ``obj``: keep the value or where it lies, tell its
+        driver, start the tasks waiting for it; or fail it and them."""
+        if error is not None:
+            self._fail_object(obj, error)
+            return
+        if isinstance(answer, Result):
+            obj.state = _INLINE
+            obj.value = answer.value
+            obj.size = len(answer.value)
+            self.held_bytes += obj.size
+            if obj.held:
+                self._links.send(obj.owner, answer)
+        else:
+            assert answer is not None
+            obj.state = _STORED
+            obj.size = answer.size
+            self.held_bytes += obj.size
+            obj.holder = worker
+            worker.holds.add(obj.oid)
+            if obj.held:
+                self._links.send(obj.owner, Located(obj.oid, worker.address))
+        self._wake(obj)
 
     def _finish_run(self, task: TaskRecord) -> None:
         """The worker has answered every result of ``task``: settle it, free the slot."""
@@ -509,10 +547,10 @@ class Head(Scheduling):
                 obj.holder.holds.discard(obj.oid)
                 self._links.send(obj.holder.link, Free(obj.oid))
 
-    def _fail_objects(self, task: TaskRecord, objs: list[TrackedObject], why: str) -> None:
-        """Fail these results of ``task`` and, transitively, every task waiting on them."""
+    def _fail_object(self, obj: TrackedObject, why: str) -> None:
+        """Fail pending ``obj`` and, transitively, every task waiting on it."""
         stack: list[tuple[TaskRecord, str]] = []
-        self._fail_results(objs, why, stack)
+        self._fail_results([obj], why, stack)
         self._fail_tasks(stack)
 
     def _fail_results(
@@ -589,6 +627,7 @@ class Head(Scheduling):
 
     def _lose_worker(self, worker: Peer, why: str) -> None:
         self._forget_worker(worker)
+        self._lose_actor_worker(worker, why)
         name = worker.name
         for task in list(worker.running.values()):
             worker.running.pop(task.oid, None)
@@ -630,6 +669,7 @@ class Head(Scheduling):
 
     def _lose_driver(self, driver: Peer) -> None:
         self._numbers.pop(driver.number, None)
+        self._end_actors_of(driver)
         mine = [obj for obj in self._objects.values() if obj.owner == driver.link]
         stack = [
             (obj.task, "its driver disconnected")
@@ -675,6 +715,10 @@ class Head(Scheduling):
         self._now = now
         if not self.stopping:
             self._stop(why)
+
+    def actors(self) -> list[ActorRecord]:
+        """The actors the head knows, live and dead (for status and tests)."""
+        return list(self._actors.values())
 
     def tracked(self, oid: int) -> bool:
         """Whether the head still counts references for ``oid`` (for tests and status)."""

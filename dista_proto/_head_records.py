@@ -9,11 +9,22 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-from ._events import Address, Task, TaskMany
+from collections import deque
+
+from ._events import ActorCreate, Address, Task, TaskMany
 from ._roles import Role
 from .frame import Bytes
 
-__all__ = ["ObjState", "Peer", "TaskRecord", "TaskState", "TrackedObject"]
+__all__ = [
+    "ActorRecord",
+    "ActorState",
+    "CallRecord",
+    "ObjState",
+    "Peer",
+    "TaskRecord",
+    "TaskState",
+    "TrackedObject",
+]
 
 NO_ADDRESS: Final = Address("0.0.0.0", 0)
 
@@ -36,6 +47,7 @@ class Peer:
     """One connection to the head: a driver, client, worker or observer."""
 
     __slots__ = (
+        "actor",
         "address",
         "blocked",
         "draining",
@@ -65,6 +77,8 @@ class Peer:
         self.blocked = 0  # of its running tasks, those blocked reading others (slot lent)
         self.running: dict[int, TaskRecord] = {}  # first result ID -> task, workers
         self.holds: set[int] = set()  # stored objects, workers
+        #: The actor this worker hosts, or is kept free for (it runs no tasks meanwhile).
+        self.actor: ActorRecord | None = None
 
     @property
     def name(self) -> str:
@@ -177,3 +191,83 @@ class TaskRecord:
     def live(self) -> bool:
         """Still worth dispatching (the fair queue skips the rest)."""
         return self.state is TaskState.QUEUED
+
+
+class ActorState(enum.Enum):
+    WAITING = "waiting"  # for a worker: none is free, or its worker finishes its tasks
+    STARTING = "starting"  # actor-create or actor-restore sent, no answer yet
+    READY = "ready"
+    DEAD = "dead"  # killed, failed, or lost for good: ``why`` says which
+
+
+class CallRecord:
+    """A call to an actor, kept until a checkpoint covers it (to run again on a new worker)."""
+
+    __slots__ = ("answered", "argument", "method", "oid", "owner", "seq")
+
+    def __init__(self, seq: int, oid: int, method: int, argument: Bytes, owner: int) -> None:
+        self.seq = seq  # its place in the actor's calls, from 1
+        self.oid = oid
+        self.method = method
+        self.argument = argument
+        self.owner = owner  # the caller's link
+        self.answered = False
+
+
+class ActorRecord:
+    """An actor, from its actor-create until it is killed or lost for good."""
+
+    __slots__ = (
+        "actor_id",
+        "announced",
+        "asked_at",
+        "by_oid",
+        "callers",
+        "calls",
+        "checkpoints",
+        "covered",
+        "create",
+        "every",
+        "failure",
+        "kept_bytes",
+        "lossy",
+        "losses",
+        "owner",
+        "pending",
+        "registry",
+        "restarts",
+        "sent",
+        "seq",
+        "since",
+        "state",
+        "type_id",
+        "why",
+        "worker",
+    )
+
+    def __init__(self, create: ActorCreate, owner: int, registry: int, now: int) -> None:
+        self.actor_id = create.object_id
+        self.type_id = create.task_id
+        self.create = ActorCreate(create.object_id, create.task_id, create.argument)
+        self.every = create.checkpoint_every or 0
+        self.owner = owner
+        self.registry = registry
+        self.state = ActorState.WAITING
+        self.why = ""
+        self.since = now  # waiting since
+        self.worker: Peer | None = None
+        self.announced = False  # the owner got its created answer
+        self.calls: deque[CallRecord] = deque()  # not covered by a checkpoint, in order
+        self.by_oid: dict[int, CallRecord] = {}  # of those, the ones not answered yet
+        self.seq = 0  # calls received
+        self.sent = 0  # calls sent to its current worker
+        self.asked_at = 0  # the calls the newest checkpoint request covers
+        self.covered = -1  # the calls the newest written checkpoint covers (-1: none)
+        self.pending: dict[int, list[tuple[int, int]]] = {}  # calls -> drivers' asks
+        self.checkpoints = 0  # written
+        self.failure = ""  # why the last checkpoint failed ("" if it did not)
+        self.kept_bytes = 0
+        self.lossy = False  # calls were cut past the budget: no exact rebuild
+        self.restarts = 0
+        self.losses = 0  # workers lost in a row without an answer in between
+        self.callers: set[int] = {owner}  # links that sent it calls

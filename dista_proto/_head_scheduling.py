@@ -79,13 +79,25 @@ class Scheduling:
 
     def next_deadline(self) -> int | None:
         """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
+        actors = self._actors_deadline()
         if not self._orphaned:
-            return None
-        return min(self._orphaned.values()) + self.no_worker_grace_ns
+            return actors
+        tasks = min(self._orphaned.values()) + self.no_worker_grace_ns
+        return tasks if actors is None else min(tasks, actors)
+
+    def _actors_deadline(self) -> int | None:
+        raise NotImplementedError  # the head's
+
+    def _fail_waiting_actors(self, now: int) -> None:
+        raise NotImplementedError  # the head's
+
+    def _actor_worker_free(self, worker: Peer) -> bool:
+        raise NotImplementedError  # the head's
 
     def on_timer(self, now: int) -> None:
         """Time passed: fail tasks that waited out the grace for a worker of their registry."""
         self._now = now
+        self._fail_waiting_actors(now)
         for registry, since in list(self._orphaned.items()):
             if now < since + self.no_worker_grace_ns:
                 continue
@@ -150,7 +162,7 @@ class Scheduling:
     def _after_slot_freed(self, worker: Peer) -> None:
         if worker.draining:
             self._maybe_release_drained(worker)
-        elif self._peers.get(worker.link) is worker:
+        elif self._peers.get(worker.link) is worker and not self._actor_worker_free(worker):
             self._make_idle(worker)
             self._pump(worker.registry)
             self._steal_for(worker)
@@ -191,7 +203,12 @@ class Scheduling:
                 waiting.remove(worker)
                 waiting.appendleft(worker)
             return
-        if worker.idle or (worker.free <= 0 and worker.spare <= 0) or worker.draining:
+        if (
+            worker.idle
+            or (worker.free <= 0 and worker.spare <= 0)
+            or worker.draining
+            or worker.actor is not None
+        ):
             return
         worker.idle = True
         idle = self._idle.get(worker.registry)
@@ -216,6 +233,7 @@ class Scheduling:
             if (
                 (worker.free <= 0 and worker.spare <= 0)
                 or worker.draining
+                or worker.actor is not None
                 or peers.get(worker.link) is not worker
             ):
                 idle.popleft()
@@ -256,7 +274,12 @@ class Scheduling:
     def _with_slot(self, idle: deque[Peer]) -> Peer | None:
         """The first idle worker with a slot (not just a prefetch slot) free."""
         for worker in idle:
-            if worker.free > 0 and not worker.draining and self._peers.get(worker.link) is worker:
+            if (
+                worker.free > 0
+                and not worker.draining
+                and worker.actor is None
+                and self._peers.get(worker.link) is worker
+            ):
                 return worker
         return None
 
@@ -270,6 +293,7 @@ class Scheduling:
                 if (
                     _fits(holder, cost)
                     and not holder.draining
+                    and holder.actor is None
                     and (holder.registry == task.registry or task.registry == ANYWHERE)
                 ):
                     best, size = holder, obj.size
@@ -322,6 +346,7 @@ class Scheduling:
         if (
             worker.running
             or worker.draining
+            or worker.actor is not None
             or worker.free <= 0
             or worker.registry not in (self._workers_of)
         ):

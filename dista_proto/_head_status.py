@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ._fairqueue import FairQueue
-from ._head_records import Peer, TaskRecord
+from ._head_records import ActorRecord, ActorState, Peer, TaskRecord
 from ._head_scheduling import ANYWHERE
 from ._roles import Role
 
@@ -56,12 +56,45 @@ def status_text(
         lines.append(f"by-value tasks (any worker runs them): queued {portable}")
     for worker in sorted(workers, key=lambda w: str(w.address)):
         state = "draining" if worker.draining else "ready"
+        if worker.actor is not None:
+            state += f", kept for actor {worker.actor.actor_id:#x}"
         busy = len(worker.running)
         lines.append(
             f"worker {worker.address}: {state}, running {busy} (blocked {worker.blocked}), "
             f"holding {len(worker.holds)}, registry {worker.registry:#018x}"
         )
+    lines.extend(actor_lines(head.actors()))
     for driver in sorted(drivers, key=lambda d: d.number):
         kind = "client" if driver.role == Role.CLIENT else "driver"
         lines.append(f"{kind} {driver.number}: registry {driver.registry:#018x}")
     return "\n".join(lines) + "\n"
+
+
+def actor_lines(actors: Iterable[ActorRecord]) -> list[str]:
+    """One line per live actor: where, its calls, its newest checkpoint, or why it waits."""
+    lines = []
+    for actor in sorted(actors, key=lambda a: a.actor_id):
+        if actor.state is ActorState.DEAD:
+            continue
+        name = f"actor {actor.actor_id:#x} (type {actor.type_id:#x})"
+        if actor.state is ActorState.WAITING:
+            lines.append(f"{name}: WAITING: {actor.why}; {actor.seq} calls queued")
+            continue
+        worker = actor.worker
+        where = worker.address if worker is not None else "?"
+        checkpoint = (
+            f"last checkpoint covers {actor.covered} calls ({actor.checkpoints} written)"
+            if actor.covered >= 0
+            else "no checkpoint yet"
+        )
+        line = (
+            f"{name}: {actor.state.value} on worker {where}, calls {actor.seq} "
+            f"(unanswered {len(actor.by_oid)}), {checkpoint}, kept {len(actor.calls)} calls "
+            f"({actor.kept_bytes} bytes), restarts {actor.restarts}"
+        )
+        if actor.failure:
+            line += f"  CHECKPOINTS FAIL: {actor.failure}"
+        if actor.lossy:
+            line += "  (calls were cut past the budget: it cannot be rebuilt)"
+        lines.append(line)
+    return lines

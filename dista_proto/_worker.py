@@ -14,7 +14,8 @@ then one answer per result: a result frame inline, or, above ``inline_threshold`
 value stays in the store and a stored frame says its size. Fetches arriving at the object
 server are answered from where the value lies: one result frame, or part frames of the
 size the fetcher asked for; an empty fetch of an object too large for one frame gets an
-error frame. Free deletes; stop ends the worker.
+error frame. Free deletes; stop ends the worker. Actors are `ActorHosting`'s
+(`_worker_actors`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from ._events import (
     TaskMany,
 )
 from ._fetcher import Fetcher
+from ._worker_actors import ActorHosting
 from ._links import Links
 from ._roles import Role
 from .frame import Bytes
@@ -71,7 +73,7 @@ class _Gathering:
         self.missing = 0
 
 
-class Worker:
+class Worker(ActorHosting):
     def __init__(
         self,
         *,
@@ -195,6 +197,8 @@ class Worker:
             self.stopped = True
             self._links.close(HEAD_LINK, "stopped by the head")
             self._links.queue(Exit("stopped by the head"))
+        else:
+            self._on_actor_event(event, now)
 
     def _free(self, event: Free, now: int) -> None:
         oid = event.object_id

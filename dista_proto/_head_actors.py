@@ -1,0 +1,414 @@
+"""The head's actors: placement, calls in order, checkpoints, covered, and restore.
+
+An actor takes a whole worker: "An actor lives on one worker, which runs nothing else while
+it hosts it." It goes to a worker of its registry with nothing running; if every such
+worker is busy, the least busy one is kept for it (no new tasks) until its tasks finish;
+if none is free at all (each hosts an actor, or none has its registry) it waits, and status
+says why. A waiting actor whose registry no worker has fails after the no-worker grace, as
+tasks do.
+
+Calls are numbered 1, 2, ... in the order they reach the head (so each caller's stay in
+the order it sent them) and sent to the actor's worker at once: the worker runs them one at
+a time, in order, so the head never waits for an answer before sending the next. Every
+``checkpoint_every`` calls, and when a driver asks, a checkpoint frame follows the calls it
+covers; the head keeps every call no written checkpoint covers. When checkpointed says one
+is written, the head drops the calls it covers and tells each of their callers, with
+covered, the newest of its own calls it includes.
+
+When the worker is lost, the actor starts again on another worker: actor-restore from the
+newest written checkpoint (actor-create without one), then every kept call, in order. A
+call answered before runs again for the actor's state, but its answer is not sent twice: a
+caller gets each answer once. An actor that loses ``max_retries + 1`` workers in a row
+without answering anything in between is given up, as is one whose kept calls were cut.
+The head's kept calls are bounded as drivers' are: past ``actor_keep_bytes`` it asks for a
+checkpoint; if checkpoints fail, it cuts the oldest and the actor can no longer be rebuilt.
+`Head` inherits this; the state it reads is the head's own.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+from ._conventions import ERROR_WARNING, ID_BITS
+from ._events import (
+    ActorCall,
+    ActorCreate,
+    ActorKill,
+    ActorRestore,
+    Checkpoint,
+    Checkpointed,
+    Covered,
+    Error,
+    Free,
+    Result,
+    Stored,
+)
+from ._head_records import ActorRecord, ActorState, CallRecord, Peer, TrackedObject
+from ._head_scheduling import ANYWHERE, Scheduling
+from ._roles import Role
+
+__all__ = ["DEFAULT_ACTOR_KEEP_BYTES", "Actors"]
+
+#: The bytes of uncovered calls the head keeps per actor before it asks for a checkpoint.
+DEFAULT_ACTOR_KEEP_BYTES: Final = 64 << 20
+
+_WAITING: Final = ActorState.WAITING
+_STARTING: Final = ActorState.STARTING
+_READY: Final = ActorState.READY
+_DEAD: Final = ActorState.DEAD
+
+
+class Actors(Scheduling):
+    """The actor half of `Head`."""
+
+    _actors: dict[int, ActorRecord]
+    _waiting_actors: deque[ActorRecord]
+    _portable: frozenset[int]
+    max_retries: int
+    actor_keep_bytes: int
+
+    def _check_new_ids(self, peer: Peer, oid: int, results: int) -> bool:
+        raise NotImplementedError  # the head's
+
+    def _set_answer(
+        self, worker: Peer, obj: TrackedObject, answer: Result | Stored | None, error: str | None
+    ) -> None:
+        raise NotImplementedError  # the head's
+
+    def _fail_object(self, obj: TrackedObject, why: str) -> None:
+        raise NotImplementedError  # the head's
+
+    # -- from drivers ----------------------------------------------------------------------
+
+    def _on_actor_create(self, peer: Peer, event: ActorCreate) -> None:
+        if not self._check_new_ids(peer, event.object_id, 1):
+            return
+        registry = ANYWHERE if event.task_id in self._portable else peer.registry
+        actor = ActorRecord(event, peer.link, registry, self._now)
+        self._actors[actor.actor_id] = actor
+        self._place(actor)
+
+    def _on_actor_call(self, peer: Peer, event: ActorCall) -> None:
+        oid = event.object_id
+        actor = self._actors.get(event.actor_id)
+        if actor is None or actor.state is _DEAD:
+            why = actor.why if actor is not None else "it is unknown to the head"
+            self._links.send(peer.link, Error(oid, f"actor {event.actor_id:#x} is gone: {why}"))
+            return
+        if not self._check_new_ids(peer, oid, 1):
+            return
+        self._objects[oid] = TrackedObject(oid, peer.link, None)
+        self.pending += 1
+        actor.seq += 1
+        call = CallRecord(actor.seq, oid, event.task_id, event.argument, peer.link)
+        actor.calls.append(call)
+        actor.by_oid[oid] = call
+        actor.kept_bytes += len(event.argument)
+        actor.callers.add(peer.link)
+        if actor.state is _STARTING or actor.state is _READY:
+            self._send_call(actor, call)
+        if actor.kept_bytes > self.actor_keep_bytes:
+            self._over_budget(actor)
+
+    def _on_actor_kill(self, peer: Peer, event: ActorKill) -> None:
+        actor = self._actors.get(event.object_id)
+        if actor is not None and actor.state is not _DEAD:
+            self._end_actor(actor, f"actor {actor.actor_id:#x} was killed by {peer.name}")
+
+    def _on_checkpoint_ask(self, peer: Peer, event: Checkpoint) -> None:
+        oid = event.object_id
+        actor = self._actors.get(event.actor_id or 0)
+        if oid >> ID_BITS != peer.number:
+            why = f"checkpoint ID {oid:#x} is not numbered for driver {peer.number}"
+            self._links.send(peer.link, Error(oid, why))
+        elif actor is None or actor.state is _DEAD:
+            why = actor.why if actor is not None else "it is unknown to the head"
+            self._links.send(peer.link, Error(oid, f"actor {event.actor_id or 0:#x}: {why}"))
+        elif actor.seq == actor.covered:
+            self._links.send(peer.link, Result(oid, b""))  # one covering all is written
+        else:
+            self._ask_checkpoint(actor, (peer.link, oid))
+
+    # -- placement ---------------------------------------------------------------------------
+
+    def _candidates(self, actor: ActorRecord) -> list[Peer]:
+        if actor.registry == ANYWHERE:
+            serving: set[Peer] = set().union(*self._workers_of.values())
+        else:
+            serving = self._workers_of.get(actor.registry, set())
+        peers = self._peers
+        return [
+            w
+            for w in serving
+            if w.actor is None and not w.draining and peers.get(w.link) is w
+        ]
+
+    def _place(self, actor: ActorRecord) -> None:
+        """Start ``actor`` on a free worker, keep the least busy one for it, or wait."""
+        actor.worker = None
+        actor.state = _WAITING
+        actor.since = self._now
+        free = self._candidates(actor)
+        if not free:
+            if actor.registry == ANYWHERE or actor.registry in self._workers_of:
+                actor.why = "every worker of its registry hosts an actor: start another worker"
+            else:
+                actor.why = (
+                    f"no connected worker has its driver's registry {actor.registry:#018x}"
+                )
+            if actor not in self._waiting_actors:
+                self._waiting_actors.append(actor)
+            return
+        worker = min(free, key=lambda w: (len(w.running), str(w.address)))
+        worker.actor = actor
+        actor.worker = worker
+        if worker.running:
+            actor.why = f"{worker.name} finishes its {len(worker.running)} tasks first"
+            return  # `_after_slot_freed` starts it once they are done
+        self._start_on(actor, worker)
+
+    def _place_waiting(self) -> None:
+        """A worker came or was freed: place the actors that wait, oldest first."""
+        waiting = self._waiting_actors
+        for _ in range(len(waiting)):
+            actor = waiting.popleft()
+            if actor.state is _WAITING and actor.worker is None:
+                self._place(actor)  # waits again (appended) if there is still no worker
+
+    def _actor_worker_free(self, worker: Peer) -> bool:
+        """``worker``'s last task ended: start the actor kept for it; True if one is."""
+        actor = worker.actor
+        if actor is None:
+            return False
+        if actor.state is _WAITING and not worker.running:
+            self._start_on(actor, worker)
+        return True
+
+    def _start_on(self, actor: ActorRecord, worker: Peer) -> None:
+        """Build ``actor`` on ``worker`` and send it every kept call again, in order."""
+        worker.actor = actor
+        actor.worker = worker
+        actor.state = _STARTING
+        actor.why = ""
+        send = self._links.send
+        if actor.covered >= 0:
+            send(worker.link, ActorRestore(actor.actor_id, actor.type_id, actor.covered))
+        else:
+            send(worker.link, actor.create)
+        actor.sent = max(actor.covered, 0)
+        self._send_checkpoints_at(actor, actor.sent)
+        for call in actor.calls:
+            self._send_call(actor, call)
+
+    def _send_call(self, actor: ActorRecord, call: CallRecord) -> None:
+        worker = actor.worker
+        assert worker is not None
+        event = ActorCall(call.oid, call.method, actor.actor_id, call.argument)
+        self._links.send(worker.link, event)
+        actor.sent = call.seq
+        if call.seq in actor.pending:
+            self._send_checkpoints_at(actor, call.seq)
+        elif actor.every and call.seq - actor.asked_at >= actor.every:
+            self._ask_checkpoint(actor, None)
+
+    # -- checkpoints ---------------------------------------------------------------------
+
+    def _ask_checkpoint(self, actor: ActorRecord, ask: tuple[int, int] | None) -> None:
+        """A checkpoint covering every call received so far; ``ask`` is a driver's."""
+        calls = actor.seq
+        asks = actor.pending.get(calls)
+        if asks is None:
+            asks = actor.pending[calls] = []
+            actor.asked_at = calls
+            if actor.state is not _WAITING and actor.sent == calls:
+                self._send_checkpoints_at(actor, calls)
+        if ask is not None:
+            asks.append(ask)
+
+    def _send_checkpoints_at(self, actor: ActorRecord, calls: int) -> None:
+        if calls in actor.pending and actor.worker is not None:
+            restore = actor.covered if actor.covered >= 0 else None
+            frame = Checkpoint(actor.actor_id, calls, None, restore)
+            self._links.send(actor.worker.link, frame)
+
+    def _on_checkpointed(self, worker: Peer, event: Checkpointed) -> None:
+        actor = worker.actor
+        if actor is None or actor.actor_id != event.object_id or actor.state is _WAITING:
+            return
+        calls = event.task_id
+        asks = actor.pending.pop(calls, [])
+        failure = event.failure
+        for link, oid in asks:
+            if link in self._peers:
+                answer = Result(oid, b"") if failure is None else Error(oid, failure)
+                self._links.send(link, answer)
+        if failure is not None:
+            if failure != actor.failure and not asks:
+                why = f"a checkpoint of actor {actor.actor_id:#x} failed: {failure}"
+                for link in actor.callers:
+                    if link in self._peers:
+                        self._links.send(link, Error(actor.actor_id, why, ERROR_WARNING))
+            actor.failure = failure
+            if actor.kept_bytes > 2 * self.actor_keep_bytes:
+                self._cut(actor)
+            return
+        actor.failure = ""
+        actor.checkpoints += 1
+        if calls <= actor.covered:
+            return
+        actor.covered = calls
+        newest: dict[int, int] = {}
+        kept = actor.calls
+        while kept and kept[0].seq <= calls:
+            call = kept.popleft()
+            actor.kept_bytes -= len(call.argument)
+            newest[call.owner] = call.oid
+        for link, oid in newest.items():
+            if link in self._peers:
+                self._links.send(link, Covered(actor.actor_id, oid))
+
+    def _over_budget(self, actor: ActorRecord) -> None:
+        if actor.failure and actor.kept_bytes > 2 * self.actor_keep_bytes:
+            self._cut(actor)
+        elif not actor.pending:
+            self._ask_checkpoint(actor, None)
+
+    def _cut(self, actor: ActorRecord) -> None:
+        """Drop the oldest kept calls down to the budget: the actor can't be rebuilt now."""
+        kept = actor.calls
+        while kept and actor.kept_bytes > self.actor_keep_bytes:
+            call = kept.popleft()
+            actor.kept_bytes -= len(call.argument)
+            call.argument = b""
+        actor.lossy = True
+
+    # -- answers from the actor's worker -------------------------------------------------
+
+    def _on_actor_answer(
+        self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
+    ) -> None:
+        actor = worker.actor
+        assert actor is not None
+        if oid == actor.actor_id:
+            self._actor_started(actor, error)
+            return
+        call = actor.by_oid.pop(oid, None)
+        if call is not None:
+            call.answered = True
+            actor.losses = 0
+            self.pending -= 1
+        obj = self._objects.get(oid)
+        if call is None or obj is None or obj.owner != call.owner:
+            # Answered before (a call run again after a restore), or released meanwhile.
+            if isinstance(answer, Stored):
+                self._links.send(worker.link, Free(oid))
+            return
+        self._set_answer(worker, obj, answer, error)
+
+    def _actor_started(self, actor: ActorRecord, error: str | None) -> None:
+        if error is not None:
+            restored = "restored from its checkpoint" if actor.covered >= 0 else "created"
+            self._end_actor(actor, f"actor {actor.actor_id:#x} could not be {restored}: {error}")
+            return
+        actor.state = _READY
+        if not actor.announced:
+            actor.announced = True
+            if actor.owner in self._peers:
+                self._links.send(actor.owner, Result(actor.actor_id, b""))
+
+    # -- the end of an actor -------------------------------------------------------------
+
+    def _end_actor(self, actor: ActorRecord, why: str) -> None:
+        """``actor`` is gone for good: its unanswered calls fail, its worker runs tasks."""
+        worker = actor.worker
+        actor.state = _DEAD
+        actor.why = why
+        actor.worker = None
+        if worker is not None and worker.actor is actor:
+            worker.actor = None
+            if self._peers.get(worker.link) is worker:
+                self._links.send(worker.link, ActorKill(actor.actor_id))
+                self._place_waiting()
+                if worker.actor is None:
+                    self._make_idle(worker)
+                    self._pump(worker.registry)
+                    self._steal_for(worker)
+        self.pending -= len(actor.by_oid)
+        for call in actor.by_oid.values():
+            obj = self._objects.get(call.oid)
+            if obj is not None and obj.owner == call.owner:
+                self._fail_object(obj, why)
+        actor.by_oid.clear()
+        actor.calls.clear()
+        actor.pending.clear()
+        actor.kept_bytes = 0
+        for link in actor.callers:
+            if link in self._peers:
+                self._links.send(link, Error(actor.actor_id, why))
+        actor.callers.clear()
+
+    def _lose_actor_worker(self, worker: Peer, why: str) -> None:
+        """The worker hosting (or kept for) an actor is lost: start it elsewhere."""
+        actor = worker.actor
+        worker.actor = None
+        if actor is None or actor.worker is not worker:
+            return
+        if actor.state is _WAITING:
+            self._place(actor)
+            return
+        actor.losses += 1
+        actor.restarts += 1
+        name = f"actor {actor.actor_id:#x}"
+        if actor.lossy:
+            self._end_actor(
+                actor,
+                f"{name} was lost with {worker.name} ({why}) and cannot be rebuilt: calls "
+                "not covered by a checkpoint were dropped past the budget (set "
+                "DISTA_CHECKPOINT_URI so that checkpoints cover them)",
+            )
+        elif actor.losses > self.max_retries + 1:
+            self._end_actor(
+                actor,
+                f"{name} was lost with {worker.name} ({why}); it lost {actor.losses} "
+                "workers in a row without answering a call in between: gave up",
+            )
+        else:
+            self._place(actor)
+
+    def _fail_waiting_actors(self, now: int) -> None:
+        """Actors no worker of their registry came for within the grace fail."""
+        for actor in list(self._waiting_actors):
+            if (
+                actor.state is _WAITING
+                and actor.registry != ANYWHERE
+                and actor.registry not in self._workers_of
+                and now >= actor.since + self.no_worker_grace_ns
+            ):
+                self._waiting_actors.remove(actor)
+                waited = self.no_worker_grace_ns / 1e9
+                self._end_actor(
+                    actor,
+                    f"no worker can host actor {actor.actor_id:#x} (type "
+                    f"{actor.type_id:#x}): none of the connected workers has its driver's "
+                    f"registry {actor.registry:#018x} (waited {waited:g} s for one)",
+                )
+
+    def _actors_deadline(self) -> int | None:
+        starts = [
+            a.since
+            for a in self._waiting_actors
+            if a.state is _WAITING
+            and a.registry != ANYWHERE
+            and a.registry not in self._workers_of
+        ]
+        return min(starts) + self.no_worker_grace_ns if starts else None
+
+    def _end_actors_of(self, driver: Peer) -> None:
+        """A driver left: the actors it made go too (as Ray's non-detached ones do)."""
+        if driver.role != Role.DRIVER and driver.role != Role.CLIENT:
+            return
+        for actor in list(self._actors.values()):
+            if actor.owner == driver.link and actor.state is not _DEAD:
+                self._end_actor(actor, f"actor {actor.actor_id:#x}: its driver disconnected")
+            actor.callers.discard(driver.link)
