@@ -198,17 +198,27 @@ class Driver:
 
     # -- actors --------------------------------------------------------------------------------
 
-    def create_actor(self, type_id: int, argument: Bytes, checkpoint_every: int = 0) -> int:
-        """Queue an actor-create; the actor's ID. Its answer comes as an `ObjectValue` (an
-        empty one: created) or `ObjectFailed` (the constructor's error, or it died)."""
-        actor = self._mint()
+    def reserve(self) -> int:
+        """An object ID for a frame sent later (`create_actor`, `call_actor` and
+        `checkpoint_actor` take one: a caller holding a call back until its refs are read
+        gives its ref out at once)."""
+        return self._mint()
+
+    def create_actor(
+        self, type_id: int, argument: Bytes, checkpoint_every: int = 0, actor: int = 0
+    ) -> int:
+        """Queue an actor-create; the actor's ID (``actor`` if given: from `reserve`). Its
+        answer comes as an `ObjectValue` (an empty one: created) or `ObjectFailed` (the
+        constructor's error, or it died later)."""
+        actor = actor or self._mint()
         self._kept[actor] = deque()
         self._links.send(HEAD_LINK, ActorCreate(actor, type_id, argument, checkpoint_every))
         return actor
 
-    def call_actor(self, actor_id: int, method_id: int, argument: Bytes) -> int:
-        """Queue a call of ``actor_id``'s method; the object ID of its result."""
-        oid = self._mint()
+    def call_actor(self, actor_id: int, method_id: int, argument: Bytes, oid: int = 0) -> int:
+        """Queue a call of ``actor_id``'s method; the object ID of its result (``oid`` if
+        given: from `reserve`)."""
+        oid = oid or self._mint()
         call = ActorCall(oid, method_id, actor_id, argument)
         self._links.send(HEAD_LINK, call)
         kept = self._kept.get(actor_id)
@@ -220,10 +230,10 @@ class Driver:
             self._over_budget(actor_id)
         return oid
 
-    def checkpoint_actor(self, actor_id: int) -> int:
-        """Ask for a checkpoint of ``actor_id`` now; the checkpoint's ID, whose answer comes
-        as an `ObjectValue` (empty: written) or `ObjectFailed` (why not)."""
-        oid = self._mint()
+    def checkpoint_actor(self, actor_id: int, oid: int = 0) -> int:
+        """Ask for a checkpoint of ``actor_id`` now; the checkpoint's ID (``oid`` if given),
+        whose answer comes as an `ObjectValue` (empty: written) or `ObjectFailed` (why not)."""
+        oid = oid or self._mint()
         self._links.send(HEAD_LINK, Checkpoint(oid, 0, actor_id))
         return oid
 

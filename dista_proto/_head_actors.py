@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
-from ._conventions import ERROR_WARNING, ID_BITS
+from ._conventions import ERROR_WARNING, ID_BITS, TASK_ID_MASK
 from ._events import (
     ActorCall,
     ActorCreate,
@@ -84,7 +84,7 @@ class Actors(Scheduling):
     def _on_actor_create(self, peer: Peer, event: ActorCreate) -> None:
         if not self._check_new_ids(peer, event.object_id, 1):
             return
-        registry = ANYWHERE if event.task_id in self._portable else peer.registry
+        registry = ANYWHERE if event.task_id & TASK_ID_MASK in self._portable else peer.registry
         actor = ActorRecord(event, peer.link, registry, self._now)
         self._actors[actor.actor_id] = actor
         self._place(actor)

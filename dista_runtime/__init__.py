@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dista_proto import HeadStats, TimelineRecord
 
+from ._actor import ActorHandle, ActorMethod, CheckpointWarning, actor
 from ._api import (
     as_completed,
     get,
@@ -27,11 +28,16 @@ from ._api import (
 )
 from ._cluster import Cluster, init, local_pids, shutdown
 from ._errors import DistaError, GetTimeoutError, TaskCancelledError, TaskError
+from .checkpoints import CheckpointError
 from ._ref import ObjectRef
 from ._task import RemoteFunction, RemoteFunction2, RemoteFunction3, RemoteFunctionN, task
 from ._trace import chrome_trace, write_chrome_trace
 
 __all__ = [
+    "ActorHandle",
+    "ActorMethod",
+    "CheckpointError",
+    "CheckpointWarning",
     "Cluster",
     "DistaError",
     "GetTimeoutError",
@@ -44,6 +50,7 @@ __all__ = [
     "TaskCancelledError",
     "TaskError",
     "TimelineRecord",
+    "actor",
     "as_completed",
     "chrome_trace",
     "get",

@@ -15,6 +15,7 @@ from typing import Final
 import dista_proto as dp
 
 __all__ = [
+    "ACTOR_BY_VALUE_NAME",
     "BY_VALUE_NAME",
     "MAX_RETRIES_LIMIT",
     "PUT_NAME",
@@ -30,6 +31,8 @@ BY_VALUE_NAME: Final = "dista:by-value"
 #: The well-known name of `dista.put`'s task: its argument is an encoded value, which the
 #: worker keeps as the task's result, as it came.
 PUT_NAME: Final = "dista:put"
+#: The well-known type name of actors whose class travels by value (from ``__main__``).
+ACTOR_BY_VALUE_NAME: Final = "dista:actor-by-value"
 
 
 def name_hash(name: str) -> int:

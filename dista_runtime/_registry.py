@@ -25,10 +25,11 @@ import cloudpickle
 from dista_proto import TASK_ID_MASK
 from dista_proto.frame import Bytes
 
-from ._ids import BY_VALUE_NAME, PUT_NAME, name_hash, registry_hash
+from ._ids import ACTOR_BY_VALUE_NAME, BY_VALUE_NAME, PUT_NAME, name_hash, registry_hash
 from ._values import dumps_by_value
 
 __all__ = [
+    "ACTOR_BY_VALUE_ID",
     "BY_VALUE_ID",
     "PUT_ID",
     "Source",
@@ -41,6 +42,7 @@ __all__ = [
     "modules",
     "pickle_function",
     "register",
+    "register_actor",
     "snapshot",
     "source_of",
     "split_by_value",
@@ -48,6 +50,8 @@ __all__ = [
 
 BY_VALUE_ID: Final = name_hash(BY_VALUE_NAME)
 PUT_ID: Final = name_hash(PUT_NAME)
+#: The type ID of actors whose class travels by value (defined in ``__main__``, a notebook).
+ACTOR_BY_VALUE_ID: Final = name_hash(ACTOR_BY_VALUE_NAME)
 #: (file name as in the code object, first line number, the lines' text)
 Source = tuple[str, int, str]
 _BY_VALUE = struct.Struct("<16sI")
@@ -74,6 +78,12 @@ def register(fn: Callable[..., Any]) -> str | None:
     _tasks[name] = fn
     _by_hash[name_hash(name)] = fn
     return name
+
+
+def register_actor(name: str, cls: type) -> None:
+    """Record importable actor class ``cls`` under ``name``: its type ID finds it."""
+    _tasks[name] = cls
+    _by_hash[name_hash(name)] = cls
 
 
 def snapshot() -> tuple[frozenset[str], int]:

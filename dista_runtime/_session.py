@@ -26,6 +26,7 @@ from dista_proto.frame import Bytes
 
 from ._awaiting import wait_latch
 from ._errors import DistaError, GetTimeoutError, error_from_message
+from ._session_actors import ActorSession
 from ._values import decode
 from .loop import Latch
 
@@ -79,7 +80,9 @@ class _Slot:
 IODecision = dp.Write | dp.Connect | dp.Close | dp.Exit
 
 
-class Session:
+class Session(ActorSession):
+    _new_slot = _Slot
+
     def __init__(self, core: dp.Driver, io: SessionIO, hooks: Hooks | None = None) -> None:
         self.core = core
         self.io = io
@@ -98,6 +101,7 @@ class Session:
         #: A cancelled ``await ref`` cancels the ref's task as well (``connect(...,
         #: cancel_remote=True)``); otherwise it only stops waiting.
         self.cancel_remote = False
+        self._init_actors()
 
     # -- the binding's side (I/O thread) ----------------------------------------------------
 
@@ -148,8 +152,12 @@ class Session:
         releases = self._releases
         while releases:
             oid = releases.popleft()
+            if self._release_pinned(oid):
+                continue  # an actor call waits for its value: released once it has gone
             if self._slots.pop(oid, None) is not None and not self.closed:
                 self.core.release(oid)
+        if self._actor_drops:
+            self._drain_actor_drops()
 
     def close(self, why: str) -> None:
         fire: list[Callable[[], object]] = []
@@ -186,6 +194,8 @@ class Session:
                 elif isinstance(d, dp.ObjectFailed):
                     if d.object_id:
                         self._settle(d.object_id, _FAILED, d.message, fire)
+                elif isinstance(d, dp.ActorWarning):
+                    self._actor_decision(d)
                 elif isinstance(d, dp.Refused):
                     pass  # the core keeps the reason: the session closes with it when lost
                 elif isinstance(d, dp.Welcomed):

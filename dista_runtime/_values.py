@@ -47,12 +47,15 @@ __all__ = [
     "MAP_FROM",
     "allocate",
     "decode",
+    "decode_actor_call",
     "decode_call",
     "describe_unpicklable",
     "dumps",
     "dumps_by_value",
     "encode",
     "encode_call",
+    "encode_parts",
+    "pack_inputs",
 ]
 
 _OOB: Final = 0x01
@@ -85,6 +88,23 @@ def _join(data: bytes, buffers: list[pickle.PickleBuffer]) -> Bytes:
     write_into(view[head : head + len(data)], data)
     for start, raw in zip(offsets, raws, strict=True):
         write_into(view[start : start + raw.nbytes], raw)
+    return out
+
+
+def _parts(data: bytes, buffers: list[pickle.PickleBuffer]) -> list[Bytes]:
+    """What `_join` makes, as the buffers to write one after another: nothing is copied."""
+    if not buffers:
+        return [data]
+    raws = [b.raw() for b in buffers]
+    head = struct.pack(f"<BIQ{len(raws)}Q", _OOB, len(raws), len(data), *(r.nbytes for r in raws))
+    out: list[Bytes] = [head, data]
+    offset = len(head) + len(data)
+    for raw in raws:
+        pad = -offset % _ALIGN
+        if pad:
+            out.append(bytes(pad))
+        out.append(raw)
+        offset += pad + raw.nbytes
     return out
 
 
@@ -317,6 +337,17 @@ def encode(value: object, what: str = "the value") -> Bytes:
     return _join(data, buffers)
 
 
+def encode_parts(value: object, what: str = "the value") -> list[Bytes]:
+    """`encode`, as buffers to write in order rather than one: a large NumPy array or
+    bytearray in ``value`` is written from where it lies (an actor's checkpoint)."""
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        data, _ = _dumps(value, buffers)
+    except Exception as e:
+        raise TypeError(describe_unpicklable(what, value, e)) from e
+    return _parts(data, buffers)
+
+
 def decode(value: Bytes) -> Any:
     data, buffers = _split(value)
     return pickle.loads(data, buffers=buffers)
@@ -359,6 +390,48 @@ def _name_bad_argument(
                 label = f"argument {label!r}"
             return describe_unpicklable(f"{label} of {name}", value, e)
     return f"the arguments of {name} cannot be pickled: {error}"
+
+
+#: An actor call's argument with its refs' values (or why they failed) after it.
+_WITH_INPUTS: Final = 0x02
+_INPUTS_HEAD = struct.Struct("<BIQ")
+_INPUT = struct.Struct("<QBQ")  # object ID, failed, length
+
+
+def pack_inputs(argument: Bytes, inputs: Sequence[tuple[int, Bytes | str]]) -> bytes:
+    """An actor call's argument (from `encode_call`) with the values its refs had when the
+    caller read them: an input that failed carries its error's text instead."""
+    parts: list[Bytes] = [_INPUTS_HEAD.pack(_WITH_INPUTS, len(inputs), len(argument))]
+    bodies: list[Bytes] = [argument]
+    for oid, value in inputs:
+        body = value.encode() if isinstance(value, str) else value
+        parts.append(_INPUT.pack(oid, isinstance(value, str), len(body)))
+        bodies.append(body)
+    return b"".join([*parts, *bodies])
+
+
+class InputFailedError(Exception):
+    """A ref among an actor call's arguments had failed when the caller read it."""
+
+
+def decode_actor_call(argument: Bytes) -> tuple[tuple[object, ...], dict[str, object]]:
+    """An actor call's ``(args, kwargs)``, refs replaced by their values (`pack_inputs`)."""
+    view = memoryview(argument).cast("B")
+    if not view.nbytes or view[0] != _WITH_INPUTS:
+        return decode_call(view, ())
+    _, count, size = _INPUTS_HEAD.unpack_from(view, 0)
+    offset = _INPUTS_HEAD.size + count * _INPUT.size
+    call = view[offset : offset + size]
+    offset += size
+    inputs = []
+    for i in range(count):
+        oid, failed, length = _INPUT.unpack_from(view, _INPUTS_HEAD.size + i * _INPUT.size)
+        body = view[offset : offset + length]
+        offset += length
+        if failed:
+            raise InputFailedError(f"input {oid:#x} failed: {bytes(body).decode()}")
+        inputs.append(body)
+    return decode_call(call, inputs)
 
 
 class _CallUnpickler(pickle.Unpickler):

@@ -58,8 +58,8 @@ class Checkpoint:
     calls: int
     #: Per caller (its driver number), the newest of its calls the checkpoint includes.
     covers: dict[int, int]
-    #: The actor's state, as written.
-    state: bytes
+    #: The actor's state, as written (a view of the bytes read: not copied again).
+    state: memoryview
 
 
 class _Files(Protocol):
@@ -153,9 +153,11 @@ class CheckpointStore:
         calls: int,
         covers: dict[int, int],
         state: Sequence[Any],
+        keep: int | None = None,
     ) -> str:
-        """Write a checkpoint atomically and remove the actor's older ones; its path.
-        `CheckpointError` says why it could not be written."""
+        """Write a checkpoint atomically and remove the actor's older ones, except the one
+        covering ``keep`` calls (the head would restore from it until it hears that this one
+        is written); its path. `CheckpointError` says why it could not be written."""
         record = json.dumps({str(k): v for k, v in covers.items()}).encode()
         views = [memoryview(b).cast("B") for b in state]
         size = sum(v.nbytes for v in views)
@@ -174,9 +176,24 @@ class CheckpointStore:
             raise CheckpointError(f"cannot write a checkpoint to {self.uri}: {e}") from e
         for name in self._files.listdir(folder):
             path = f"{folder}/{name}"
-            if path != final and (name.startswith(_TEMP) or _parse(name) < _parse(final)):
+            if path == final or (keep is not None and _parse(name)[0] == keep):
+                continue
+            if name.startswith(_TEMP) or _parse(name) < _parse(final):
                 self._forget(path)  # older, or a write that died: the newest stays
         return final
+
+    def read(self, actor: int, calls: int) -> Checkpoint:
+        """The actor's checkpoint covering exactly ``calls`` calls (the one the head restores
+        from); `CheckpointError` if there is none that checks out."""
+        folder = self._dir(actor)
+        names = [n for n in self._files.listdir(folder) if _parse(n)[0] == calls]
+        for name in sorted(names, key=_parse, reverse=True):
+            found = self._read(actor, name, f"{folder}/{name}")
+            if found is not None:
+                return found
+        raise CheckpointError(
+            f"actor {actor:#x}: no intact checkpoint covering {calls} calls under {self.uri}"
+        )
 
     def newest(self, actor: int) -> Checkpoint | None:
         """The actor's newest checkpoint that checks out, or None."""
@@ -209,7 +226,7 @@ class CheckpointStore:
             return None
         covers = {int(k): int(v) for k, v in json.loads(bytes(body[:record_size])).items()}
         calls, checkpoint = _parse(name)
-        return Checkpoint(actor, checkpoint, calls, covers, bytes(body[record_size:]))
+        return Checkpoint(actor, checkpoint, calls, covers, body[record_size:])
 
     def _forget(self, path: str) -> None:
         # A file left behind is skipped by name, and removed by the next write.

@@ -9,7 +9,8 @@ call soon, call soon from another thread, start a coroutine, name the running on
   except those learnt to be short and self-contained, which run inline on the loop
   (`dista_runtime._inline`);
 - ``async def`` tasks as coroutines on the loop, lending their slot while they await a ref;
-- finished tasks handed back to the loop in batches: one wake-up for however many finished.
+- finished tasks handed back to the loop in batches: one wake-up for however many finished;
+- an actor's work on a thread of its own, in order (`dista_runtime._actor_host`).
 
 A loop may say how runners start (its optional ``runner``, a `Runner`: gevent's greenlets in
 a monkey-patched process); such runners may wait cooperatively, so no task runs inline on
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterator
 
 import dista_proto as dp
 
+from ._actor_host import ACTOR_WORK, ActorHost
 from ._errors import message_from_exception
 from ._execute import Call, Executor, encode_results
 from ._inline import InlinePolicy, RunOnThread
@@ -59,6 +61,7 @@ class Execution:
         self._tasks: dict[int, TaskHandle] = {}  # async tasks by first result ID
         self._oids: dict[object, int] = {}  # the same, by task (read from any thread)
         self._awaiting: dict[int, int] = {}  # async task -> refs it awaits now (slot lent)
+        self.actors = ActorHost(core, loop, self._act)
 
     def decisions(self) -> list[dp.Decision]:
         """Every decision the core has now (acting on some may queue more)."""
@@ -74,6 +77,9 @@ class Execution:
         """Carry out a decision the core left to the binding: run a task, or take one back."""
         if isinstance(decision, dp.CancelTask):
             self._cancel(decision)
+            return
+        if isinstance(decision, ACTOR_WORK):
+            self.actors.handle(decision)
             return
         if not isinstance(decision, dp.RunTask):
             return

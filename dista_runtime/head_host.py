@@ -25,7 +25,7 @@ from typing import Any, Final
 import dista_proto as dp
 
 from ._memory import allocate, ready
-from ._registry import BY_VALUE_ID, PUT_ID
+from ._registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
 from .engine import Engine, Stream
 from .loop import Latch, Listener, Loop
 
@@ -200,7 +200,7 @@ def start_head(
         exit_without_drivers=local,
         allocate=allocate,
         # By-value functions and put values run on any worker, whatever its registry.
-        portable_tasks=(BY_VALUE_ID, PUT_ID),
+        portable_tasks=(BY_VALUE_ID, PUT_ID, ACTOR_BY_VALUE_ID),
         no_worker_grace_ns=int(no_worker_grace * 1e9),
     )
     host_ = HeadHost(loop, head, why_lost)

@@ -1,0 +1,239 @@
+"""A worker's actor: built, called, checkpointed and destroyed one piece at a time, in order.
+
+The `Worker` core turns actor frames into `StartActor`, `CallActor`, `CheckpointActor` and
+`StopActor` decisions in the order the head sent them; `ActorHost` runs them in that order
+on a thread of its own (a greenlet in a gevent-patched worker), so a slow method never
+stalls the loop and two calls never overlap. An ``async def`` method runs on the loop
+while the actor's thread waits for it: still one call at a time. What it did goes back to
+the core on the loop, in order, in batches (one wake-up for however many finished).
+
+A checkpoint pickles the instance (``__getstate__``, or its ``__dict__``), its large
+buffers out of band, and the checkpoint store (`dista_runtime.checkpoints`) writes them as
+they lie; a restore unpickles from the bytes read, without another copy. The checkpoint
+also records, per caller, the newest of its calls it includes: the object ID of the call
+(the caller's number is in its high bits).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any, Final
+
+import dista_proto as dp
+
+from ._actor import method_table
+from ._errors import message_from_exception
+from ._execute import encode_results
+from ._registry import ACTOR_BY_VALUE_ID, load_function, lookup, split_by_value
+from .checkpoints import CheckpointError, CheckpointStore, open_store
+from ._values import decode, decode_actor_call, encode_parts
+from .loop import Loop
+
+__all__ = ["ACTOR_WORK", "ActorHost"]
+
+#: The decisions `ActorHost` carries out.
+ACTOR_WORK: Final = (dp.StartActor, dp.CallActor, dp.CheckpointActor, dp.StopActor)
+_Work = dp.StartActor | dp.CallActor | dp.CheckpointActor | dp.StopActor
+_NO_STORE: Final = (
+    "no checkpoint store: set DISTA_CHECKPOINT_URI (a directory, file:///path, or an fsspec "
+    "URL such as s3://bucket/prefix) in the workers' environment"
+)
+
+
+class ActorHost:
+    """Runs a worker core's actor work; see the module docstring. ``act`` carries out the
+    core's decisions after a batch of reports."""
+
+    def __init__(self, core: dp.Worker, loop: Loop, act: Callable[[], None]) -> None:
+        self.core = core
+        self._loop = loop
+        self._act = act
+        self._work: deque[_Work] = deque()
+        self._ready = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._reports: deque[Callable[[], None]] = deque()
+        self._report_scheduled = False
+        self._instance: object = None
+        self._methods: dict[int, tuple[str, bool]] = {}  # method ID -> (name, async)
+        self._covers: dict[int, int] = {}  # caller number -> newest call of its it ran
+        self._classes: dict[bytes, type] = {}  # by-value classes, by digest
+        self._store: CheckpointStore | None = None
+        self._store_error = ""
+        self._store_opened = False
+
+    # -- the loop's side -------------------------------------------------------------------
+
+    def handle(self, work: _Work) -> None:
+        """Queue ``work`` behind the rest (on the loop)."""
+        with self._ready:
+            self._work.append(work)
+            self._ready.notify()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="dista-actor", daemon=True)
+            self._thread.start()
+
+    def _report(self, report: Callable[[], None]) -> None:
+        """From the actor's thread: ``report`` runs on the loop, in order with the others."""
+        self._reports.append(report)
+        if not self._report_scheduled:
+            self._report_scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:
+                pass  # the loop is gone: the worker is exiting
+
+    def _drain(self) -> None:
+        self._report_scheduled = False
+        reports = self._reports
+        while reports:
+            reports.popleft()()
+        self._act()
+
+    # -- the actor's thread ----------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while True:
+            with self._ready:
+                while not self._work:
+                    self._ready.wait()
+                work = self._work.popleft()
+            if isinstance(work, dp.CallActor):
+                self._call(work)
+            elif isinstance(work, dp.StartActor):
+                self._start(work)
+            elif isinstance(work, dp.CheckpointActor):
+                self._checkpoint(work)
+            else:
+                self._stop(work)
+
+    def _start(self, work: dp.StartActor) -> None:
+        try:
+            if work.covers is None:
+                assert work.argument is not None
+                instance = self._construct(work.type_id, work.argument)
+                covers: dict[int, int] = {}
+            else:
+                instance, covers = self._restore(work.actor_id, work.covers)
+        except BaseException as e:  # SystemExit in a constructor fails the actor, no more
+            error = message_from_exception(e)
+            self._report(lambda: self.core.actor_started(work.actor_id, error))
+            return
+        self._instance = instance
+        self._covers = covers
+        name = f"{type(instance).__module__}:{type(instance).__qualname__}"
+        self._methods = {i: (m, a) for m, (i, a) in method_table(type(instance), name).items()}
+        self._report(lambda: self.core.actor_started(work.actor_id, None))
+
+    def _construct(self, type_id: int, argument: Any) -> object:
+        if type_id & dp.TASK_ID_MASK == ACTOR_BY_VALUE_ID:
+            digest, pickled, argument = split_by_value(argument)
+            cls = self._classes.get(digest)
+            if cls is None:
+                cls = self._classes[digest] = load_function(pickled)  # type: ignore[assignment]
+        else:
+            found = lookup(type_id)
+            if not isinstance(found, type):
+                raise LookupError(
+                    f"actor type {type_id:#x} is not registered on this worker: start the "
+                    "worker with --import of the module that defines it"
+                )
+            cls = found
+        args, kwargs = decode_actor_call(argument)
+        return cls(*args, **kwargs)
+
+    def _restore(self, actor: int, covers: int) -> tuple[object, dict[int, int]]:
+        store = self._open_store()
+        if store is None:
+            raise CheckpointError(self._store_error)
+        checkpoint = store.read(actor, covers)
+        return decode(checkpoint.state), dict(checkpoint.covers)
+
+    def _call(self, work: dp.CallActor) -> None:
+        oid = work.object_id
+        started = time.time_ns()
+        self._covers[oid >> dp.ID_BITS] = oid
+        try:
+            found = self._methods.get(work.method_id)
+            if self._instance is None or found is None:
+                raise LookupError(
+                    f"actor {work.actor_id:#x} has no method {work.method_id:#x}"
+                    if self._instance is not None
+                    else f"actor {work.actor_id:#x} is not running on this worker"
+                )
+            name, is_async = found
+            args, kwargs = decode_actor_call(work.argument)
+            method = getattr(self._instance, name)
+            if is_async:
+                value = self._on_loop(method(*args, **kwargs))
+            else:
+                value = method(*args, **kwargs)
+            values = encode_results(value, 1)
+        except BaseException as e:  # one call's failure, whatever it raised
+            error = message_from_exception(e)
+            ended = time.time_ns()
+            self._report(lambda: self.core.task_failed(oid, error, started, ended))
+            return
+        ended = time.time_ns()
+        self._report(lambda: self.core.task_done(oid, values, started, ended))
+
+    def _on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` on the worker's loop and wait for it here."""
+        done = threading.Event()
+        box: list[tuple[bool, Any]] = []
+
+        async def run() -> None:
+            try:
+                box.append((True, await coro))
+            except BaseException as e:
+                box.append((False, e))
+            finally:
+                done.set()
+
+        self._loop.call_soon_threadsafe(self._loop.create_task, run())
+        done.wait()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    def _checkpoint(self, work: dp.CheckpointActor) -> None:
+        failure: str | None = None
+        try:
+            store = self._open_store()
+            if store is None:
+                failure = self._store_error
+            elif self._instance is None:
+                failure = f"actor {work.actor_id:#x} is not running on this worker"
+            else:
+                parts = encode_parts(self._instance, "the actor's state")
+                store.write(work.actor_id, 0, work.calls, dict(self._covers), parts, work.keep)
+        except Exception as e:  # unpicklable state, a full disk: the actor goes on
+            failure = str(e) if isinstance(e, (CheckpointError, TypeError)) else repr(e)
+        self._report(lambda: self.core.checkpointed(work.actor_id, work.calls, failure))
+
+    def _stop(self, work: dp.StopActor) -> None:
+        self._instance = None
+        self._methods = {}
+        self._covers = {}
+        if work.forget:
+            store = self._open_store()
+            if store is not None:
+                try:
+                    store.remove(work.actor_id)
+                except Exception:
+                    pass  # a store gone away: nothing to restore from anyway
+
+    def _open_store(self) -> CheckpointStore | None:
+        if not self._store_opened:
+            self._store_opened = True
+            try:
+                self._store = open_store()
+            except CheckpointError as e:
+                self._store_error = str(e)
+            else:
+                if self._store is None:
+                    self._store_error = _NO_STORE
+        return self._store
