@@ -50,7 +50,7 @@ from ._decisions import (
     Welcomed,
     Write,
 )
-from ._driver import Driver
+from ._driver import DEFAULT_KEEP_BYTES, Driver
 from ._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._events import (
     ActorCall,
@@ -105,6 +105,7 @@ from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 __all__ = [
     "CANCEL_FORCE",
     "DEFAULT_INLINE_THRESHOLD",
+    "DEFAULT_KEEP_BYTES",
     "ERROR_WARNING",
     "FREE_WITHDRAW",
     "HEAD_LINK",

@@ -71,7 +71,15 @@ from ._events import (
 )
 from ._fairqueue import FairQueue
 from ._head_actors import DEFAULT_ACTOR_KEEP_BYTES, Actors
-from ._head_records import ActorRecord, ActorState, ObjState, Peer, TaskRecord, TaskState, TrackedObject
+from ._head_records import (
+    ActorRecord,
+    ActorState,
+    ObjState,
+    Peer,
+    TaskRecord,
+    TaskState,
+    TrackedObject,
+)
 from ._head_scheduling import ANYWHERE
 from ._head_status import status_text
 from ._links import Links

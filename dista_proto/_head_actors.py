@@ -139,9 +139,7 @@ class Actors(Scheduling):
             serving = self._workers_of.get(actor.registry, set())
         peers = self._peers
         return [
-            w
-            for w in serving
-            if w.actor is None and not w.draining and peers.get(w.link) is w
+            w for w in serving if w.actor is None and not w.draining and peers.get(w.link) is w
         ]
 
     def _place(self, actor: ActorRecord) -> None:
@@ -154,9 +152,7 @@ class Actors(Scheduling):
             if actor.registry == ANYWHERE or actor.registry in self._workers_of:
                 actor.why = "every worker of its registry hosts an actor: start another worker"
             else:
-                actor.why = (
-                    f"no connected worker has its driver's registry {actor.registry:#018x}"
-                )
+                actor.why = f"no connected worker has its driver's registry {actor.registry:#018x}"
             if actor not in self._waiting_actors:
                 self._waiting_actors.append(actor)
             return

@@ -28,10 +28,10 @@ from ._api import (
 )
 from ._cluster import Cluster, init, local_pids, shutdown
 from ._errors import DistaError, GetTimeoutError, TaskCancelledError, TaskError
-from .checkpoints import CheckpointError
 from ._ref import ObjectRef
 from ._task import RemoteFunction, RemoteFunction2, RemoteFunction3, RemoteFunctionN, task
 from ._trace import chrome_trace, write_chrome_trace
+from .checkpoints import CheckpointError
 
 __all__ = [
     "ActorHandle",

@@ -66,9 +66,10 @@ class CheckpointWarning(UserWarning):
     """An actor's checkpoint could not be written; the actor goes on without it."""
 
 
-def method_id(type_name: str, method: str) -> int:
-    """The task ID of method ``method`` of actor type ``type_name`` (``module:qualname``)."""
-    return name_hash(f"{type_name}.{method}")
+def method_id(method: str) -> int:
+    """The task ID of an actor's method ``method``: from its name alone, since the worker
+    knows the actor's class (a class sent by value may not keep its qualified name)."""
+    return name_hash(f"dista:method:{method}")
 
 
 class ActorType:
@@ -88,7 +89,7 @@ class ActorType:
         self.name = f"{cls.__module__}:{cls.__qualname__}"
         self.importable = importable(cls)
         self.type_id = name_hash(self.name)
-        self.methods = method_table(cls, self.name)
+        self.methods = method_table(cls)
         self._pickled: tuple[bytes, bytes] | None = None
         if self.importable:
             register_actor(self.name, cls)
@@ -112,13 +113,13 @@ class ActorType:
         return ActorHandle(actor_id, self.name, self.methods, session, owner=True)
 
 
-def method_table(cls: type, type_name: str) -> dict[str, tuple[int, bool]]:
+def method_table(cls: type) -> dict[str, tuple[int, bool]]:
     """Every public method of ``cls``: its ID, and whether it is ``async def``."""
     table = {}
     for name, value in inspect.getmembers(cls, callable):
         if name.startswith("_") or isinstance(value, type):
             continue
-        table[name] = (method_id(type_name, name), inspect.iscoroutinefunction(value))
+        table[name] = (method_id(name), inspect.iscoroutinefunction(value))
     return table
 
 

@@ -28,8 +28,8 @@ from ._actor import method_table
 from ._errors import message_from_exception
 from ._execute import encode_results
 from ._registry import ACTOR_BY_VALUE_ID, load_function, lookup, split_by_value
-from .checkpoints import CheckpointError, CheckpointStore, open_store
 from ._values import decode, decode_actor_call, encode_parts
+from .checkpoints import CheckpointError, CheckpointStore, open_store
 from .loop import Loop
 
 __all__ = ["ACTOR_WORK", "ActorHost"]
@@ -123,16 +123,17 @@ class ActorHost:
             return
         self._instance = instance
         self._covers = covers
-        name = f"{type(instance).__module__}:{type(instance).__qualname__}"
-        self._methods = {i: (m, a) for m, (i, a) in method_table(type(instance), name).items()}
+        self._methods = {i: (m, a) for m, (i, a) in method_table(type(instance)).items()}
         self._report(lambda: self.core.actor_started(work.actor_id, None))
 
     def _construct(self, type_id: int, argument: Any) -> object:
         if type_id & dp.TASK_ID_MASK == ACTOR_BY_VALUE_ID:
             digest, pickled, argument = split_by_value(argument)
-            cls = self._classes.get(digest)
-            if cls is None:
-                cls = self._classes[digest] = load_function(pickled)  # type: ignore[assignment]
+            known = self._classes.get(digest)
+            if known is None:
+                loaded: Any = load_function(pickled)
+                known = self._classes[digest] = loaded
+            cls = known
         else:
             found = lookup(type_id)
             if not isinstance(found, type):
@@ -166,10 +167,9 @@ class ActorHost:
             name, is_async = found
             args, kwargs = decode_actor_call(work.argument)
             method = getattr(self._instance, name)
+            value = method(*args, **kwargs)
             if is_async:
-                value = self._on_loop(method(*args, **kwargs))
-            else:
-                value = method(*args, **kwargs)
+                value = self._on_loop(value)
             values = encode_results(value, 1)
         except BaseException as e:  # one call's failure, whatever it raised
             error = message_from_exception(e)

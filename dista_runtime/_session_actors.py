@@ -15,6 +15,7 @@ the head keeps no object for it.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -35,7 +36,25 @@ from .loop import Latch
 if TYPE_CHECKING:
     from ._session import SessionIO, _Slot
 
-__all__ = ["ActorSession"]
+__all__ = ["KEEP_BYTES_ENV", "ActorSession", "keep_bytes"]
+
+#: The environment variable for the bytes of uncovered actor calls a driver keeps.
+KEEP_BYTES_ENV: Final = "DISTA_ACTOR_KEEP_BYTES"
+
+
+def keep_bytes() -> int:
+    """The kept-calls budget: ``DISTA_ACTOR_KEEP_BYTES``, else the core's default (64 MiB)."""
+    text = os.environ.get(KEEP_BYTES_ENV, "")
+    if not text:
+        return dp.DEFAULT_KEEP_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{KEEP_BYTES_ENV}={text!r}: give a number of bytes (0 or more)")
+    return value
+
 
 _CREATE: Final = 0
 _CALL: Final = 1
@@ -112,9 +131,7 @@ class ActorSession:
         self.io.schedule_flush()
         return actor
 
-    def call_actor(
-        self, actor: int, method: int, argument: Bytes, inputs: Sequence[int]
-    ) -> int:
+    def call_actor(self, actor: int, method: int, argument: Bytes, inputs: Sequence[int]) -> int:
         """Call ``actor``'s ``method``; the ID of the call's result, at once."""
         self._on_use()
         with self._lock:
@@ -264,7 +281,9 @@ class ActorSession:
                 core.kill_actor(actor)
         del self._held[actor]
 
-    def _values_of(self, actor: int, inputs: Sequence[int]) -> list[tuple[int, Bytes | str]] | None:
+    def _values_of(
+        self, actor: int, inputs: Sequence[int]
+    ) -> list[tuple[int, Bytes | str]] | None:
         """The values (or errors) of ``inputs`` if all are read; else None, with each one
         not read yet asked for (fetched if it lies on a worker) and watched."""
         values: list[tuple[int, Bytes | str]] = []

@@ -14,6 +14,7 @@ import dista_proto as dp
 from ._address import format_head
 from ._memory import allocate, ready
 from ._session import Hooks, Session
+from ._session_actors import keep_bytes
 from .engine import Engine
 from .loop import Latch, Loop
 
@@ -30,7 +31,9 @@ class DriverHost(Engine):
         self, loop: Loop, registry_hash: int, role: dp.Role, hooks: Hooks | None = None
     ) -> None:
         super().__init__(loop)
-        core = dp.Driver(registry_hash=registry_hash, role=role, allocate=allocate)
+        core = dp.Driver(
+            registry_hash=registry_hash, role=role, allocate=allocate, keep_bytes=keep_bytes()
+        )
         self.session = Session(core, self, hooks)
         self.welcomed: Latch[None] = Latch()
         self._flush_scheduled = False
