@@ -26,9 +26,12 @@ refs allowed where values are expected. Without it, ``h.add.remote`` is untyped 
 from __future__ import annotations
 
 import inspect
+import threading
 import warnings
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, TypeVar, overload
+
+from dista_proto.frame import Bytes
 
 from . import _context
 from ._ids import name_hash
@@ -60,6 +63,30 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _RESERVED: Final = frozenset({"remote", "checkpoint", "checkpoint_async", "kill"})
+
+
+class _Passed(threading.local):
+    """The handles pickled into the call being encoded on this thread (`encode_with_handles`)."""
+
+    def __init__(self) -> None:
+        self.handles: list[ActorHandle[Any]] | None = None
+
+
+_passed = _Passed()
+
+
+def encode_with_handles(
+    args: tuple[Any, ...], kwargs: dict[str, Any], what: str
+) -> tuple[Bytes, list[int], tuple[ActorHandle[Any], ...]]:
+    """`encode_call`, and the actor handles among the arguments: the refs of the call keep
+    them, so an actor made for a call (``use.remote(Counter.remote())``) lives while its
+    result is wanted, not only as long as the caller's own handle."""
+    _passed.handles = []
+    try:
+        argument, inputs = encode_call(args, kwargs, ObjectRef, what)
+        return argument, inputs, tuple(_passed.handles)
+    finally:
+        _passed.handles = None
 
 
 class CheckpointWarning(UserWarning):
@@ -171,10 +198,13 @@ class ActorMethod(Generic[P, R]):
         handle = self._handle
         session = handle._bound()
         what = f"{handle._type_name.rpartition(':')[2]}.{self._name}"
-        argument, inputs = encode_call(args, kwargs, ObjectRef, what)
+        argument, inputs, handles = encode_with_handles(args, kwargs, what)
         oid = session.call_actor(handle.actor_id, self._id, argument, inputs)
         handle._warn(session)
-        return ObjectRef(oid, session)
+        ref: ObjectRef[R] = ObjectRef(oid, session)
+        if handles:
+            ref._keep = handles
+        return ref
 
     def __repr__(self) -> str:
         return f"<dista actor method {self._handle._type_name}.{self._name}>"
@@ -252,6 +282,9 @@ class ActorHandle(Generic[T]):
         return hash(self.actor_id)
 
     def __reduce__(self) -> tuple[object, ...]:
+        passed = _passed.handles
+        if passed is not None:
+            passed.append(self)
         return (_rebuild, (self.actor_id, self._type_name, self._methods))
 
     def __del__(self) -> None:

@@ -21,12 +21,14 @@ T_co = TypeVar("T_co", covariant=True)
 class ObjectRef(Generic[T_co]):
     """The result of ``task.remote(...)``: an object that exists, or will, in the cluster."""
 
-    __slots__ = ("__weakref__", "_released", "_session", "object_id")
+    __slots__ = ("__weakref__", "_keep", "_released", "_session", "object_id")
 
     def __init__(self, object_id: int, session: Session) -> None:
         self.object_id = object_id
         self._session = session
         self._released = False
+        #: What this ref keeps alive: the actor handles passed to its task.
+        self._keep: tuple[object, ...] = ()
 
     def __repr__(self) -> str:
         return f"ObjectRef({self.object_id:#x})"

@@ -21,12 +21,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from . import _context
+from ._actor import encode_with_handles
 from ._ids import BY_VALUE_NAME
 from ._ids import task_id as _task_id
 from ._ref import ObjectRef
 from ._registry import by_value_argument, importable, pickle_function, register
 from ._session import Session
-from ._values import encode_call
 
 __all__ = ["RemoteFunction", "RemoteFunction2", "RemoteFunction3", "RemoteFunctionN", "task"]
 
@@ -54,10 +54,13 @@ class _Remote:
         self._pickled: tuple[bytes, bytes] | None = None
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
-    def _submit(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, Session]:
-        """Queue the call; its first result ID and the session that owns it."""
+    def _submit(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[int, Session, tuple[object, ...]]:
+        """Queue the call; its first result ID, the session that owns it, and the actor
+        handles among its arguments (its refs keep them)."""
         session = _context.session()
-        argument, inputs = encode_call(args, kwargs, ObjectRef, self.name)
+        argument, inputs, handles = encode_with_handles(args, kwargs, self.name)
         if self.name in session.names:
             tid = self._id
         else:
@@ -67,7 +70,7 @@ class _Remote:
             argument = by_value_argument(digest, data, argument)
             tid = self._by_value_id
         live = session.session
-        return live.submit(tid, argument, inputs, self.num_returns), live
+        return live.submit(tid, argument, inputs, self.num_returns), live, handles
 
     def __reduce__(self) -> tuple[object, ...]:
         # Captured by a function that travels by value: importable tasks go by name (the
@@ -78,6 +81,13 @@ class _Remote:
 
     def __repr__(self) -> str:
         return f"<dista task {self.name}>"
+
+
+def _ref(oid: int, session: Session, keep: tuple[object, ...]) -> ObjectRef[Any]:
+    ref: ObjectRef[Any] = ObjectRef(oid, session)
+    if keep:
+        ref._keep = keep
+    return ref
 
 
 def _import_task(module: str, qualname: str) -> object:
@@ -101,8 +111,8 @@ class RemoteFunction(_Remote, Generic[P, R]):
         return result
 
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> ObjectRef[R]:
-        oid, s = self._submit(args, kwargs)
-        return ObjectRef(oid, s)
+        oid, s, kept = self._submit(args, kwargs)
+        return _ref(oid, s, kept)
 
 
 class RemoteFunction2(_Remote, Generic[P, R1, R2]):
@@ -113,8 +123,8 @@ class RemoteFunction2(_Remote, Generic[P, R1, R2]):
         return result
 
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> tuple[ObjectRef[R1], ObjectRef[R2]]:
-        oid, s = self._submit(args, kwargs)
-        return ObjectRef(oid, s), ObjectRef(oid + 1, s)
+        oid, s, kept = self._submit(args, kwargs)
+        return _ref(oid, s, kept), _ref(oid + 1, s, kept)
 
 
 class RemoteFunction3(_Remote, Generic[P, R1, R2, R3]):
@@ -127,8 +137,8 @@ class RemoteFunction3(_Remote, Generic[P, R1, R2, R3]):
     def remote(
         self, *args: P.args, **kwargs: P.kwargs
     ) -> tuple[ObjectRef[R1], ObjectRef[R2], ObjectRef[R3]]:
-        oid, s = self._submit(args, kwargs)
-        return ObjectRef(oid, s), ObjectRef(oid + 1, s), ObjectRef(oid + 2, s)
+        oid, s, kept = self._submit(args, kwargs)
+        return _ref(oid, s, kept), _ref(oid + 1, s, kept), _ref(oid + 2, s, kept)
 
 
 class RemoteFunctionN(_Remote, Generic[P]):
@@ -139,8 +149,8 @@ class RemoteFunctionN(_Remote, Generic[P]):
         return result
 
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> tuple[ObjectRef[Any], ...]:
-        oid, s = self._submit(args, kwargs)
-        return tuple(ObjectRef(oid + i, s) for i in range(self.num_returns))
+        oid, s, kept = self._submit(args, kwargs)
+        return tuple(_ref(oid + i, s, kept) for i in range(self.num_returns))
 
 
 class _Decorator:

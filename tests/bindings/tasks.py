@@ -47,3 +47,34 @@ async def async_add_nested(a: int, b: int) -> int:
 @dista.task
 def add_plain(a: int, b: int) -> int:
     return a + b
+
+
+@dista.actor(checkpoint_every=5)
+class Tally:
+    """An actor for every worker loop: its async method runs on the loop (anyio sleeps on
+    asyncio and trio alike) and awaits a task it submits; calls never overlap."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, k: int) -> int:
+        self.total += k
+        return self.total
+
+    async def add_later(self, k: int) -> int:
+        import anyio
+
+        before = self.total
+        await anyio.sleep(0.005)
+        self.total = before + await add_plain.remote(k, 0)
+        return self.total
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@dista.task
+def tally_through(handle: dista.ActorHandle[Tally], k: int) -> int:
+    """A task calling an actor through the handle it was given."""
+    result: int = handle.add.remote(k).get()
+    return result

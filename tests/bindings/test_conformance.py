@@ -27,12 +27,18 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module", params=loop_params())
-def loop(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A local cluster of two workers on the loop, for the module's tests of that loop."""
+def loop(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A local cluster of two workers on the loop, for the module's tests of that loop;
+    its workers checkpoint actors to a directory of their own."""
     name: str = request.param
-    with dista.init(workers=2, loop=name) as cluster:
-        wait_for_workers(2)
-        yield name
+    store = tmp_path_factory.mktemp("checkpoints")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DISTA_CHECKPOINT_URI", store.as_uri())
+        with dista.init(workers=2, loop=name) as cluster:
+            wait_for_workers(2)
+            yield name
     assert_gone(cluster.pids() or [])
 
 
@@ -112,6 +118,23 @@ def test_a_lost_workers_task_is_retried(loop: str, tmp_path: Path) -> None:
     wait_for_workers(2, timeout=30)  # the local cluster replaced the lost worker
 
 
+def test_an_actor_runs_in_order_and_survives_its_worker(loop: str) -> None:
+    tally = btasks.Tally.remote()  # checkpoint_every=5
+    refs = [tally.add.remote(1) if i % 3 else tally.add_later.remote(1) for i in range(60)]
+    assert dista.get(refs, timeout=60) == list(range(1, 61))
+    assert btasks.tally_through.remote(tally, 10).get(timeout=30) == 70
+    os.kill(tally.pid.remote().get(timeout=30), signal.SIGKILL)
+    more = [tally.add.remote(1) for _ in range(20)]
+    assert dista.get(more, timeout=60) == list(range(71, 91))  # each call once, in order
+    tally.checkpoint(timeout=30)
+    tally.kill()
+    with pytest.raises(dista.TaskError, match="killed"):
+        tally.add.remote(1).get(timeout=30)
+    wait_for_workers(2, timeout=30)  # the lost worker was replaced
+    del refs, more
+    settle_to_zero()
+
+
 # -- a CLI head and worker on the loop; a driver on the binding's own loop ---------------------
 
 DRIVERS = {
@@ -120,6 +143,9 @@ DRIVERS = {
         async def main():
             async with dista_asyncio.connect(ADDRESS):
                 print(await add.remote(1, 2), sum(await asyncio.gather(*(add.remote(i, 1) for i in range(20)))))
+                acc = Acc.remote()
+                print((await asyncio.gather(*(acc.add.remote(i) for i in range(1, 6))))[-1])
+                acc.kill()
         asyncio.run(main())
     """,
     "anyio": """
@@ -133,6 +159,10 @@ DRIVERS = {
                     for i in range(20):
                         tg.start_soon(one, i)
                 print(await add.remote(1, 2), sum(out))
+                acc = Acc.remote()
+                refs = [acc.add.remote(i) for i in range(1, 6)]
+                print([await ref for ref in refs][-1])
+                acc.kill()
         anyio.run(main, backend="asyncio")
     """,
     "trio": """
@@ -146,6 +176,10 @@ DRIVERS = {
                     for i in range(20):
                         nursery.start_soon(one, i)
                 print(await add.remote(1, 2), sum(out))
+                acc = Acc.remote()
+                refs = [acc.add.remote(i) for i in range(1, 6)]
+                print([await ref for ref in refs][-1])
+                acc.kill()
         trio.run(main)
     """,
     "gevent": """
@@ -155,17 +189,37 @@ DRIVERS = {
             jobs = [gevent.spawn(lambda i=i: add.remote(i, 1).get()) for i in range(20)]
             gevent.joinall(jobs)
             print(add.remote(1, 2).get(), sum(j.value for j in jobs))
+            acc = Acc.remote()
+            refs = [acc.add.remote(i) for i in range(1, 6)]
+            print(dista.get(refs)[-1])
+            acc.kill()
     """,
 }
 
 
+#: An actor the driver scripts define (in ``__main__``: its class travels by value).
+ACTOR = """
+import dista_runtime as dista
+from tests.runtime.tasks import add
+
+@dista.actor
+class Acc:
+    def __init__(self):
+        self.n = 0
+
+    def add(self, k):
+        self.n += k
+        return self.n
+"""
+
+
 def run_driver(loop: str, address: str) -> str:
     """A driver process on ``loop``'s own event loop; what it printed."""
-    script = "from tests.runtime.tasks import add\n" + textwrap.dedent(DRIVERS[loop])
-    # monkey.patch_all() must come first in a gevent program: the import of add follows it.
+    script = ACTOR + textwrap.dedent(DRIVERS[loop])
+    # monkey.patch_all() must come first in a gevent program: the imports follow it.
     if loop == "gevent":
         head, rest = textwrap.dedent(DRIVERS[loop]).split("\n", 2)[1:]
-        script = f"{head}\nfrom tests.runtime.tasks import add\n{rest}"
+        script = f"{head}\n{ACTOR}\n{rest}"
     done = subprocess.run(  # noqa: PLW1510  (the assert shows stderr)
         [*cli()[:1], "-c", script.replace("ADDRESS", repr(address))],
         capture_output=True,
@@ -184,7 +238,7 @@ def test_cli_roles_status_stop_and_a_driver_on_its_own_loop(
     cluster = Cluster(name, name, "tests.runtime.tasks")
     cli_cluster.append(cluster)
     cluster.wait_for_workers(name, 1)
-    assert run_driver(name, cluster.address).split() == ["3", str(sum(range(1, 21)))]
+    assert run_driver(name, cluster.address).split() == ["3", str(sum(range(1, 21))), "15"]
     assert "workers: 1" in cluster.status(name)
     stopped = subprocess.run(  # noqa: PLW1510  (the assert shows stderr)
         cli("stop", "--head", cluster.address, "--loop", name),

@@ -232,3 +232,13 @@ def test_a_second_driver_calls_the_same_actor(cluster: dista.Cluster, tmp_path: 
     finally:
         stop_process(other)
     counter.kill()
+
+
+def test_an_actor_made_for_a_call_lives_while_its_result_is_wanted(
+    cluster: dista.Cluster,
+) -> None:
+    ref = ac.call_actor.remote(ac.Counter.remote(3), 4)  # no handle of ours outlives this
+    gc.collect()
+    assert ref.get(timeout=20) == 7
+    del ref
+    gc.collect()
