@@ -75,6 +75,8 @@ class _Files(Protocol):
 
     def remove(self, path: str) -> None: ...
 
+    def remove_folder(self, path: str) -> None: ...
+
 
 class _Local:
     def write(self, path: str, buffers: Sequence[Any]) -> None:
@@ -102,6 +104,10 @@ class _Local:
             os.remove(path)
         except FileNotFoundError:
             pass
+
+    def remove_folder(self, path: str) -> None:
+        with contextlib.suppress(OSError):  # gone already, or a write of a new one began
+            os.rmdir(path)
 
 
 class _Fsspec:
@@ -132,6 +138,11 @@ class _Fsspec:
             self.fs.rm(path)
         except FileNotFoundError:
             pass
+
+    def remove_folder(self, path: str) -> None:
+        with contextlib.suppress(OSError):  # object stores have no folders to remove
+            if self.fs.isdir(path) and not self.fs.ls(path):
+                self.fs.rmdir(path)
 
 
 class CheckpointStore:
@@ -210,6 +221,7 @@ class CheckpointStore:
         folder = self._dir(actor)
         for name in self._files.listdir(folder):
             self._forget(f"{folder}/{name}")
+        self._files.remove_folder(folder)
 
     def _read(self, actor: int, name: str, path: str) -> Checkpoint | None:
         try:

@@ -97,3 +97,34 @@ def test_an_unwritable_uri_says_why(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match=r"(?i)needs fsspec|not known"):
         open_store("nosuchscheme://x/y")
     assert open_store("") is None
+
+
+@pytest.fixture(params=["file", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> checkpoints.CheckpointStore:
+    if request.param == "memory":
+        pytest.importorskip("fsspec")
+        uri = f"memory://dista-restore-{os.getpid()}-{tmp_path.name}"
+    else:
+        uri = (tmp_path / "store").as_uri()
+    opened = open_store(uri)
+    assert opened is not None
+    return opened
+
+
+def test_the_restore_point_stays_until_a_newer_one_is_known(
+    store: checkpoints.CheckpointStore,
+) -> None:
+    store.write(7, 0, 10, {3: 0x3_0000000010}, [b"ten"])
+    store.write(7, 0, 20, {3: 0x3_0000000020}, [b"twenty"], keep=10)
+    # The head may still restore from 10 (it has not heard that 20 is written): both stay.
+    assert bytes(store.read(7, 10).state) == b"ten"
+    assert bytes(store.read(7, 20).state) == b"twenty"
+    store.write(7, 0, 30, {3: 0x3_0000000030}, [b"thirty"], keep=20)
+    with pytest.raises(CheckpointError, match="no intact checkpoint covering 10 calls"):
+        store.read(7, 10)
+    restored = store.read(7, 20)
+    assert restored.covers == {3: 0x3_0000000020}
+    store.remove(7)
+    assert store.newest(7) is None
+    with pytest.raises(CheckpointError):
+        store.read(7, 30)
