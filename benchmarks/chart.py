@@ -2,7 +2,9 @@
 
 Top: per workload, Dista's ratio to each peer (> 1: Dista is better), on a log scale.
 Bottom: per workload, each system's median relative to the best system's (1 = best; lower
-bars are worse), so that a run without Dista still shows how the peers compare.
+bars are worse), so that a run without Dista still shows how the peers compare; workloads
+only one system of several measured, and references (``cp``) and ratios measured inside a
+probe, are left out.
 """
 
 from __future__ import annotations
@@ -52,7 +54,10 @@ def draw(data: Mapping[str, Any], png: Path) -> None:
     """Draw the JSON report `data` (see runner.report) into `png`."""
     systems: list[str] = data["config"]["systems"]
     peers = [s for s in systems if s != "dista"]
-    better = {w["name"]: w["higher_is_better"] for w in data["workloads"]}
+    # References and in-probe ratios (compared: False) compare no system with another
+    better = {
+        w["name"]: w["higher_is_better"] for w in data["workloads"] if w.get("compared", True)
+    }
     fig = Figure(figsize=(11, 9))
     top, bottom = fig.subplots(2, 1)
 
@@ -67,7 +72,8 @@ def draw(data: Mapping[str, Any], png: Path) -> None:
     for name, higher_is_better in better.items():
         cells = data["summary"].get(name, {})
         medians = {s: c["median"] for s, c in cells.items() if c["median"] is not None}
-        relative[name] = relative_to_best(medians, higher_is_better)
+        if len(medians) >= min(2, len(systems)):  # one system alone is its own best
+            relative[name] = relative_to_best(medians, higher_is_better)
     if any(relative.values()):
         _bars(bottom, relative, systems)
     else:

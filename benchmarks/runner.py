@@ -22,6 +22,37 @@ What each workload measures (``WORKLOADS`` below has the units):
   the value on. fanin: that many tasks, all of whose results are the arguments of one task
   that sums them; the time to that sum.
 - actor: calls to one actor's method, all submitted, then all results read.
+- actor_roundtrip: one call to an actor's method and the read of its result at a time;
+  the median. actor_task_roundtrip: the same system's no-op task round trip, measured in
+  the same probe in alternating blocks of 100 with the actor calls (so both see the same
+  machine; the actor holds one of the two workers meanwhile). actor_vs_task: the task's
+  median over the actor call's (> 1: an actor call's round trip is the faster).
+- checkpoint (Dista only: Ray has no actor checkpoints, Dask and ProcessPoolExecutor no
+  actors): an actor holding that many bytes of state in a NumPy array (pickled out of
+  band), checkpointed with ``handle.checkpoint()`` into a ``file://`` store in a temporary
+  directory on this machine's disk (the parent makes it under the system's temporary
+  directory, names it in ``DISTA_CHECKPOINT_URI`` for the child and its workers, and
+  removes it). The time is from the call to its return (the worker has pickled the state,
+  written it, fsynced and renamed it, and removed the previous checkpoint), in MB/s (1e6
+  bytes). checkpoint_bytes: the same with the state a ``bytes`` object (pickled in band).
+  References in the same directory, interleaved with the checkpoints: checkpoint_cp is
+  ``cp`` of a file of that size (no fsync: it may end in the page cache),
+  checkpoint_cp_sync the same ``cp`` and then ``sync FILE`` (an fsync),
+  checkpoint_write_fsync one ``f.write`` of the bytes and ``os.fsync``. checkpoint_vs_cp
+  and checkpoint_vs_cp_sync are the NumPy checkpoint's speed over those (1 = as fast).
+  Every timed write starts after an ``os.sync()``, so that none pays for another's dirty
+  pages. restore: the worker hosting the actor is killed with SIGKILL (its PID from an
+  actor method), and the clock runs from the kill until the next call to the actor
+  answers (the head notices the loss, restores the actor on the other worker from the
+  newest checkpoint, which covers every call, so nothing is replayed, and runs the call),
+  in MB/s of state; restore_bytes for the ``bytes`` state. The spare worker has imported
+  NumPy before the kill (a small task: only it can run one), so NumPy's first import
+  (about 60 ms here) is not counted. References: restore_read reads the checkpoint file
+  into a fresh ``bytes`` in Python (as the worker does), restore_cat runs ``cat FILE >
+  /dev/null``; both read from the page cache, as the restore does. restore_vs_read is the
+  NumPy restore's speed over the Python read. Each round takes the median of 5 checkpoints
+  and 2 restores of each kind (a restore waits for the replacement of the worker killed
+  before).
 - big256, big1g: a task builds ``bytes`` of that size on a worker and the driver reads it.
   Where a system can wait for a task to finish without fetching its value (Ray
   ``ray.wait``, Dask ``distributed.wait``), only the get is timed ("get after finish");
@@ -42,6 +73,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -102,6 +134,9 @@ class Workload:
     probe: str  # the measurement that produces it (one probe may produce several workloads)
     unit: str
     higher_is_better: bool
+    #: False for references (cp, a read) and ratios measured inside a probe: no system
+    #: is compared with another on these
+    compared: bool = True
 
 
 WORKLOADS: tuple[Workload, ...] = (
@@ -112,6 +147,21 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("chain", "chain", "tasks/s", True),
     Workload("fanin", "fanin", "s", False),
     Workload("actor", "actor", "calls/s", True),
+    Workload("actor_roundtrip", "actor_roundtrip", "µs", False),
+    Workload("actor_task_roundtrip", "actor_roundtrip", "µs", False),
+    Workload("actor_vs_task", "actor_roundtrip", "x", True, compared=False),
+    Workload("checkpoint", "checkpoint", "MB/s", True),
+    Workload("checkpoint_bytes", "checkpoint", "MB/s", True),
+    Workload("checkpoint_cp", "checkpoint", "MB/s", True, compared=False),
+    Workload("checkpoint_cp_sync", "checkpoint", "MB/s", True, compared=False),
+    Workload("checkpoint_write_fsync", "checkpoint", "MB/s", True, compared=False),
+    Workload("checkpoint_vs_cp", "checkpoint", "x", True, compared=False),
+    Workload("checkpoint_vs_cp_sync", "checkpoint", "x", True, compared=False),
+    Workload("restore", "checkpoint", "MB/s", True),
+    Workload("restore_bytes", "checkpoint", "MB/s", True),
+    Workload("restore_read", "checkpoint", "MB/s", True, compared=False),
+    Workload("restore_cat", "checkpoint", "MB/s", True, compared=False),
+    Workload("restore_vs_read", "checkpoint", "x", True, compared=False),
     Workload("big256", "big256", "GB/s", True),
     Workload("big1g", "big1g", "GB/s", True),
     Workload("numpy_arg", "numpy_arg", "s", False),
@@ -128,14 +178,38 @@ PROBE_GROUP = {
     "chain": "tasks",
     "fanin": "tasks",
     "actor": "tasks",
+    "actor_roundtrip": "tasks",
     "big256": "data",
     "big1g": "data",
     "numpy_arg": "data",
     "queued": "queued",
+    "checkpoint": "checkpoint",
 }
-GROUPS = ("startup", "tasks", "data", "queued")
+GROUPS = ("startup", "tasks", "data", "checkpoint", "queued")
 OPT_IN_PROBES = frozenset({"queued"})
-GROUP_TIMEOUT_S = {"startup": 180.0, "tasks": 600.0, "data": 600.0, "queued": 3600.0}
+GROUP_TIMEOUT_S = {
+    "startup": 180.0,
+    "tasks": 600.0,
+    "data": 600.0,
+    "checkpoint": 300.0,
+    "queued": 3600.0,
+}
+#: probes only some systems can run, and why the others cannot: those get "n/a" without a
+#: child process (a cluster started for nothing)
+DISTA_SYSTEMS = ("dista", *BINDINGS)
+PROBE_SYSTEMS: dict[str, tuple[frozenset[str], dict[str, str]]] = {
+    "checkpoint": (
+        frozenset(DISTA_SYSTEMS),
+        {
+            "ray": "Ray has no actor checkpoints",
+            "dask": "Dask's actors have no checkpoints",
+            "ppe": "ProcessPoolExecutor has no actors",
+        },
+    ),
+}
+#: the environment variable naming Dista's checkpoint store (dista_runtime.checkpoints.ENV;
+#: the parent never imports a system)
+CHECKPOINT_ENV = "DISTA_CHECKPOINT_URI"
 
 
 @dataclass(frozen=True)
@@ -145,6 +219,8 @@ class Sizes:
     chain: int = 2_000
     fanin: int = 1_000
     actor: int = 10_000
+    actor_roundtrip: int = 1_000
+    checkpoint: int = 100 * MIB
     big256: int = 256 * MIB
     big1g: int = 1024 * MIB
     numpy_arg: int = 100_000_000
@@ -158,6 +234,8 @@ QUICK = Sizes(
     chain=200,
     fanin=100,
     actor=1_000,
+    actor_roundtrip=100,
+    checkpoint=10 * MIB,
     big256=32 * MIB,
     big1g=128 * MIB,
     numpy_arg=10_000_000,
@@ -178,6 +256,15 @@ def select_workloads(only: Sequence[str] | None) -> list[Workload]:
 def groups_of(workloads: Iterable[Workload]) -> list[str]:
     wanted = {PROBE_GROUP[w.probe] for w in workloads}
     return [g for g in GROUPS if g in wanted]
+
+
+def unsupported(system: str, name: str) -> str | None:
+    """Why `system` cannot run workload `name`, or None when it can (as far as known
+    before starting it)."""
+    found = PROBE_SYSTEMS.get(BY_NAME[name].probe)
+    if found is None or system in found[0]:
+        return None
+    return found[1].get(system, f"{system} cannot run {name}")
 
 
 # --------------------------------------------------------------------------- results
@@ -236,6 +323,8 @@ def ratios(
     out: dict[str, dict[str, float]] = {}
     for name, cells in summary.items():
         dista = cells.get("dista")
+        if not BY_NAME[name].compared:
+            continue
         for peer in peers:
             other = cells.get(peer)
             if dista is None or other is None:
@@ -312,8 +401,25 @@ def method_notes(results: Iterable[Result]) -> list[str]:
 
 
 class ActorProxy(Protocol):
+    """One counter actor: `incr` queues a call, `get` reads one call's count, `collect`
+    many; `close` kills the actor (it holds a worker on some systems)."""
+
     def incr(self) -> Any: ...
+    def get(self, call: Any) -> int: ...
     def collect(self, calls: list[Any]) -> list[int]: ...
+    def close(self) -> None: ...
+
+
+class StateActorProxy(Protocol):
+    """An actor holding a large NumPy array, with checkpoints (the checkpoint workload).
+    Every call waits for its answer, at most `timeout` seconds."""
+
+    def incr(self, timeout: float) -> int: ...
+    def pid(self, timeout: float) -> int: ...
+    def check(self, timeout: float) -> tuple[int, int, int]: ...  # nbytes, first, last
+    def checkpoint(self, timeout: float) -> None: ...
+    def workers(self) -> int: ...  # workers the cluster has now
+    def close(self) -> None: ...
 
 
 class Engine(Protocol):
@@ -335,6 +441,7 @@ class Engine(Protocol):
     def get(self, ref: Any) -> Any: ...
     def get_all(self, refs: list[Any]) -> list[Any]: ...
     def actor(self) -> ActorProxy | None: ...
+    def state_actor(self, size: int, kind: str) -> StateActorProxy | None: ...
 
 
 def load_engine(system: str) -> Engine:
@@ -495,17 +602,269 @@ def probe_fanin(engine: Engine, sizes: Sizes) -> dict[str, Measured]:
     return {"fanin": Measured(elapsed, {"inputs": n})}
 
 
+def _not_applicable(probe: str, why: str) -> dict[str, Measured]:
+    names = [w.name for w in WORKLOADS if w.probe == probe]
+    return {n: Measured(None, {"why": why}, NOT_APPLICABLE) for n in names}
+
+
 def probe_actor(engine: Engine, sizes: Sizes) -> dict[str, Measured]:
     proxy = engine.actor()
     if proxy is None:
-        return {"actor": Measured(None, {"why": "no actors"}, NOT_APPLICABLE)}
-    proxy.collect([proxy.incr() for _ in range(10)])  # warm up: the actor is started
-    n = sizes.actor
-    t0 = time.perf_counter()
-    counts = proxy.collect([proxy.incr() for _ in range(n)])
-    elapsed = time.perf_counter() - t0
-    _expect(counts[-1] == n + 10, f"actor counted {counts[-1]}, not {n + 10}")
+        return _not_applicable("actor", "no actors")
+    try:
+        proxy.collect([proxy.incr() for _ in range(10)])  # warm up: the actor is started
+        n = sizes.actor
+        t0 = time.perf_counter()
+        counts = proxy.collect([proxy.incr() for _ in range(n)])
+        elapsed = time.perf_counter() - t0
+    finally:
+        proxy.close()
+    # every call counted once (Dask's calls may run in another order than they were made)
+    _expect(sorted(counts) == list(range(11, n + 11)), f"actor's counts: {counts[-3:]}...")
     return {"actor": Measured(n / elapsed, {"calls": n, "s": elapsed})}
+
+
+#: round trips per block: actor calls and tasks alternate block by block
+ROUNDTRIP_BLOCK = 100
+
+
+def _latency(samples: list[float]) -> tuple[float, dict[str, Any]]:
+    """The median in µs, and the detail: count, p90, min."""
+    ordered = sorted(samples)
+    p90 = ordered[int(0.9 * (len(ordered) - 1))]
+    detail = {"round_trips": len(ordered), "p90_us": p90 * 1e6, "min_us": ordered[0] * 1e6}
+    return statistics.median(ordered) * 1e6, detail
+
+
+def probe_actor_roundtrip(engine: Engine, sizes: Sizes) -> dict[str, Measured]:
+    proxy = engine.actor()
+    if proxy is None:
+        return _not_applicable("actor_roundtrip", "no actors")
+    actor_s: list[float] = []
+    task_s: list[float] = []
+    try:
+        count = proxy.collect([proxy.incr() for _ in range(10)])[-1]  # warm up
+        for _ in range(10):
+            engine.get(engine.noop())
+        block = min(ROUNDTRIP_BLOCK, sizes.actor_roundtrip)
+        while len(actor_s) < sizes.actor_roundtrip:
+            for _ in range(block):
+                t0 = time.perf_counter()
+                value = proxy.get(proxy.incr())
+                actor_s.append(time.perf_counter() - t0)
+                count += 1
+                _expect(value == count, f"actor call answered {value}, not {count}")
+            for _ in range(block):
+                t0 = time.perf_counter()
+                engine.get(engine.noop())
+                task_s.append(time.perf_counter() - t0)
+    finally:
+        proxy.close()
+    actor_us, actor_detail = _latency(actor_s)
+    task_us, task_detail = _latency(task_s)
+    return {
+        "actor_roundtrip": Measured(actor_us, actor_detail),
+        "actor_task_roundtrip": Measured(task_us, task_detail),
+        "actor_vs_task": Measured(task_us / actor_us, {"actor_us": actor_us, "task_us": task_us}),
+    }
+
+
+#: checkpoints and restores per round (each round's cell is their median)
+CHECKPOINTS = 5
+RESTORES = 2
+CHECKPOINT_TIMEOUT_S = 120.0
+MB = 1e6
+
+
+def _run(command: list[str], timeout: float = CHECKPOINT_TIMEOUT_S) -> float:
+    """Run a command (its output thrown away); its wall time."""
+    t0 = time.perf_counter()
+    subprocess.run(
+        command, check=True, timeout=timeout, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    return time.perf_counter() - t0
+
+
+def _write_fsync(path: Path, data: bytes) -> float:
+    t0 = time.perf_counter()
+    with path.open("wb") as f:
+        f.write(data)
+        os.fsync(f.fileno())
+    return time.perf_counter() - t0
+
+
+def _read_file(path: Path, size: int) -> float:
+    t0 = time.perf_counter()
+    with path.open("rb") as f:
+        data = f.read()
+    elapsed = time.perf_counter() - t0
+    _expect(len(data) >= size, f"read {len(data)} bytes of {path}, fewer than {size}")
+    return elapsed
+
+
+def filesystem_of(path: Path) -> str:
+    """The type and device of the filesystem holding `path` (from /proc/mounts)."""
+    best, found = "", "unknown"
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return found
+    resolved = str(path.resolve())
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1]
+        inside = resolved == point or resolved.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, found = point, f"{fields[2]} on {fields[0]} at {point}"
+    return found
+
+
+def checkpoint_root() -> Path:
+    """The directory of the ``file://`` store the parent named for this child."""
+    uri = os.environ.get(CHECKPOINT_ENV, "")
+    _expect(uri.startswith("file://"), f"{CHECKPOINT_ENV} is {uri!r}, not a file:// URI")
+    root = Path(uri.removeprefix("file://"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _await_workers(proxy: StateActorProxy, want: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while proxy.workers() < want:
+        _expect(time.monotonic() < deadline, f"fewer than {want} workers after {timeout} s")
+        time.sleep(0.05)
+
+
+def _warm_spare(engine: Engine) -> None:
+    """Have the worker the actor will be restored onto import NumPy (a task that sums a
+    small array: it can only run there, the actor's worker runs nothing else), so that the
+    restore measured is the store's and the runtime's, not NumPy's first import."""
+    import numpy as np
+
+    _expect(engine.get(engine.array_sum(np.ones(8))) == 8.0, "warm-up sum is not 8")
+
+
+def _restore_once(
+    proxy: StateActorProxy, engine: Engine, size: int, root: Path
+) -> tuple[float, float, float]:
+    """Kill the actor's worker, time until a call answers; then the two reads of the
+    checkpoint it was restored from. Seconds: (restore, Python read, cat)."""
+    _await_workers(proxy, WORKERS, CHECKPOINT_TIMEOUT_S)  # a worker to restore onto
+    _warm_spare(engine)
+    before = proxy.incr(CHECKPOINT_TIMEOUT_S)
+    proxy.checkpoint(CHECKPOINT_TIMEOUT_S)  # the newest state: nothing to replay
+    pid = proxy.pid(CHECKPOINT_TIMEOUT_S)
+    _expect(pid in engine.pids(), f"the actor's PID {pid} is none of the cluster's")
+    os.sync()  # no dirty pages of earlier steps in the way
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.perf_counter()
+    after = proxy.incr(CHECKPOINT_TIMEOUT_S)
+    elapsed = time.perf_counter() - t0
+    _expect(after == before + 1, f"restored actor counted {after}, not {before + 1}")
+    moved = proxy.pid(CHECKPOINT_TIMEOUT_S)
+    _expect(moved != pid, f"the actor answered from its killed worker {pid}")
+    _expect(proxy.check(CHECKPOINT_TIMEOUT_S) == (size, 0xAB, 0xAB), "restored state differs")
+    files = sorted(root.rglob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    _expect(bool(files), f"no checkpoint file under {root}")
+    read_s = _read_file(files[-1], size)
+    cat_s = _run(["cat", str(files[-1])])
+    return elapsed, read_s, cat_s
+
+
+def _references(source: Path, data: bytes, times: dict[str, list[float]]) -> None:
+    """One of each reference write next to `source`, each from a synced disk."""
+    folder = source.parent
+    copy, synced, written = folder / "cp", folder / "cp-sync", folder / "write"
+    os.sync()
+    times.setdefault("cp", []).append(_run(["cp", str(source), str(copy)]))
+    os.sync()
+    t = _run(["cp", str(source), str(synced)]) + _run(["sync", str(synced)])
+    times.setdefault("cp_sync", []).append(t)
+    os.sync()
+    times.setdefault("write_fsync", []).append(_write_fsync(written, data))
+    for path in (copy, synced, written):
+        path.unlink()
+
+
+def _state_rounds(
+    engine: Engine, kind: str, size: int, root: Path, source: Path, data: bytes
+) -> dict[str, list[float]] | None:
+    """Checkpoints and restores of one actor whose state is `kind` ("numpy": out of band;
+    "bytes": in the pickle), the references interleaved; None if the engine has none."""
+    proxy = engine.state_actor(size, kind)
+    if proxy is None:
+        return None
+    times: dict[str, list[float]] = {}
+    try:
+        _expect(proxy.check(CHECKPOINT_TIMEOUT_S) == (size, 0xAB, 0xAB), "state differs")
+        for _ in range(CHECKPOINTS):
+            _references(source, data, times)
+            proxy.incr(CHECKPOINT_TIMEOUT_S)  # a call since the last checkpoint
+            os.sync()
+            t0 = time.perf_counter()
+            proxy.checkpoint(CHECKPOINT_TIMEOUT_S)
+            times.setdefault("checkpoint", []).append(time.perf_counter() - t0)
+        for _ in range(RESTORES):
+            restore_s, read_s, cat_s = _restore_once(proxy, engine, size, root)
+            times.setdefault("restore", []).append(restore_s)
+            times.setdefault("read", []).append(read_s)
+            times.setdefault("cat", []).append(cat_s)
+    finally:
+        proxy.close()
+    return times
+
+
+def probe_checkpoint(engine: Engine, sizes: Sizes) -> dict[str, Measured]:
+    size = sizes.checkpoint
+    root = checkpoint_root()
+    refs = Path(tempfile.mkdtemp(prefix="references-", dir=root))  # the same filesystem
+    try:
+        data = b"\xab" * size
+        source = refs / "source"
+        _write_fsync(source, data)
+        by_kind: dict[str, dict[str, list[float]]] = {}
+        for kind in ("numpy", "bytes"):
+            got = _state_rounds(engine, kind, size, root, source, data)
+            if got is None:
+                return _not_applicable("checkpoint", "no actor checkpoints")
+            by_kind[kind] = got
+    finally:
+        shutil.rmtree(refs, ignore_errors=True)
+    numpy, in_band = by_kind["numpy"], by_kind["bytes"]
+    s = {name: statistics.median(values) for name, values in numpy.items()}
+    for name in ("cp", "cp_sync", "write_fsync", "read", "cat"):  # both kinds' references
+        s[name] = statistics.median(numpy[name] + in_band[name])
+    s["checkpoint_bytes"] = statistics.median(in_band["checkpoint"])
+    s["restore_bytes"] = statistics.median(in_band["restore"])
+    detail: dict[str, Any] = {
+        "bytes": size,
+        "filesystem": filesystem_of(root),
+        "median_s": s,
+        "all_s": by_kind,
+    }
+
+    def mbps(name: str) -> Measured:
+        return Measured(size / s[name] / MB, detail)
+
+    def over(a: str, b: str) -> Measured:
+        return Measured(s[b] / s[a], detail)  # a's speed over b's
+
+    return {
+        "checkpoint": mbps("checkpoint"),
+        "checkpoint_bytes": mbps("checkpoint_bytes"),
+        "checkpoint_cp": mbps("cp"),
+        "checkpoint_cp_sync": mbps("cp_sync"),
+        "checkpoint_write_fsync": mbps("write_fsync"),
+        "checkpoint_vs_cp": over("checkpoint", "cp"),
+        "checkpoint_vs_cp_sync": over("checkpoint", "cp_sync"),
+        "restore": mbps("restore"),
+        "restore_bytes": mbps("restore_bytes"),
+        "restore_read": mbps("read"),
+        "restore_cat": mbps("cat"),
+        "restore_vs_read": over("restore", "read"),
+    }
 
 
 def _timed_get(engine: Engine, make: Callable[[], Any]) -> tuple[float, Any]:
@@ -603,6 +962,8 @@ PROBES: dict[str, Probe] = {
     "chain": probe_chain,
     "fanin": probe_fanin,
     "actor": probe_actor,
+    "actor_roundtrip": probe_actor_roundtrip,
+    "checkpoint": probe_checkpoint,
     "big256": probe_big256,
     "big1g": probe_big1g,
     "numpy_arg": probe_numpy_arg,
@@ -684,10 +1045,13 @@ def installed(system: str) -> bool:
     return util.find_spec(ENGINES[system][2]) is not None
 
 
-def child_env() -> dict[str, str]:
+def child_env(checkpoints: Path | None = None) -> dict[str, str]:
+    """The child's environment; `checkpoints`: the directory of its checkpoint store."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no reporting home
+    if checkpoints is not None:
+        env[CHECKPOINT_ENV] = checkpoints.as_uri()
     return env
 
 
@@ -725,13 +1089,15 @@ def child_command(spec: RunSpec, out: Path) -> list[str]:
 
 def run_group(spec: RunSpec) -> list[Result]:
     """One child process: one system, one group, one round."""
+    # Removed here even when the child is killed: what it wrote (checkpoints too) goes.
     with tempfile.TemporaryDirectory(prefix="dista-bench-") as tmp:
         out, log = Path(tmp) / "results.json", Path(tmp) / "log.txt"
+        checkpoints = Path(tmp) / "checkpoints" if spec.group == "checkpoint" else None
         with log.open("wb") as sink:
             proc = subprocess.Popen(
                 child_command(spec, out),
                 cwd=ROOT,
-                env=child_env(),
+                env=child_env(checkpoints),
                 stdin=subprocess.DEVNULL,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
@@ -779,8 +1145,15 @@ def run_all(
                 if system in done_with:
                     results += _fail_all(system, names, done_with[system], "", rnd)
                     continue
+                runnable = tuple(n for n in names if unsupported(system, n) is None)
+                for name in names:
+                    why = unsupported(system, name)
+                    if why is not None:
+                        results.append(Result(system, name, rnd, NOT_APPLICABLE, error=why))
+                if not runnable:
+                    continue
                 t0 = time.perf_counter()
-                got = run_group(RunSpec(system, group, rnd, names, quick, timeout))
+                got = run_group(RunSpec(system, group, rnd, runnable, quick, timeout))
                 results += got
                 log(_progress(rnd, rounds, system, group, got, time.perf_counter() - t0))
                 final = {r.status for r in got} & FINAL_STATUSES

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Create .venv-peers (a virtual environment apart from the project's own) with Dista installed
-# editable (with uvloop, as a user after speed would) plus the peers the side-by-side
-# benchmark compares it with: Ray, Dask distributed, and numpy, psutil and matplotlib for the
-# workloads, memory readings and the chart.
+# editable (with uvloop, as a user after speed would, and the anyio, trio and gevent bindings'
+# libraries, for --systems dista-anyio,dista-trio,dista-gevent) plus the peers the
+# side-by-side benchmark compares it with: Ray, Dask distributed, and numpy, psutil and
+# matplotlib for the workloads, memory readings and the chart.
 #
 #   bash benchmarks/setup_peers.sh            # then: .venv-peers/bin/python -m benchmarks
 #   VENV=/some/where bash benchmarks/setup_peers.sh
@@ -14,7 +15,7 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -e ".[uvloop]" -r benchmarks/requirements-peers.txt
+"$venv/bin/python" -m pip install -e ".[uvloop,anyio,trio,gevent]" -r benchmarks/requirements-peers.txt
 # pip compiles the peers' bytecode as it installs them; an editable install leaves ours to
 # each process start, every time where PYTHONDONTWRITEBYTECODE is set. Compile it too.
 "$venv/bin/python" -m compileall -q dista_proto dista_runtime bindings benchmarks

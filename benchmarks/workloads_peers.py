@@ -61,9 +61,16 @@ class RayActor:
     def incr(self) -> Any:
         return self._handle.incr.remote()
 
+    def get(self, call: Any) -> int:
+        value: int = self._ray.get(call)
+        return value
+
     def collect(self, calls: list[Any]) -> list[int]:
         values: list[int] = self._ray.get(calls)
         return values
+
+    def close(self) -> None:
+        self._ray.kill(self._handle)
 
 
 class RayEngine:
@@ -121,19 +128,31 @@ class RayEngine:
     def actor(self) -> RayActor:
         return RayActor(self._ray)
 
+    def state_actor(self, size: int, kind: str) -> None:
+        return None  # Ray has no actor checkpoints
+
 
 # --------------------------------------------------------------------------- Dask
 
 
 class DaskActor:
     def __init__(self, client: Any) -> None:
-        self._actor = client.submit(Counter, actor=True).result()
+        self._client: Any = client
+        self._future: Any = client.submit(Counter, actor=True)
+        self._actor = self._future.result()
 
     def incr(self) -> Any:
         return self._actor.incr()
 
+    def get(self, call: Any) -> int:
+        value: int = call.result()
+        return value
+
     def collect(self, calls: list[Any]) -> list[int]:
         return [call.result() for call in calls]
+
+    def close(self) -> None:
+        self._client.cancel(self._future)
 
 
 class DaskEngine:
@@ -205,6 +224,9 @@ class DaskEngine:
     def actor(self) -> DaskActor:
         return DaskActor(self._client)
 
+    def state_actor(self, size: int, kind: str) -> None:
+        return None  # Dask's actors have no checkpoints
+
 
 # --------------------------------------------------------------------------- ProcessPoolExecutor
 
@@ -267,4 +289,7 @@ class PoolEngine:
         return [ref.result() for ref in refs]
 
     def actor(self) -> None:
+        return None  # no actors
+
+    def state_actor(self, size: int, kind: str) -> None:
         return None  # no actors
