@@ -643,7 +643,8 @@ def probe_actor_roundtrip(engine: Engine, sizes: Sizes) -> dict[str, Measured]:
     actor_s: list[float] = []
     task_s: list[float] = []
     try:
-        count = proxy.collect([proxy.incr() for _ in range(10)])[-1]  # warm up
+        # warm up; the highest count, as Dask may run the calls in another order
+        count = max(proxy.collect([proxy.incr() for _ in range(10)]))
         for _ in range(10):
             engine.get(engine.noop())
         block = min(ROUNDTRIP_BLOCK, sizes.actor_roundtrip)
