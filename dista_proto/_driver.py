@@ -91,6 +91,9 @@ class Driver:
         self.kept_bytes = 0
         self._asked: dict[int, int] = {}  # our own checkpoint request -> its actor
         self._lossy: set[int] = set()  # actors whose kept calls were cut
+        #: Actors this driver killed or heard are gone: calls to them are not kept (the
+        #: head fails them, and no checkpoint will ever cover them).
+        self._gone: set[int] = set()
 
     @property
     def ready(self) -> bool:
@@ -221,6 +224,8 @@ class Driver:
         oid = oid or self._mint()
         call = ActorCall(oid, method_id, actor_id, argument)
         self._links.send(HEAD_LINK, call)
+        if actor_id in self._gone:
+            return oid
         kept = self._kept.get(actor_id)
         if kept is None:  # an actor another driver made, seen here first
             kept = self._kept[actor_id] = deque()
@@ -240,6 +245,7 @@ class Driver:
     def kill_actor(self, actor_id: int) -> None:
         """Destroy ``actor_id``: calls not yet run fail."""
         self._drop_kept(actor_id)
+        self._gone.add(actor_id)
         self._links.send(HEAD_LINK, ActorKill(actor_id))
 
     def kept(self, actor_id: int) -> int:
@@ -330,6 +336,7 @@ class Driver:
                 return
             if oid in self._kept:
                 self._drop_kept(oid)  # the actor is gone: nothing left to resend
+                self._gone.add(oid)
             self._located.pop(oid, None)
             queue(ObjectFailed(oid, event.message))
         elif isinstance(event, Welcome):

@@ -10,18 +10,24 @@ tasks do.
 Calls are numbered 1, 2, ... in the order they reach the head (so each caller's stay in
 the order it sent them) and sent to the actor's worker at once: the worker runs them one at
 a time, in order, so the head never waits for an answer before sending the next. Every
-``checkpoint_every`` calls, and when a driver asks, a checkpoint frame follows the calls it
-covers; the head keeps every call no written checkpoint covers. When checkpointed says one
-is written, the head drops the calls it covers and tells each of their callers, with
+``checkpoint_every`` calls (one such checkpoint on its way at a time: one falling due
+meanwhile goes when it is answered), and when a driver asks, a checkpoint frame follows the
+calls it covers; the head keeps every call the checkpoint it would restore from does not
+cover. When checkpointed says one is written and no other checkpoint frame is on its way
+(a frame already sent may remove it, see `_on_checkpointed`), it becomes the one the head
+restores from: the head drops the calls it covers and tells each of their callers, with
 covered, the newest of its own calls it includes.
 
 When the worker is lost, the actor starts again on another worker: actor-restore from the
-newest written checkpoint (actor-create without one), then every kept call, in order. A
-call answered before runs again for the actor's state, but its answer is not sent twice: a
-caller gets each answer once. An actor that loses ``max_retries + 1`` workers in a row
-without answering anything in between is given up, as is one whose kept calls were cut.
-The head's kept calls are bounded as drivers' are: past ``actor_keep_bytes`` it asks for a
-checkpoint; if checkpoints fail, it cuts the oldest and the actor can no longer be rebuilt.
+checkpoint the head restores from (actor-create without one), then every kept call, in
+order. A call answered before runs again for the actor's state, but its answer is not sent
+twice: a caller gets each answer once. An actor that loses ``max_retries + 1`` workers in a
+row without answering anything in between is given up, as is one whose kept calls were
+cut. The head's kept calls are bounded as drivers' are: past ``actor_keep_bytes`` it asks
+for a checkpoint; if checkpoints fail, it cuts the oldest and the actor can no longer be
+rebuilt until a checkpoint covers them (one cut while it waits to be rebuilt fails then).
+A call to an actor that is gone is a failed object, and its caller hears once that the
+actor is gone.
 `Head` inherits this; the state it reads is the head's own.
 """
 
@@ -92,13 +98,19 @@ class Actors(Scheduling):
     def _on_actor_call(self, peer: Peer, event: ActorCall) -> None:
         oid = event.object_id
         actor = self._actors.get(event.actor_id)
-        if actor is None or actor.state is _DEAD:
-            why = actor.why if actor is not None else "it is unknown to the head"
-            self._links.send(peer.link, Error(oid, f"actor {event.actor_id:#x} is gone: {why}"))
-            return
         if not self._check_new_ids(peer, oid, 1):
             return
-        self._objects[oid] = TrackedObject(oid, peer.link, None)
+        obj = self._objects[oid] = TrackedObject(oid, peer.link, None)
+        if actor is None or actor.state is _DEAD:
+            why = actor.why if actor is not None else "it is unknown to the head"
+            if actor is not None and peer.link not in actor.callers:
+                # A caller that never heard the actor is gone keeps this call until a
+                # checkpoint covers it, which none will: tell it, as its callers were told.
+                actor.callers.add(peer.link)
+                self._links.send(peer.link, Error(actor.actor_id, why))
+            # A failed object the driver releases as any other (not an error frame).
+            self._fail_object(obj, f"actor {event.actor_id:#x} is gone: {why}")
+            return
         self.pending += 1
         actor.seq += 1
         call = CallRecord(actor.seq, oid, event.task_id, event.argument, peer.link)
@@ -193,6 +205,10 @@ class Actors(Scheduling):
         else:
             send(worker.link, actor.create)
         actor.sent = max(actor.covered, 0)
+        # A checkpoint the lost worker wrote after `covered` may since have been removed by
+        # a newer write of its (unanswered): restore from `covered` and count only on what
+        # this worker writes.
+        actor.written = actor.covered
         self._send_checkpoints_at(actor, actor.sent)
         for call in actor.calls:
             self._send_call(actor, call)
@@ -205,7 +221,9 @@ class Actors(Scheduling):
         actor.sent = call.seq
         if call.seq in actor.pending:
             self._send_checkpoints_at(actor, call.seq)
-        elif actor.every and call.seq - actor.asked_at >= actor.every:
+        elif actor.every and not actor.pending and call.seq - actor.asked_at >= actor.every:
+            # One periodic checkpoint on its way at a time (see `_on_checkpointed`): one
+            # skipped meanwhile is asked for when that one is answered.
             self._ask_checkpoint(actor, None)
 
     # -- checkpoints ---------------------------------------------------------------------
@@ -229,6 +247,16 @@ class Actors(Scheduling):
             self._links.send(actor.worker.link, frame)
 
     def _on_checkpointed(self, worker: Peer, event: Checkpointed) -> None:
+        """A checkpoint frame is answered: the asks on it too, and maybe a new restore point.
+
+        The head restores from `covered`, so that checkpoint must stay on disk: each
+        checkpoint frame names it as the one to keep, and writing one removes the others.
+        A frame sent before an older checkpoint was known to be written names an older one
+        to keep, and removes that one when written. So a written checkpoint becomes the
+        restore point (`covered`, the calls it covers dropped, `Covered` to their callers)
+        only once no other checkpoint frame is on its way: until then the newest one known
+        written waits in `written`, and the head keeps restoring from `covered`.
+        """
         actor = worker.actor
         if actor is None or actor.actor_id != event.object_id or actor.state is _WAITING:
             return
@@ -239,6 +267,12 @@ class Actors(Scheduling):
             if link in self._peers:
                 answer = Result(oid, b"") if failure is None else Error(oid, failure)
                 self._links.send(link, answer)
+        if failure is None:
+            actor.failure = ""
+            actor.checkpoints += 1
+            actor.written = max(actor.written, calls)
+        if not actor.pending and actor.written > actor.covered:
+            self._cover(actor, actor.written)
         if failure is not None:
             if failure != actor.failure and not asks:
                 why = f"a checkpoint of actor {actor.actor_id:#x} failed: {failure}"
@@ -248,13 +282,19 @@ class Actors(Scheduling):
             actor.failure = failure
             if actor.kept_bytes > 2 * self.actor_keep_bytes:
                 self._cut(actor)
-            return
-        actor.failure = ""
-        actor.checkpoints += 1
-        if calls <= actor.covered:
-            return
+        elif actor.every and not actor.pending and actor.seq - actor.asked_at >= actor.every:
+            self._ask_checkpoint(actor, None)  # the periodic one skipped while this was out
+
+    def _cover(self, actor: ActorRecord, calls: int) -> None:
+        """Restore ``actor`` from the checkpoint covering ``calls`` calls from now on."""
         actor.covered = calls
         newest: dict[int, int] = {}
+        for owner, (seq, oid) in list(actor.cut.items()):
+            if seq <= calls:  # its calls cut past the budget are in this checkpoint
+                newest[owner] = oid
+                del actor.cut[owner]
+        if not actor.cut:
+            actor.lossy = False  # every call cut is in a checkpoint: it can be rebuilt again
         kept = actor.calls
         while kept and kept[0].seq <= calls:
             call = kept.popleft()
@@ -277,7 +317,18 @@ class Actors(Scheduling):
             call = kept.popleft()
             actor.kept_bytes -= len(call.argument)
             call.argument = b""
+            # Its caller keeps it until covered says a checkpoint includes it: remember it.
+            actor.cut[call.owner] = (call.seq, call.oid)
         actor.lossy = True
+        if actor.state is _WAITING:
+            # It waits to be rebuilt after losing its worker (with failing checkpoints it
+            # has run before): replaying what is left would build a wrong state.
+            self._end_actor(
+                actor,
+                f"actor {actor.actor_id:#x} lost its worker and cannot be rebuilt: calls "
+                "not covered by a checkpoint were dropped past the budget (set "
+                "DISTA_CHECKPOINT_URI so that checkpoints cover them)",
+            )
 
     # -- answers from the actor's worker -------------------------------------------------
 
@@ -325,8 +376,8 @@ class Actors(Scheduling):
             worker.actor = None
             if self._peers.get(worker.link) is worker:
                 self._links.send(worker.link, ActorKill(actor.actor_id))
-                self._place_waiting()
-                if worker.actor is None:
+                self._place_waiting()  # which may keep this worker for a waiting actor
+                if _actor_of(worker) is None:
                     self._make_idle(worker)
                     self._pump(worker.registry)
                     self._steal_for(worker)
@@ -337,12 +388,16 @@ class Actors(Scheduling):
                 self._fail_object(obj, why)
         actor.by_oid.clear()
         actor.calls.clear()
+        for asks in actor.pending.values():
+            for link, oid in asks:  # a driver's checkpoint ask is answered, whatever happens
+                if link in self._peers:
+                    self._links.send(link, Error(oid, why))
         actor.pending.clear()
         actor.kept_bytes = 0
         for link in actor.callers:
             if link in self._peers:
                 self._links.send(link, Error(actor.actor_id, why))
-        actor.callers.clear()
+        # `callers` stays: the drivers told (`_on_actor_call` tells a later one once).
 
     def _lose_actor_worker(self, worker: Peer, why: str) -> None:
         """The worker hosting (or kept for) an actor is lost: start it elsewhere."""
@@ -363,7 +418,7 @@ class Actors(Scheduling):
                 "not covered by a checkpoint were dropped past the budget (set "
                 "DISTA_CHECKPOINT_URI so that checkpoints cover them)",
             )
-        elif actor.losses > self.max_retries + 1:
+        elif actor.losses >= self.max_retries + 1:  # max_retries + 1 lost, as tasks are
             self._end_actor(
                 actor,
                 f"{name} was lost with {worker.name} ({why}); it lost {actor.losses} "
@@ -408,3 +463,10 @@ class Actors(Scheduling):
             if actor.owner == driver.link and actor.state is not _DEAD:
                 self._end_actor(actor, f"actor {actor.actor_id:#x}: its driver disconnected")
             actor.callers.discard(driver.link)
+
+
+def _actor_of(worker: Peer) -> ActorRecord | None:
+    """``worker.actor`` as declared. mypy keeps ``worker.actor = None`` narrowed to None
+    across a call that sets it again, and mypyc checks that stale type on the read: a
+    compiled head raised TypeError where pure Python went on."""
+    return worker.actor

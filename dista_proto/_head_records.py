@@ -7,9 +7,8 @@ a million queued tasks must stay well under a GiB (see benchmarks/head_core.py).
 from __future__ import annotations
 
 import enum
-from typing import Final
-
 from collections import deque
+from typing import Final
 
 from ._events import ActorCreate, Address, Task, TaskMany
 from ._roles import Role
@@ -227,11 +226,12 @@ class ActorRecord:
         "checkpoints",
         "covered",
         "create",
+        "cut",
         "every",
         "failure",
         "kept_bytes",
-        "lossy",
         "losses",
+        "lossy",
         "owner",
         "pending",
         "registry",
@@ -243,6 +243,7 @@ class ActorRecord:
         "type_id",
         "why",
         "worker",
+        "written",
     )
 
     def __init__(self, create: ActorCreate, owner: int, registry: int, now: int) -> None:
@@ -262,12 +263,18 @@ class ActorRecord:
         self.seq = 0  # calls received
         self.sent = 0  # calls sent to its current worker
         self.asked_at = 0  # the calls the newest checkpoint request covers
-        self.covered = -1  # the calls the newest written checkpoint covers (-1: none)
+        self.covered = -1  # the calls the checkpoint it restores from covers (-1: none)
+        #: The calls the newest checkpoint known written covers: it becomes `covered` once
+        #: no other checkpoint frame is on its way (`Actors._on_checkpointed`).
+        self.written = -1
         self.pending: dict[int, list[tuple[int, int]]] = {}  # calls -> drivers' asks
         self.checkpoints = 0  # written
         self.failure = ""  # why the last checkpoint failed ("" if it did not)
         self.kept_bytes = 0
         self.lossy = False  # calls were cut past the budget: no exact rebuild
+        #: Per caller link, (number, ID) of its newest call cut past the budget and not
+        #: covered yet: it still hears covered once a checkpoint includes it.
+        self.cut: dict[int, tuple[int, int]] = {}
         self.restarts = 0
         self.losses = 0  # workers lost in a row without an answer in between
         self.callers: set[int] = {owner}  # links that sent it calls
