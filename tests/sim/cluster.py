@@ -12,6 +12,7 @@ import hashlib
 import random
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import dista_proto as dp
@@ -19,6 +20,14 @@ import dista_proto as dp
 PART = 1000  # small parts so that large objects cross in many pieces
 THRESHOLD = 256  # small inline threshold so that stored results are common
 TASK_ID = 7
+
+
+_ACTOR_WORK = (dp.StartActor, dp.CallActor, dp.CheckpointActor, dp.StopActor)
+_ANSWER_KINDS: dict[type, str] = {
+    dp.ObjectValue: "value",
+    dp.ObjectFailed: "failed",
+    dp.ObjectLocated: "located",
+}
 
 
 def compute(argument: bytes | None, inputs: tuple[bytes, ...], gather: bool) -> bytes:
@@ -68,6 +77,10 @@ class SimWorker:
         self.running: list[dp.RunTask] = []
         self.blocked: set[int] = set()  # running tasks blocked reading others (slot lent)
         self.alive = True
+        # Actors (tests/sim/actors.py): actor decisions not yet run, in order, and the
+        # actor this worker's process hosts (its in-memory state; a crash loses it).
+        self.actor_work: deque[dp.Decision] = deque()
+        self.hosted: object = None
 
 
 class SimDriver:
@@ -83,6 +96,9 @@ class SimDriver:
         self.cancelled: set[int] = set()
         self.stats: list[dp.HeadStats] = []
         self.timeline: list[dp.TimelineRecord] = []
+        # Every answer per object, in order ("value", "located", "failed"): duplicates show.
+        self.answers: dict[int, list[str]] = {}
+        self.warnings: list[dp.ActorWarning] = []
 
 
 class SimObserver:
@@ -134,6 +150,8 @@ class Sim:
         self.runs: dict[int, int] = {}  # first result ID -> times a worker ran it to the end
         self.never_run: set[int] = set()  # cancelled before they started: must never run
         self.seed = seed
+        # Runs one piece of a worker's `actor_work` (tests/sim/actors.py installs it).
+        self.actor_runner: Callable[[SimWorker], None] | None = None
         self.registry = 0xD15A
         self.now = 1_000
         self.head = dp.Head(
@@ -203,6 +221,10 @@ class Sim:
             self._cancel_task(machine, decision)
         elif isinstance(decision, dp.Exit):
             pass
+        elif isinstance(decision, _ACTOR_WORK):
+            machine = self._machine(core)
+            assert isinstance(machine, SimWorker)
+            machine.actor_work.append(decision)
         else:
             machine = self._machine(core)
             assert isinstance(machine, SimDriver)
@@ -247,6 +269,10 @@ class Sim:
             pipe.closed = True  # delivered bytes still flow, then the peer is told
 
     def _driver_decision(self, d: SimDriver, decision: dp.Decision) -> None:
+        answer = (dp.ObjectValue, dp.ObjectFailed, dp.ObjectLocated)
+        if isinstance(decision, answer) and decision.object_id:
+            kind = _ANSWER_KINDS[type(decision)]
+            d.answers.setdefault(decision.object_id, []).append(kind)
         if isinstance(decision, dp.ObjectValue):
             d.got[decision.object_id] = bytes(decision.value)
         elif isinstance(decision, dp.ObjectFailed):
@@ -260,6 +286,8 @@ class Sim:
             d.stats.append(decision.counts)
         elif isinstance(decision, dp.TimelineReceived):
             d.timeline.extend(decision.records)
+        elif isinstance(decision, dp.ActorWarning):
+            d.warnings.append(decision)
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -315,17 +343,24 @@ class Sim:
         w.alive = False
         w.running.clear()
         w.blocked.clear()
+        w.actor_work.clear()
+        w.hosted = None
         self.crash_machine(w.core)
 
     def step(self) -> bool:
         """Move one thing; False when nothing can move."""
         self.now += 1
         busy = [p for p in self.pipes if p.chunks or p.closed]
-        runnable = [w for w in self.workers if w.alive and w.running]
+        runnable = [w for w in self.workers if w.alive and (w.running or w.actor_work)]
         if not busy and not runnable:
             return False
         if runnable and (not busy or self.rng.random() < 0.2):
-            self.finish_task(self.rng.choice(runnable))
+            w = self.rng.choice(runnable)
+            if w.actor_work and (not w.running or self.rng.random() < 0.5):
+                assert self.actor_runner is not None, "actor work needs tests/sim/actors.py"
+                self.actor_runner(w)
+            else:
+                self.finish_task(w)
         else:
             self.deliver(self.rng.choice(busy))
         return True
@@ -335,6 +370,16 @@ class Sim:
             if not self.step():
                 return
         raise AssertionError(f"seed {self.seed}: the cluster did not settle in {limit} steps")
+
+    def add_worker(self) -> SimWorker:
+        """A new worker joins (as a supervisor replaces a crashed one): a new address."""
+        w = SimWorker(self, len(self.workers))
+        self.workers.append(w)
+        self.by_address[w.address] = w
+        self._connect_to_head(w.core)
+        w.core.start(self.now)
+        self._run_decisions(w.core)
+        return w
 
     def disconnect(self, d: SimDriver) -> None:
         """A driver process dies: its connection to the head breaks."""

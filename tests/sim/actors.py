@@ -1,0 +1,262 @@
+"""The simulation's actors: what a binding does with the worker's actor decisions.
+
+The sim actor's state is a u64, the sum of its calls' values mod 2**64, plus, per caller
+(driver number), the newest call ID it ran: a call from a caller must come after that
+caller's previous one ("calls run in the order the driver sent them"). A call's argument is
+a u64; `ADD` adds it and answers the new state (8 bytes, stretched past the sim's inline
+threshold for one value in four so that call results are stored on workers too); `RAISE`
+answers an error and leaves the state alone.
+
+`SimActors.disk` is the checkpoint store: `CheckpointActor` writes (state, per-caller
+newest) under (actor, calls) and removes that actor's other checkpoints except ``keep``;
+a `StartActor` that restores must find exactly the checkpoint it names. Each piece of actor
+work runs when the sim's `step` picks it (one at a time, in order, per worker), and every
+rule the cores owe a binding is asserted as it runs: a checkpoint covers exactly the calls
+run before it, the call at position N of an actor is always the same call, a call run again
+(replayed after a restore) answers exactly as it did the first time.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import dista_proto as dp
+from dista_proto._head_records import ActorState
+
+from .cluster import THRESHOLD, Sim, SimWorker
+
+ACTOR_TYPE = 0xAC7
+ADD = 1
+RAISE = 2
+#: A constructor argument that makes the constructor raise.
+FAIL_CREATE = b"fail-create"
+RAISED = "ValueError: the sim actor raised"
+MASK = (1 << 64) - 1
+STRETCH = THRESHOLD // 8 + 8  # copies of the 8-byte state in a stretched (stored) result
+
+
+def u64(value: int) -> bytes:
+    return struct.pack("<Q", value & MASK)
+
+
+def from_u64(data: bytes) -> int:
+    value: int = struct.unpack("<Q", bytes(data[:8]))[0]
+    return value
+
+
+def result_of(state: int, value: int) -> bytes:
+    """A call's answer: the new state, stretched past the inline threshold for some values."""
+    data = u64(state)
+    return data * STRETCH if value % 4 == 0 else data
+
+
+def answer_count(kinds: list[str] | None) -> int:
+    """How many times the head answered an object, from a driver's decisions for it.
+
+    After located, a value is the driver's own fetch (one per location), and a failure is
+    a fetch that failed or the holder lost later (as for tasks' objects): not answers.
+    An inline value or a failure is final: anything after it is an answer again.
+    """
+    if not kinds:
+        return 0
+    if kinds[0] == "located":
+        located = kinds.count("located")
+        return located + max(0, kinds.count("value") - located)
+    return len(kinds)
+
+
+@dataclass
+class Snapshot:
+    """An actor's state as one checkpoint holds it."""
+
+    total: int
+    count: int  # calls run
+    last: dict[int, int]  # caller (driver number) -> its newest call ID run
+
+
+@dataclass
+class Instance:
+    """A live sim actor in a worker's process."""
+
+    actor_id: int
+    total: int
+    count: int = 0
+    last: dict[int, int] = field(default_factory=dict)
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self.total, self.count, dict(self.last))
+
+
+class SimActors:
+    """The binding's side of actors for every worker of ``sim``, and the checkpoint store.
+
+    ``failure_rate`` is the chance that a checkpoint write fails; ``failing``, when set,
+    makes every write fail with that message (rule tests); ``restore_failure`` likewise
+    makes restores fail.
+    """
+
+    def __init__(self, sim: Sim, failure_rate: float = 0.0) -> None:
+        self.sim = sim
+        sim.actor_runner = self.run
+        self.failure_rate = failure_rate
+        self.failing: str | None = None
+        self.restore_failure: str | None = None
+        self.disk: dict[int, dict[int, Snapshot]] = {}  # actor -> calls covered -> state
+        self.written: set[tuple[int, int]] = set()  # every (actor, calls) ever written
+        self.order: dict[int, dict[int, int]] = {}  # actor -> position (from 1) -> call ID
+        self.outcomes: dict[int, bytes | None] = {}  # call ID -> first answer (None: raised)
+        self.runs: dict[int, int] = {}  # call ID -> times run
+        self.starts: list[tuple[int, int | None]] = []  # (actor, covers) per StartActor run
+        self.checkpoints: list[tuple[int, int, str | None]] = []  # (actor, calls, failure)
+        self.stopped: list[int] = []
+        self.strays = 0  # calls and checkpoints for an actor not built on their worker
+
+    def where(self) -> str:
+        return f"seed {self.sim.seed}"
+
+    def host(self, actor_id: int) -> SimWorker | None:
+        """The live worker whose process hosts ``actor_id``, if any (at most one may)."""
+        hosts = [
+            w
+            for w in self.sim.workers
+            if w.alive and isinstance(w.hosted, Instance) and w.hosted.actor_id == actor_id
+        ]
+        assert len(hosts) <= 1, f"{self.where()}: actor {actor_id:#x} lives on {len(hosts)}"
+        return hosts[0] if hosts else None
+
+    def run(self, w: SimWorker) -> None:
+        """Run ``w``'s next piece of actor work and report it to its worker core."""
+        work = w.actor_work.popleft()
+        if isinstance(work, dp.StartActor):
+            self._start(w, work)
+        elif isinstance(work, dp.CallActor):
+            self._call(w, work)
+        elif isinstance(work, dp.CheckpointActor):
+            self._checkpoint(w, work)
+        else:
+            assert isinstance(work, dp.StopActor)
+            self._stop(w, work)
+        self.sim._run_decisions(w.core)
+
+    def run_all(self, w: SimWorker) -> None:
+        """Run every piece of ``w``'s actor work (rule tests)."""
+        while w.actor_work:
+            self.run(w)
+
+    def _start(self, w: SimWorker, work: dp.StartActor) -> None:
+        actor = work.actor_id
+        assert w.hosted is None, (
+            f"{self.where()}: {w.address} builds actor {actor:#x} while hosting {w.hosted}"
+        )
+        self.starts.append((actor, work.covers))
+        if work.covers is None:
+            assert work.argument is not None
+            if bytes(work.argument) == FAIL_CREATE:
+                w.core.actor_started(actor, "ValueError: the sim constructor raised")
+                return
+            w.hosted = Instance(actor, from_u64(bytes(work.argument)))
+        else:
+            if self.restore_failure is not None:
+                w.core.actor_started(actor, self.restore_failure)
+                return
+            kept = self.disk.get(actor, {})
+            snapshot = kept.get(work.covers)
+            assert snapshot is not None, (
+                f"{self.where()}: actor {actor:#x} restored from the checkpoint covering "
+                f"{work.covers} calls, which "
+                + ("was deleted" if (actor, work.covers) in self.written else "was never written")
+                + f" (on disk: {sorted(kept)})"
+            )
+            assert snapshot.count == work.covers
+            w.hosted = Instance(actor, snapshot.total, snapshot.count, dict(snapshot.last))
+        w.core.actor_started(actor, None)
+
+    def _call(self, w: SimWorker, work: dp.CallActor) -> None:
+        sim = self.sim
+        oid = work.object_id
+        inst = w.hosted
+        started = sim.now
+        if not isinstance(inst, Instance) or inst.actor_id != work.actor_id:
+            # Its constructor failed (the call came before the head knew): not run.
+            self.strays += 1
+            w.core.task_failed(
+                oid, f"actor {work.actor_id:#x} is not built here", started, started
+            )
+            return
+        caller = oid >> dp.ID_BITS
+        last = inst.last.get(caller, 0)
+        assert oid > last, (
+            f"{self.where()}: actor {inst.actor_id:#x} ran call {oid:#x} of driver {caller} "
+            f"after its call {last:#x}: out of the order it sent them (or twice)"
+        )
+        inst.last[caller] = oid
+        inst.count += 1
+        at = self.order.setdefault(inst.actor_id, {}).setdefault(inst.count, oid)
+        assert at == oid, (
+            f"{self.where()}: actor {inst.actor_id:#x}'s call {inst.count} was {at:#x}, "
+            f"and is {oid:#x} now"
+        )
+        value = from_u64(bytes(work.argument))
+        outcome: bytes | None
+        if work.method_id == RAISE:
+            outcome = None
+        else:
+            inst.total = (inst.total + value) & MASK
+            outcome = result_of(inst.total, value)
+        first = self.outcomes.setdefault(oid, outcome)
+        assert first == outcome, (
+            f"{self.where()}: call {oid:#x} answered differently when run again"
+        )
+        self.runs[oid] = self.runs.get(oid, 0) + 1
+        sim.now += sim.rng.randrange(1, 100)
+        if outcome is None:
+            w.core.task_failed(oid, RAISED, started, sim.now)
+        else:
+            w.core.task_done(oid, [outcome], started, sim.now)
+
+    def _checkpoint(self, w: SimWorker, work: dp.CheckpointActor) -> None:
+        actor = work.actor_id
+        inst = w.hosted
+        if not isinstance(inst, Instance) or inst.actor_id != actor:
+            self.strays += 1
+            w.core.checkpointed(actor, work.calls, f"actor {actor:#x} is not built here")
+            return
+        assert inst.count == work.calls, (
+            f"{self.where()}: the checkpoint of actor {actor:#x} said to cover {work.calls} "
+            f"calls comes after {inst.count} calls ran"
+        )
+        failure = self.failing
+        if failure is None and self.failure_rate and self.sim.rng.random() < self.failure_rate:
+            failure = "OSError: the sim's disk is full"
+        self.checkpoints.append((actor, work.calls, failure))
+        if failure is None:
+            kept = self.disk.setdefault(actor, {})
+            kept[work.calls] = inst.snapshot()
+            self.written.add((actor, work.calls))
+            for calls in list(kept):
+                if calls != work.calls and calls != work.keep:
+                    del kept[calls]
+        w.core.checkpointed(actor, work.calls, failure)
+
+    def _stop(self, w: SimWorker, work: dp.StopActor) -> None:
+        inst = w.hosted
+        if isinstance(inst, Instance) and inst.actor_id == work.actor_id:
+            w.hosted = None
+        self.stopped.append(work.actor_id)
+        if work.forget:
+            self.disk.pop(work.actor_id, None)
+
+    # -- invariants ----------------------------------------------------------------------
+
+    def check_restore_points(self) -> None:
+        """The checkpoint each live actor would restore from now is on disk: the head must
+        never count on one a later write removed."""
+        for actor in self.sim.head.actors():
+            if actor.state is ActorState.DEAD or actor.covered < 0:
+                continue
+            kept = self.disk.get(actor.actor_id, {})
+            assert actor.covered in kept, (
+                f"{self.where()}: the head would restore actor {actor.actor_id:#x} from the "
+                f"checkpoint covering {actor.covered} calls, but the disk has {sorted(kept)}"
+            )
