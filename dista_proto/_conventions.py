@@ -25,6 +25,7 @@ __all__ = [
     "HEAD_LINK",
     "ID_BITS",
     "ID_MASK",
+    "KILL_AFTER_CALLS",
     "MIN_FETCH_PART",
     "NUMBER_SPACE",
     "SPAN_BLOCKED",
@@ -90,6 +91,10 @@ FREE_WITHDRAW: Final = 1
 #: Error mark, head to driver: the object the error names (an actor) lives on; the message
 #: is a warning about it (a checkpoint could not be written), not its failure.
 ERROR_WARNING: Final = 1
+
+#: Actor-kill mark, driver to head: destroy the actor once the calls already made to it
+#: have run (its last handle went away: Ray's graceful end), not at once.
+KILL_AFTER_CALLS: Final = 1
 
 #: Cancel mark, driver to head: also end the worker process running the task.
 CANCEL_FORCE: Final = 1

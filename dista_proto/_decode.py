@@ -269,7 +269,9 @@ def _d_task_inputs(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return TaskInputs(oid, tid, tuple(inputs), bool(flags & F.GATHER), value, results)
 
 
-def _d_marked(cls: type[Free | Cancel]) -> Callable[[int, int, Bytes, bool], Event]:
+def _d_marked(
+    cls: type[Free | Cancel | ActorKill],
+) -> Callable[[int, int, Bytes, bool], Event]:
     def decode(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
         _exact(cls.kind, p, 0)
         return cls(oid, tid)  # the task-ID field carries Dista's extension mark
@@ -278,7 +280,7 @@ def _d_marked(cls: type[Free | Cancel]) -> Callable[[int, int, Bytes, bool], Eve
 
 
 def _d_id_only(
-    cls: type[Release | Claim | ActorKill],
+    cls: type[Release | Claim],
 ) -> Callable[[int, int, Bytes, bool], Event]:
     def decode(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
         _exact(cls.kind, p, 0)
@@ -458,7 +460,7 @@ DECODERS: Final[dict[int, _Decoder]] = {
     F.KIND_TIMELINE: _d_timeline,
     F.KIND_ACTOR_CREATE: _d_actor_create,
     F.KIND_ACTOR_CALL: _d_actor_call,
-    F.KIND_ACTOR_KILL: _d_id_only(ActorKill),
+    F.KIND_ACTOR_KILL: _d_marked(ActorKill),
     F.KIND_CHECKPOINT: _d_checkpoint,
     F.KIND_CHECKPOINTED: _d_checkpointed,
     F.KIND_ACTOR_RESTORE: _d_actor_restore,

@@ -17,7 +17,14 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from . import frame as F
-from ._conventions import CANCEL_FORCE, ERROR_WARNING, HEAD_LINK, ID_BITS, ID_MASK
+from ._conventions import (
+    CANCEL_FORCE,
+    ERROR_WARNING,
+    HEAD_LINK,
+    ID_BITS,
+    ID_MASK,
+    KILL_AFTER_CALLS,
+)
 from ._decisions import (
     ActorWarning,
     Decision,
@@ -242,11 +249,13 @@ class Driver:
         self._links.send(HEAD_LINK, Checkpoint(oid, 0, actor_id))
         return oid
 
-    def kill_actor(self, actor_id: int) -> None:
-        """Destroy ``actor_id``: calls not yet run fail."""
+    def kill_actor(self, actor_id: int, after_calls: bool = False) -> None:
+        """Destroy ``actor_id``: calls not yet run fail; with ``after_calls`` (its last
+        handle went) the calls already made run first (`KILL_AFTER_CALLS`)."""
         self._drop_kept(actor_id)
         self._gone.add(actor_id)
-        self._links.send(HEAD_LINK, ActorKill(actor_id))
+        mark = KILL_AFTER_CALLS if after_calls else 0
+        self._links.send(HEAD_LINK, ActorKill(actor_id, mark))
 
     def kept(self, actor_id: int) -> int:
         """How many calls to ``actor_id`` this driver keeps (not yet covered)."""

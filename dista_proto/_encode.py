@@ -188,11 +188,11 @@ def _e_task_inputs(e: TaskInputs, from_head: bool) -> Encoded:
     return k, e.object_id, e.task_id, bytes(out), value
 
 
-def _e_id_only(e: Release | Claim | ActorKill, from_head: bool) -> Encoded:
+def _e_id_only(e: Release | Claim, from_head: bool) -> Encoded:
     return e.kind, e.object_id, 0, _EMPTY, None
 
 
-def _e_marked(e: Free | Cancel, from_head: bool) -> Encoded:
+def _e_marked(e: Free | Cancel | ActorKill, from_head: bool) -> Encoded:
     # The extension mark rides in the task-ID field, which the page leaves at 0 for these.
     return e.kind, e.object_id, _mark(e.kind, e.mark), _EMPTY, None
 
@@ -358,7 +358,7 @@ ENCODERS: Final[dict[type[Any], Callable[[Any, bool], Encoded]]] = {
     Timeline: _e_timeline,
     ActorCreate: _e_actor_create,
     ActorCall: _e_actor_call,
-    ActorKill: _e_id_only,
+    ActorKill: _e_marked,
     Checkpoint: _e_checkpoint,
     Checkpointed: _e_checkpointed,
     ActorRestore: _e_actor_restore,

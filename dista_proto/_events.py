@@ -336,6 +336,8 @@ class ActorKill(_EventBase):
 
     kind: ClassVar[int] = F.KIND_ACTOR_KILL
     object_id: int
+    #: In the task-ID field: `KILL_AFTER_CALLS` lets the calls already made run first.
+    mark: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
-from ._conventions import ERROR_WARNING, ID_BITS, TASK_ID_MASK
+from ._conventions import ERROR_WARNING, ID_BITS, KILL_AFTER_CALLS, TASK_ID_MASK
 from ._events import (
     ActorCall,
     ActorCreate,
@@ -125,7 +125,16 @@ class Actors(Scheduling):
 
     def _on_actor_kill(self, peer: Peer, event: ActorKill) -> None:
         actor = self._actors.get(event.object_id)
-        if actor is not None and actor.state is not _DEAD:
+        if actor is None or actor.state is _DEAD:
+            return
+        if event.mark == KILL_AFTER_CALLS:
+            # Its last handle went: the calls already made run first, as in Ray.
+            why = f"actor {actor.actor_id:#x} ended: {peer.name} dropped its last handle"
+            if actor.by_oid:
+                actor.ending = why
+                return
+            self._end_actor(actor, why)
+        else:
             self._end_actor(actor, f"actor {actor.actor_id:#x} was killed by {peer.name}")
 
     def _on_checkpoint_ask(self, peer: Peer, event: Checkpoint) -> None:
@@ -350,8 +359,10 @@ class Actors(Scheduling):
             # Answered before (a call run again after a restore), or released meanwhile.
             if isinstance(answer, Stored):
                 self._links.send(worker.link, Free(oid))
-            return
-        self._set_answer(worker, obj, answer, error)
+        else:
+            self._set_answer(worker, obj, answer, error)
+        if actor.ending and not actor.by_oid and actor.state is not _DEAD:
+            self._end_actor(actor, actor.ending)
 
     def _actor_started(self, actor: ActorRecord, error: str | None) -> None:
         if error is not None:

@@ -227,6 +227,7 @@ class ActorRecord:
         "covered",
         "create",
         "cut",
+        "ending",
         "every",
         "failure",
         "kept_bytes",
@@ -255,6 +256,8 @@ class ActorRecord:
         self.registry = registry
         self.state = ActorState.WAITING
         self.why = ""
+        #: Why it ends once its calls are answered (a kill with `KILL_AFTER_CALLS`), or "".
+        self.ending = ""
         self.since = now  # waiting since
         self.worker: Peer | None = None
         self.announced = False  # the owner got its created answer

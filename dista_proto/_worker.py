@@ -51,9 +51,9 @@ from ._events import (
     TaskMany,
 )
 from ._fetcher import Fetcher
-from ._worker_actors import ActorHosting
 from ._links import Links
 from ._roles import Role
+from ._worker_actors import ActorHosting
 from .frame import Bytes
 
 __all__ = ["DEFAULT_INLINE_THRESHOLD", "Worker"]

@@ -59,6 +59,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+#: A handle to a subclass's actor is a handle to its base class's.
+T_co = TypeVar("T_co", covariant=True)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -210,7 +212,7 @@ class ActorMethod(Generic[P, R]):
         return f"<dista actor method {self._handle._type_name}.{self._name}>"
 
 
-class ActorHandle(Generic[T]):
+class ActorHandle(Generic[T_co]):
     """A handle to an actor of type ``T``: ``handle.method.remote(...)``, `checkpoint`,
     `kill`. It pickles, so tasks and other actors can call the actor too."""
 
@@ -297,7 +299,7 @@ class ActorHandle(Generic[T]):
                 except Exception:
                     pass  # interpreter shutdown: the head ends its actors when we leave
 
-    def __await__(self) -> Generator[Any, None, ActorHandle[T]]:
+    def __await__(self) -> Generator[Any, None, ActorHandle[T_co]]:
         """``await handle``: once the actor exists (raises the constructor's error)."""
         yield from self._bound().await_actor(self.actor_id).__await__()
         return self

@@ -60,6 +60,7 @@ _CREATE: Final = 0
 _CALL: Final = 1
 _CHECKPOINT: Final = 2
 _KILL: Final = 3
+_KILL_AFTER_CALLS: Final = 4
 
 
 class _Held:
@@ -151,11 +152,12 @@ class ActorSession:
             self._kill_locked(actor)
         self.io.schedule_flush()
 
-    def _kill_locked(self, actor: int) -> None:
+    def _kill_locked(self, actor: int, after_calls: bool = False) -> None:
         if actor in self._held:
-            self._held[actor].append(_Held(_KILL, actor, 0, b""))
+            kind = _KILL_AFTER_CALLS if after_calls else _KILL
+            self._held[actor].append(_Held(kind, actor, 0, b""))
         else:
-            self.core.kill_actor(actor)
+            self.core.kill_actor(actor, after_calls)
 
     def hold_actor(self, actor: int) -> None:
         """A handle of ours to ``actor`` was made (the driver that created it)."""
@@ -278,7 +280,7 @@ class ActorSession:
             elif held.kind == _CHECKPOINT:
                 core.checkpoint_actor(actor, held.oid)
             else:
-                core.kill_actor(actor)
+                core.kill_actor(actor, held.kind == _KILL_AFTER_CALLS)
         del self._held[actor]
 
     def _values_of(
@@ -340,7 +342,8 @@ class ActorSession:
             self._holds.pop(actor, None)
             self._slots.pop(actor, None)
             if not self.closed:
-                self._kill_locked(actor)
+                # As Ray ends an actor whose handles are gone: after the calls made to it.
+                self._kill_locked(actor, after_calls=True)
 
     def _actor_decision(self, decision: dp.ActorWarning) -> None:
         self._warnings[decision.actor_id] = decision.message

@@ -242,3 +242,13 @@ def test_an_actor_made_for_a_call_lives_while_its_result_is_wanted(
     assert ref.get(timeout=20) == 7
     del ref
     gc.collect()
+
+
+def test_dropping_the_handle_lets_the_calls_already_made_run(cluster: dista.Cluster) -> None:
+    # As in Ray: an actor whose handles are gone ends after the calls made to it.
+    assert ac.Counter.remote(5).add.remote(1).get(timeout=20) == 6
+    counter = ac.Counter.remote()
+    refs = [counter.add.remote(1, 0.01) for _ in range(20)]
+    del counter
+    gc.collect()
+    assert dista.get(refs, timeout=20) == list(range(1, 21))

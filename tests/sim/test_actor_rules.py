@@ -278,6 +278,28 @@ def test_kill_fails_the_unanswered_calls_and_frees_the_worker_for_tasks() -> Non
     assert sim.head.stats() == dp.HeadStats(0, 0, 0, 0, 1)
 
 
+def test_a_kill_after_calls_lets_the_calls_already_made_run_first() -> None:
+    # The runtime's kill when the creator's last handle goes (`KILL_AFTER_CALLS`).
+    sim, actors = _cluster(seed=16, workers=1)
+    d = sim.drivers[0]
+    actor = _create(sim, d)
+    calls = [_call(sim, d, actor, v) for v in (1, 2, 3)]
+    d.core.kill_actor(actor, after_calls=True)
+    sim.driver_call(d)
+    deliver_all(sim)
+    assert _record(sim, actor).state is not ActorState.DEAD  # its calls are still to run
+    sim.settle()
+    assert [d.got[c] for c in calls] == [result_of(s, v) for s, v in ((1, 1), (3, 2), (6, 3))]
+    assert _record(sim, actor).state is ActorState.DEAD and actor in actors.stopped
+    assert "dropped its last handle" in d.failed[actor]
+    task = d.core.submit(TASK_ID, arg(16))  # its worker runs tasks again
+    sim.driver_call(d)
+    sim.settle()
+    assert d.got[task] == compute(arg(16), (), False)
+    _release_all(sim, d, *calls, task)
+    assert sim.head.stats() == dp.HeadStats(0, 0, 0, 0, 1)
+
+
 def test_a_driver_that_disconnects_takes_its_actors_along() -> None:
     sim, _ = _cluster(seed=7, workers=1, drivers=2)
     owner, other = sim.drivers
