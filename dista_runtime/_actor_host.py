@@ -16,6 +16,7 @@ also records, per caller, the newest of its calls it includes: the object ID of 
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import deque
@@ -51,8 +52,8 @@ class ActorHost:
         self.core = core
         self._loop = loop
         self._act = act
-        self._work: deque[_Work] = deque()
-        self._ready = threading.Condition()
+        # A C-level queue: handing a call to the actor's thread is one lock release.
+        self._work: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._reports: deque[Callable[[], None]] = deque()
         self._report_scheduled = False
@@ -68,9 +69,7 @@ class ActorHost:
 
     def handle(self, work: _Work) -> None:
         """Queue ``work`` behind the rest (on the loop)."""
-        with self._ready:
-            self._work.append(work)
-            self._ready.notify()
+        self._work.put(work)
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="dista-actor", daemon=True)
             self._thread.start()
@@ -96,10 +95,7 @@ class ActorHost:
 
     def _serve(self) -> None:
         while True:
-            with self._ready:
-                while not self._work:
-                    self._ready.wait()
-                work = self._work.popleft()
+            work = self._work.get()
             if isinstance(work, dp.CallActor):
                 self._call(work)
             elif isinstance(work, dp.StartActor):
@@ -201,6 +197,8 @@ class ActorHost:
 
     def _checkpoint(self, work: dp.CheckpointActor) -> None:
         failure: str | None = None
+        written = ""
+        store = None
         try:
             store = self._open_store()
             if store is None:
@@ -209,10 +207,16 @@ class ActorHost:
                 failure = f"actor {work.actor_id:#x} is not running on this worker"
             else:
                 parts = encode_parts(self._instance, "the actor's state")
-                store.write(work.actor_id, 0, work.calls, dict(self._covers), parts, work.keep)
+                covers = dict(self._covers)
+                written = store.write(work.actor_id, 0, work.calls, covers, parts, prune=False)
         except Exception as e:  # unpicklable state, a full disk: the actor goes on
             failure = str(e) if isinstance(e, (CheckpointError, TypeError)) else repr(e)
         self._report(lambda: self.core.checkpointed(work.actor_id, work.calls, failure))
+        if store is not None and written:
+            try:  # after the answer: removing the older ones is nobody's wait
+                store.prune(work.actor_id, written, work.keep)
+            except Exception:
+                pass  # left for the next write to remove
 
     def _stop(self, work: dp.StopActor) -> None:
         self._instance = None

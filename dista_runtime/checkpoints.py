@@ -3,10 +3,13 @@
 (``s3://bucket/prefix``, ``memory://x``).
 
 A checkpoint is one object under ``ROOT/<actor>/``, named for how many calls it covers and
-its own ID (``<calls>-<checkpoint>.ckpt``): a header (magic, version, lengths, a CRC-32 of
-the rest), the record of which of each caller's calls it covers, then the actor's state
-as the buffers the caller gives (pickle protocol 5's out-of-band buffers, written as they
-lie: a 100 MiB state is not copied on its way to the disk).
+its own ID (``<calls>-<checkpoint>.ckpt``): a header (magic, version, lengths), the record
+of which of each caller's calls it covers, the actor's state as the buffers the caller
+gives (pickle protocol 5's out-of-band buffers, written as they lie: a 100 MiB state is
+not copied on its way to the disk), then a CRC-32 of record and state, computed piece by
+piece as the pieces are written (each is still in the cache when it is written).
+A local checkpoint is read by mapping the file copy-on-write: no read into fresh memory,
+and a restored NumPy array is writable.
 
 Writes are atomic: the bytes go to a temporary name in the same directory and are renamed
 into place (a filesystem's rename; fsspec's ``mv``, which object stores carry out as one
@@ -20,11 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
 import struct
 import uuid
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import urlparse
@@ -36,9 +40,13 @@ __all__ = ["ENV", "Checkpoint", "CheckpointError", "CheckpointStore", "open_stor
 #: The environment variable naming the store.
 ENV: Final = "DISTA_CHECKPOINT_URI"
 _MAGIC: Final = b"DSTACKPT"
-_VERSION: Final = 1
-#: magic, version, record length, state length, CRC-32 of record and state.
-_HEADER: Final = struct.Struct("<8sHQQI")
+_VERSION: Final = 2
+#: magic, version, record length, state length.
+_HEADER: Final = struct.Struct("<8sHQQ")
+#: The CRC-32 of record and state, after them.
+_TRAILER: Final = struct.Struct("<I")
+#: Pieces the CRC is computed over just before each is written.
+_PIECE: Final = 4 << 20
 _SUFFIX: Final = ".ckpt"
 _TEMP: Final = ".tmp-"
 
@@ -65,9 +73,9 @@ class Checkpoint:
 class _Files(Protocol):
     """What the store needs of a filesystem (the local one, or an fsspec one)."""
 
-    def write(self, path: str, buffers: Sequence[Any]) -> None: ...
+    def write(self, path: str, buffers: Iterable[Any]) -> None: ...
 
-    def read(self, path: str) -> bytes: ...
+    def read(self, path: str) -> Any: ...
 
     def listdir(self, path: str) -> list[str]: ...
 
@@ -79,16 +87,20 @@ class _Files(Protocol):
 
 
 class _Local:
-    def write(self, path: str, buffers: Sequence[Any]) -> None:
+    def write(self, path: str, buffers: Iterable[Any]) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
             f.writelines(buffers)
             f.flush()
             os.fsync(f.fileno())  # on the disk before the rename makes it the newest
 
-    def read(self, path: str) -> bytes:
+    def read(self, path: str) -> Any:
         with open(path, "rb") as f:
-            return f.read()
+            size = os.fstat(f.fileno()).st_size
+            if not size:
+                return b""
+            # Copy-on-write: pages come in as the restore touches them, and stay writable.
+            return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
 
     def listdir(self, path: str) -> list[str]:
         try:
@@ -114,14 +126,13 @@ class _Fsspec:
     def __init__(self, fs: Any) -> None:
         self.fs = fs
 
-    def write(self, path: str, buffers: Sequence[Any]) -> None:
+    def write(self, path: str, buffers: Iterable[Any]) -> None:
         with self.fs.open(path, "wb") as f:
             for buffer in buffers:
                 f.write(buffer)
 
-    def read(self, path: str) -> bytes:
-        data: bytes = self.fs.cat_file(path)
-        return data
+    def read(self, path: str) -> Any:
+        return bytearray(self.fs.cat_file(path))  # writable, as a restored array must be
 
     def listdir(self, path: str) -> list[str]:
         try:
@@ -165,6 +176,7 @@ class CheckpointStore:
         covers: dict[int, int],
         state: Sequence[Any],
         keep: int | None = None,
+        prune: bool = True,
     ) -> str:
         """Write a checkpoint atomically and remove the actor's older ones, except the one
         covering ``keep`` calls (the head would restore from it until it hears that this one
@@ -172,26 +184,31 @@ class CheckpointStore:
         record = json.dumps({str(k): v for k, v in covers.items()}).encode()
         views = [memoryview(b).cast("B") for b in state]
         size = sum(v.nbytes for v in views)
-        crc = zlib.crc32(record)
-        for view in views:
-            crc = zlib.crc32(view, crc)
-        header = _HEADER.pack(_MAGIC, _VERSION, len(record), size, crc)
+        header = _HEADER.pack(_MAGIC, _VERSION, len(record), size)
         folder = self._dir(actor)
         final = f"{folder}/{calls:020d}-{checkpoint:016x}{_SUFFIX}"
         temp = f"{folder}/{_TEMP}{uuid.uuid4().hex}"
         try:
-            self._files.write(temp, [header, record, *views])
+            self._files.write(temp, _pieces(header, record, views))
             self._files.rename(temp, final)
         except OSError as e:  # fsspec's filesystems raise OSErrors too
             self._forget(temp)
             raise CheckpointError(f"cannot write a checkpoint to {self.uri}: {e}") from e
+        if prune:
+            self.prune(actor, final, keep)
+        return final
+
+    def prune(self, actor: int, final: str, keep: int | None = None) -> None:
+        """Remove the actor's checkpoints older than ``final`` (`write`'s path) and any
+        temporary files, except the one covering ``keep`` calls. A worker does this after
+        it answered: removing 100 MiB takes time nobody should wait for."""
+        folder = self._dir(actor)
         for name in self._files.listdir(folder):
             path = f"{folder}/{name}"
             if path == final or (keep is not None and _parse(name)[0] == keep):
                 continue
             if name.startswith(_TEMP) or _parse(name) < _parse(final):
                 self._forget(path)  # older, or a write that died: the newest stays
-        return final
 
     def read(self, actor: int, calls: int) -> Checkpoint:
         """The actor's checkpoint covering exactly ``calls`` calls (the one the head restores
@@ -228,12 +245,13 @@ class CheckpointStore:
             data = self._files.read(path)
         except OSError:
             return None
-        if len(data) < _HEADER.size:
+        if len(data) < _HEADER.size + _TRAILER.size:
             return None
-        magic, version, record_size, size, crc = _HEADER.unpack_from(data)
-        body = memoryview(data)[_HEADER.size :]
+        magic, version, record_size, size = _HEADER.unpack_from(data)
+        body = memoryview(data)[_HEADER.size : len(data) - _TRAILER.size]
         if magic != _MAGIC or version != _VERSION or len(body) != record_size + size:
             return None
+        (crc,) = _TRAILER.unpack_from(data, len(data) - _TRAILER.size)
         if zlib.crc32(body) != crc:
             return None
         covers = {int(k): int(v) for k, v in json.loads(bytes(body[:record_size])).items()}
@@ -244,6 +262,19 @@ class CheckpointStore:
         # A file left behind is skipped by name, and removed by the next write.
         with contextlib.suppress(OSError):
             self._files.remove(path)
+
+
+def _pieces(header: bytes, record: bytes, views: list[memoryview]) -> Iterator[Any]:
+    """What a checkpoint file holds, in order, the CRC taken of each piece as it goes."""
+    yield header
+    crc = zlib.crc32(record)
+    yield record
+    for view in views:
+        for start in range(0, view.nbytes, _PIECE):
+            piece = view[start : start + _PIECE]
+            crc = zlib.crc32(piece, crc)
+            yield piece
+    yield _TRAILER.pack(crc)
 
 
 def _parse(name: str) -> tuple[int, int]:

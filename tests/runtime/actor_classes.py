@@ -143,3 +143,20 @@ class Sink:
     def take(self, blob: bytes) -> int:
         self.count += 1
         return len(blob)
+
+
+@dista.actor
+class Grid:
+    """A NumPy state: restored from a checkpoint, it must still be writable."""
+
+    def __init__(self, size: int) -> None:
+        import numpy as np
+
+        self.cells = np.zeros(size, dtype=np.int64)
+
+    def bump(self, index: int) -> int:
+        self.cells[index] += 1
+        return int(self.cells.sum())
+
+    def pid(self) -> int:
+        return os.getpid()

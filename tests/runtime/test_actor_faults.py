@@ -181,3 +181,13 @@ def test_an_actor_waits_for_a_busy_worker(monkeypatch: pytest.MonkeyPatch) -> No
         plain.kill()
         gc.collect()
         assert ac.sleep_then.remote(0, 6).get(timeout=30) == 6  # tasks run there again
+
+
+def test_a_restored_numpy_state_is_writable(stored: Path) -> None:
+    grid = ac.Grid.remote(1 << 20)  # 8 MiB: out of band, mapped back on restore
+    assert grid.bump.remote(5).get(timeout=30) == 1
+    grid.checkpoint(timeout=30)
+    _kill(grid.pid.remote().get(timeout=30))
+    assert grid.bump.remote(5).get(timeout=60) == 2
+    assert grid.bump.remote(7).get(timeout=30) == 3
+    grid.kill()
