@@ -56,6 +56,8 @@ from ._roles import Role
 
 __all__ = ["DEFAULT_ACTOR_KEEP_BYTES", "Actors"]
 
+#: Ended actors the head remembers (so that a late call hears why), the oldest forgotten.
+DEAD_ACTORS_KEPT: Final = 10_000
 #: The bytes of uncovered calls the head keeps per actor before it asks for a checkpoint.
 DEFAULT_ACTOR_KEEP_BYTES: Final = 64 << 20
 
@@ -70,6 +72,7 @@ class Actors(Scheduling):
 
     _actors: dict[int, ActorRecord]
     _waiting_actors: deque[ActorRecord]
+    _dead_actors: deque[int]  # ended actors whose records stay, oldest first
     _portable: frozenset[int]
     max_retries: int
     actor_keep_bytes: int
@@ -383,6 +386,10 @@ class Actors(Scheduling):
         actor.state = _DEAD
         actor.why = why
         actor.worker = None
+        # Late calls get why it ended; the records kept for that are bounded.
+        self._dead_actors.append(actor.actor_id)
+        if len(self._dead_actors) > DEAD_ACTORS_KEPT:
+            self._actors.pop(self._dead_actors.popleft(), None)
         if worker is not None and worker.actor is actor:
             worker.actor = None
             if self._peers.get(worker.link) is worker:
