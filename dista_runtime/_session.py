@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import dista_proto as dp
 from dista_proto.frame import Bytes
@@ -27,15 +27,16 @@ from dista_proto.frame import Bytes
 from ._awaiting import wait_latch
 from ._errors import DistaError, GetTimeoutError, error_from_message
 from ._session_actors import ActorSession
+from ._slots import FAILED, LOCATED, PENDING, VALUE, SessionIO, Slot
 from ._values import decode
 from .loop import Latch
 
 __all__ = ["Hooks", "Session", "SessionIO"]
 
-_PENDING: Final = 0
-_LOCATED: Final = 1
-_VALUE: Final = 2
-_FAILED: Final = 3
+_PENDING: Final = PENDING
+_LOCATED: Final = LOCATED
+_VALUE: Final = VALUE
+_FAILED: Final = FAILED
 
 
 def _no_hook() -> None:
@@ -58,23 +59,7 @@ class Hooks:
     on_use: Callable[[], None] = _no_hook
 
 
-class SessionIO(Protocol):
-    """What the binding provides: a way onto its I/O thread."""
-
-    def schedule_flush(self) -> None:
-        """Soon, on the I/O thread, call `Session.flush` and carry out what it returns."""
-
-    def in_io_thread(self) -> bool: ...
-
-
-class _Slot:
-    __slots__ = ("callbacks", "fetching", "state", "value")
-
-    def __init__(self) -> None:
-        self.state = _PENDING
-        self.value: Bytes | str | None = None
-        self.fetching = False
-        self.callbacks: list[Callable[[], object]] = []
+_Slot = Slot
 
 
 IODecision = dp.Write | dp.Connect | dp.Close | dp.Exit

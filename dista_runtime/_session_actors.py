@@ -22,19 +22,21 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import dista_proto as dp
 from dista_proto.frame import Bytes
 
 from ._awaiting import wait_latch
 from ._errors import GetTimeoutError, error_from_message
+from ._slots import FAILED as _FAILED
+from ._slots import LOCATED as _LOCATED
+from ._slots import VALUE as _VALUE
+from ._slots import SessionIO
+from ._slots import Slot as _Slot
 from ._values import pack_inputs
 from .checkpoints import CheckpointError
 from .loop import Latch
-
-if TYPE_CHECKING:
-    from ._session import SessionIO, _Slot
 
 __all__ = ["KEEP_BYTES_ENV", "ActorSession", "keep_bytes"]
 
@@ -347,10 +349,3 @@ class ActorSession:
 
     def _actor_decision(self, decision: dp.ActorWarning) -> None:
         self._warnings[decision.actor_id] = decision.message
-
-
-# The slot states of `_session` (repeated here to keep the import one way).
-_PENDING: Final = 0
-_LOCATED: Final = 1
-_VALUE: Final = 2
-_FAILED: Final = 3
