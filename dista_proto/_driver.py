@@ -97,7 +97,10 @@ class Driver:
         self._kept: dict[int, deque[ActorCall]] = {}
         self.kept_bytes = 0
         self._asked: dict[int, int] = {}  # our own checkpoint request -> its actor
-        self._lossy: set[int] = set()  # actors whose kept calls were cut
+        self._lossy: set[int] = set()
+        self._failing: dict[int, str] = {}  # actor -> why our last checkpoint ask failed
+        self._asked_at: dict[int, int] = {}  # actor -> the newest call our ask follows
+        self._early: set[int] = set()  # actors whose calls we dropped before the ask's answer  # actors whose kept calls were cut
         #: Actors this driver killed or heard are gone: calls to them are not kept (the
         #: head fails them, and no checkpoint will ever cover them).
         self._gone: set[int] = set()
@@ -263,27 +266,46 @@ class Driver:
         return len(kept) if kept is not None else 0
 
     def _over_budget(self, actor_id: int) -> None:
-        if actor_id not in self._asked.values():
+        asked = self._asked_at.get(actor_id)
+        if asked is None:
             oid = self._mint()
             self._asked[oid] = actor_id
+            kept = self._kept[actor_id]
+            asked = self._asked_at[actor_id] = kept[-1].object_id if kept else 0
             self._links.send(HEAD_LINK, Checkpoint(oid, 0, actor_id))
-        if self.kept_bytes > 2 * self.keep_bytes:
-            self._cut(actor_id)
+        if self.kept_bytes <= 2 * self.keep_bytes:
+            return
+        failure = self._failing.get(actor_id)
+        if failure is None:
+            # The checkpoint asked for covers the calls before it: drop those now, quietly,
+            # and say so only if it fails after all.
+            kept = self._kept[actor_id]
+            while kept and kept[0].object_id <= asked:
+                self.kept_bytes -= len(kept.popleft().argument)
+                self._early.add(actor_id)
+            if self.kept_bytes > 2 * self.keep_bytes:
+                self._cut(actor_id, "calls come faster than checkpoints are written")
+        else:
+            self._cut(actor_id, failure)
 
-    def _cut(self, actor_id: int) -> None:
-        """Drop the actor's oldest kept calls down to the budget: it is no longer exact."""
+    def _cut(self, actor_id: int, failure: str) -> None:
+        """Drop the actor's oldest kept calls down to the budget (its checkpoints fail, so
+        none will cover them): it can no longer be rebuilt exactly."""
         kept = self._kept.get(actor_id)
         if not kept:
             return
         while kept and self.kept_bytes > self.keep_bytes:
             self.kept_bytes -= len(kept.popleft().argument)
+        self._lost_exactness(actor_id, failure)
+
+    def _lost_exactness(self, actor_id: int, failure: str) -> None:
         if actor_id not in self._lossy:
             self._lossy.add(actor_id)
             why = (
                 f"actor {actor_id:#x}: its calls not covered by a checkpoint passed "
-                f"{self.keep_bytes} bytes and no checkpoint could be written, so the oldest "
-                "were dropped: after a head restart it cannot be rebuilt exactly (set "
-                "DISTA_CHECKPOINT_URI so that checkpoints cover them)"
+                f"{self.keep_bytes} bytes (DISTA_ACTOR_KEEP_BYTES) and no checkpoint covers "
+                f"them ({failure}), so the oldest were dropped: after a head restart it "
+                "cannot be rebuilt exactly"
             )
             self._links.queue(ActorWarning(actor_id, why))
 
@@ -292,18 +314,30 @@ class Driver:
         if kept:
             self.kept_bytes -= sum(len(c.argument) for c in kept)
         self._lossy.discard(actor_id)
+        self._failing.pop(actor_id, None)
+        self._early.discard(actor_id)
 
     def _covered(self, actor_id: int, newest: int) -> None:
+        self._failing.pop(actor_id, None)  # a checkpoint was written after all
         kept = self._kept.get(actor_id)
         while kept and kept[0].object_id <= newest:
             self.kept_bytes -= len(kept.popleft().argument)
 
     def _own_checkpoint(self, oid: int, failure: str | None) -> None:
         actor = self._asked.pop(oid)
-        if failure is not None:
+        self._asked_at.pop(actor, None)
+        if failure is None:
+            self._failing.pop(actor, None)
+            self._early.discard(actor)
+            return
+        if self._failing.get(actor) != failure:
             self._links.queue(ActorWarning(actor, f"a checkpoint failed: {failure}"))
-            if self.kept_bytes > self.keep_bytes:
-                self._cut(actor)
+        self._failing[actor] = failure
+        if actor in self._early:
+            self._early.discard(actor)
+            self._lost_exactness(actor, failure)  # calls dropped for it are in no checkpoint
+        if self.kept_bytes > self.keep_bytes:
+            self._cut(actor, failure)
 
     def request_stats(self) -> None:
         self._links.send(HEAD_LINK, Stats())

@@ -10,12 +10,11 @@ tasks do.
 Calls are numbered 1, 2, ... in the order they reach the head (so each caller's stay in
 the order it sent them) and sent to the actor's worker at once: the worker runs them one at
 a time, in order, so the head never waits for an answer before sending the next. Every
-``checkpoint_every`` calls (one such checkpoint on its way at a time: one falling due
-meanwhile goes when it is answered), and when a driver asks, a checkpoint frame follows the
-calls it covers; the head keeps every call the checkpoint it would restore from does not
-cover. When checkpointed says one is written and no other checkpoint frame is on its way
-(a frame already sent may remove it, see `_on_checkpointed`), it becomes the one the head
-restores from: the head drops the calls it covers and tells each of their callers, with
+``checkpoint_every`` calls, and when a driver asks, a checkpoint frame follows the calls it
+covers; the head keeps every call the checkpoint it would restore from does not cover. When
+checkpointed says one is written, it becomes the one the head restores from (a worker
+removes only checkpoints older than the restore point a frame names, see
+`_on_checkpointed`): the head drops the calls it covers and tells each of their callers, with
 covered, the newest of its own calls it includes.
 
 When the worker is lost, the actor starts again on another worker: actor-restore from the
@@ -56,6 +55,11 @@ from ._roles import Role
 
 __all__ = ["DEFAULT_ACTOR_KEEP_BYTES", "Actors"]
 
+#: Checkpoint frames an actor may have on their way: a periodic one falling due beyond
+#: them holds the calls after it back, so that with calls coming faster than checkpoints
+#: are written, a checkpoint still follows every ``checkpoint_every`` calls (what a restore
+#: replays stays bounded), and a worker keeps at most this many more on disk.
+CHECKPOINTS_IN_FLIGHT: Final = 2
 #: Ended actors the head remembers (so that a late call hears why), the oldest forgotten.
 DEAD_ACTORS_KEPT: Final = 10_000
 #: The bytes of uncovered calls the head keeps per actor before it asks for a checkpoint.
@@ -122,7 +126,7 @@ class Actors(Scheduling):
         actor.kept_bytes += len(event.argument)
         actor.callers.add(peer.link)
         if actor.state is _STARTING or actor.state is _READY:
-            self._send_call(actor, call)
+            self._send_calls(actor)
         if actor.kept_bytes > self.actor_keep_bytes:
             self._over_budget(actor)
 
@@ -217,32 +221,44 @@ class Actors(Scheduling):
         else:
             send(worker.link, actor.create)
         actor.sent = max(actor.covered, 0)
-        # A checkpoint the lost worker wrote after `covered` may since have been removed by
-        # a newer write of its (unanswered): restore from `covered` and count only on what
-        # this worker writes.
-        actor.written = actor.covered
+        actor.asked_at = actor.sent
         self._send_checkpoints_at(actor, actor.sent)
-        for call in actor.calls:
-            self._send_call(actor, call)
+        self._send_calls(actor)
 
-    def _send_call(self, actor: ActorRecord, call: CallRecord) -> None:
+    def _send_calls(self, actor: ActorRecord) -> None:
+        """Send the calls not sent yet, in order, with a checkpoint frame every
+        ``checkpoint_every`` calls; stop where a periodic checkpoint falls due while
+        `CHECKPOINTS_IN_FLIGHT` frames are on their way (`_on_checkpointed` goes on)."""
         worker = actor.worker
         assert worker is not None
-        event = ActorCall(call.oid, call.method, actor.actor_id, call.argument)
-        self._links.send(worker.link, event)
-        actor.sent = call.seq
-        if call.seq in actor.pending:
-            self._send_checkpoints_at(actor, call.seq)
-        elif actor.every and not actor.pending and call.seq - actor.asked_at >= actor.every:
-            # One periodic checkpoint on its way at a time (see `_on_checkpointed`): one
-            # skipped meanwhile is asked for when that one is answered.
-            self._ask_checkpoint(actor, None)
+        calls = actor.calls
+        every = actor.every
+        while True:
+            if every and actor.sent - actor.asked_at >= every:
+                sent = sum(1 for at in actor.pending if at <= actor.sent)  # asks ahead wait
+                if sent >= CHECKPOINTS_IN_FLIGHT:
+                    return  # the calls wait: checkpoints keep pace with them
+                self._ask_checkpoint(actor, None, actor.sent)
+            if actor.sent >= actor.seq:
+                return
+            index = actor.sent + 1 - calls[0].seq
+            assert index >= 0, "a call not sent yet was dropped"
+            call = calls[index]
+            event = ActorCall(call.oid, call.method, actor.actor_id, call.argument)
+            self._links.send(worker.link, event)
+            actor.sent = call.seq
+            if call.seq in actor.pending:
+                self._send_checkpoints_at(actor, call.seq)
 
     # -- checkpoints ---------------------------------------------------------------------
 
-    def _ask_checkpoint(self, actor: ActorRecord, ask: tuple[int, int] | None) -> None:
-        """A checkpoint covering every call received so far; ``ask`` is a driver's."""
-        calls = actor.seq
+    def _ask_checkpoint(
+        self, actor: ActorRecord, ask: tuple[int, int] | None, calls: int = -1
+    ) -> None:
+        """A checkpoint covering ``calls`` calls (default: every call received so far);
+        ``ask`` is a driver's."""
+        if calls < 0:
+            calls = actor.seq
         asks = actor.pending.get(calls)
         if asks is None:
             asks = actor.pending[calls] = []
@@ -263,11 +279,11 @@ class Actors(Scheduling):
 
         The head restores from `covered`, so that checkpoint must stay on disk: each
         checkpoint frame names it as the one to keep, and writing one removes the others.
-        A frame sent before an older checkpoint was known to be written names an older one
-        to keep, and removes that one when written. So a written checkpoint becomes the
-        restore point (`covered`, the calls it covers dropped, `Covered` to their callers)
-        only once no other checkpoint frame is on its way: until then the newest one known
-        written waits in `written`, and the head keeps restoring from `covered`.
+        A worker writing one removes only the checkpoints older than the one its frame
+        names, and a frame names the restore point as it was when sent, never a newer one:
+        no frame on its way can remove a checkpoint the head has heard is written. So a
+        written checkpoint becomes the restore point at once (`covered`, the calls it covers
+        dropped, `Covered` to their callers), however many frames are on their way.
         """
         actor = worker.actor
         if actor is None or actor.actor_id != event.object_id or actor.state is _WAITING:
@@ -280,13 +296,14 @@ class Actors(Scheduling):
                 answer = Result(oid, b"") if failure is None else Error(oid, failure)
                 self._links.send(link, answer)
         if failure is None:
-            actor.failure = ""
+            actor.failure = actor.warned = ""
             actor.checkpoints += 1
-            actor.written = max(actor.written, calls)
-        if not actor.pending and actor.written > actor.covered:
-            self._cover(actor, actor.written)
-        if failure is not None:
-            if failure != actor.failure and not asks:
+            if calls > actor.covered:
+                self._cover(actor, calls)
+        else:
+            if failure != actor.warned and not asks:
+                # Once per reason (a driver's own ask hears it in its answer instead).
+                actor.warned = failure
                 why = f"a checkpoint of actor {actor.actor_id:#x} failed: {failure}"
                 for link in actor.callers:
                     if link in self._peers:
@@ -294,8 +311,8 @@ class Actors(Scheduling):
             actor.failure = failure
             if actor.kept_bytes > 2 * self.actor_keep_bytes:
                 self._cut(actor)
-        elif actor.every and not actor.pending and actor.seq - actor.asked_at >= actor.every:
-            self._ask_checkpoint(actor, None)  # the periodic one skipped while this was out
+        if actor.state is not _DEAD and actor.worker is worker:
+            self._send_calls(actor)  # calls held back for this answer go on
 
     def _cover(self, actor: ActorRecord, calls: int) -> None:
         """Restore ``actor`` from the checkpoint covering ``calls`` calls from now on."""
@@ -325,7 +342,8 @@ class Actors(Scheduling):
     def _cut(self, actor: ActorRecord) -> None:
         """Drop the oldest kept calls down to the budget: the actor can't be rebuilt now."""
         kept = actor.calls
-        while kept and actor.kept_bytes > self.actor_keep_bytes:
+        # Never one not sent yet (calls held back behind a checkpoint): it must still run.
+        while kept and kept[0].seq <= actor.sent and actor.kept_bytes > self.actor_keep_bytes:
             call = kept.popleft()
             actor.kept_bytes -= len(call.argument)
             call.argument = b""

@@ -242,9 +242,9 @@ class ActorRecord:
         "since",
         "state",
         "type_id",
+        "warned",
         "why",
         "worker",
-        "written",
     )
 
     def __init__(self, create: ActorCreate, owner: int, registry: int, now: int) -> None:
@@ -267,12 +267,10 @@ class ActorRecord:
         self.sent = 0  # calls sent to its current worker
         self.asked_at = 0  # the calls the newest checkpoint request covers
         self.covered = -1  # the calls the checkpoint it restores from covers (-1: none)
-        #: The calls the newest checkpoint known written covers: it becomes `covered` once
-        #: no other checkpoint frame is on its way (`Actors._on_checkpointed`).
-        self.written = -1
         self.pending: dict[int, list[tuple[int, int]]] = {}  # calls -> drivers' asks
         self.checkpoints = 0  # written
         self.failure = ""  # why the last checkpoint failed ("" if it did not)
+        self.warned = ""  # the failure its callers were last warned of
         self.kept_bytes = 0
         self.lossy = False  # calls were cut past the budget: no exact rebuild
         #: Per caller link, (number, ID) of its newest call cut past the budget and not

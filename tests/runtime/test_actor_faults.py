@@ -55,8 +55,8 @@ def test_a_counter_keeps_every_increment_through_two_sigkills(stored: Path) -> N
     assert values == list(range(1, 1001))
     assert counter.value.remote().get(timeout=30) == 1000
     assert counter.pid.remote().get(timeout=30) not in killed
-    # The newest checkpoint, and the one before until the head is known to have the newest.
-    assert len(list((stored / f"{counter.actor_id:016x}").glob("*.ckpt"))) <= 2
+    # The head's restore point, and those written since (at most the frames in flight).
+    assert len(list((stored / f"{counter.actor_id:016x}").glob("*.ckpt"))) <= 3
     counter.kill()
     del refs
     settle_to_zero()

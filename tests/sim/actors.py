@@ -8,7 +8,7 @@ threshold for one value in four so that call results are stored on workers too);
 answers an error and leaves the state alone.
 
 `SimActors.disk` is the checkpoint store: `CheckpointActor` writes (state, per-caller
-newest) under (actor, calls) and removes that actor's other checkpoints except ``keep``;
+newest) under (actor, calls) and removes that actor's checkpoints older than ``keep``;
 a `StartActor` that restores must find exactly the checkpoint it names. Each piece of actor
 work runs when the sim's `step` picks it (one at a time, in order, per worker), and every
 rule the cores owe a binding is asserted as it runs: a checkpoint covers exactly the calls
@@ -235,7 +235,9 @@ class SimActors:
             kept[work.calls] = inst.snapshot()
             self.written.add((actor, work.calls))
             for calls in list(kept):
-                if calls != work.calls and calls != work.keep:
+                # Only what is older than the restore point the frame names goes: a
+                # checkpoint written meanwhile may be (or become) the head's restore point.
+                if work.keep is not None and calls < work.keep:
                     del kept[calls]
         w.core.checkpointed(actor, work.calls, failure)
 

@@ -74,7 +74,7 @@ def _once(d: SimDriver, oid: int) -> None:
 def test_a_checkpoint_written_while_a_newer_one_is_in_flight_is_still_there_to_restore() -> None:
     # Two checkpoint asks, each after a call, sent at once: the second checkpoint frame
     # leaves the head before it hears that the first is written, so it names no checkpoint
-    # to keep. The head must not then restore from the first, which the second removed.
+    # to keep. Writing it must not remove the first, which the head then restores from.
     sim, actors = _cluster(seed=1)
     d = sim.drivers[0]
     actor = _create(sim, d)
@@ -95,21 +95,21 @@ def test_a_checkpoint_written_while_a_newer_one_is_in_flight_is_still_there_to_r
     ]
     actors.run(w)  # the first call
     actors.run(w)  # the checkpoint covering 1 call
-    deliver_all(sim)  # the head hears it is written
-    assert d.got[ask_first] == b""
+    deliver_all(sim)  # the head hears it is written: its restore point
+    assert d.got[ask_first] == b"" and _record(sim, actor).covered == 1
     actors.run(w)  # the second call
-    actors.run(w)  # the checkpoint covering 2 calls, written: the one covering 1 goes
-    assert sorted(actors.disk[actor]) == [2]
+    actors.run(w)  # the checkpoint covering 2 calls: the one covering 1 stays
+    assert sorted(actors.disk[actor]) == [1, 2]
     sim.crash(w)  # before the head hears of it
     sim.settle()
     actors.check_restore_points()
-    assert actors.starts[-1] == (actor, None)  # rebuilt from its constructor, both run again
+    assert actors.starts[-1] == (actor, 1)  # restored from the first; the second runs again
     assert d.got[first] == result_of(5, 5) and d.got[second] == result_of(11, 6)
     _once(d, first)
     _once(d, second)
     # The second ask is sent again to the new worker after the call it follows; answered once.
     assert d.answers[ask_first] == ["value"] and d.answers[ask_second] == ["value"]
-    assert sorted(actors.disk[actor]) == [2] and _record(sim, actor).covered == 2
+    assert _record(sim, actor).covered == 2
     host = actors.host(actor)
     assert host is not None and host is not w
     assert getattr(host.hosted, "total", None) == 11
@@ -694,3 +694,28 @@ def test_calls_cut_while_an_actor_waits_to_be_rebuilt_fail_it_not_rebuild_it_wro
         result_of(t, v) for t, v in ((1, 1), (3, 2), (6, 3))
     ]
     assert d.failed[calls[3]] == record.why and d.failed[calls[4]] == record.why
+
+
+def test_checkpoints_keep_pace_with_a_burst_of_calls() -> None:
+    # 100 calls at once with checkpoint_every=10: the head sends calls only while at most
+    # CHECKPOINTS_IN_FLIGHT checkpoint frames are on their way, so a checkpoint still comes
+    # every 10 calls (a restore replays at most ~20), and the disk holds at most three.
+    from dista_proto._head_actors import CHECKPOINTS_IN_FLIGHT
+
+    sim, actors = _cluster(seed=21, workers=1)
+    d = sim.drivers[0]
+    actor = _create(sim, d, every=10)
+    calls = [_call(sim, d, actor, 1) for _ in range(100)]
+    deliver_all(sim)
+    w = sim.workers[0]
+    queued = [type(x).__name__ for x in w.actor_work]
+    assert queued.count("CheckpointActor") == CHECKPOINTS_IN_FLIGHT
+    assert queued.count("CallActor") == 10 * (CHECKPOINTS_IN_FLIGHT + 1)  # up to the next
+    while w.actor_work:
+        actors.run(w)
+        deliver_all(sim)  # answers reach the head: held calls go on
+        assert len(actors.disk.get(actor, {})) <= CHECKPOINTS_IN_FLIGHT + 1
+    assert [c for (a, c, f) in actors.checkpoints if a == actor] == list(range(10, 101, 10))
+    assert _record(sim, actor).covered == 100
+    assert [d.got[c] for c in calls] == [result_of(i, 1) for i in range(1, 101)]
+    assert d.core.kept(actor) == 0
