@@ -26,6 +26,7 @@ __all__ = [
     "ID_BITS",
     "ID_MASK",
     "KILL_AFTER_CALLS",
+    "KILL_FORCE",
     "MIN_FETCH_PART",
     "NUMBER_SPACE",
     "SPAN_BLOCKED",
@@ -95,6 +96,9 @@ ERROR_WARNING: Final = 1
 #: Actor-kill mark, driver to head: destroy the actor once the calls already made to it
 #: have run (its last handle went away: Ray's graceful end), not at once.
 KILL_AFTER_CALLS: Final = 1
+#: Actor-kill mark, driver to head: also end the worker process hosting the actor, for a
+#: method stuck in C code that nothing else stops (as `CANCEL_FORCE` for a task).
+KILL_FORCE: Final = 2
 
 #: Cancel mark, driver to head: also end the worker process running the task.
 CANCEL_FORCE: Final = 1

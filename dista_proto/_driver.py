@@ -24,6 +24,7 @@ from ._conventions import (
     ID_BITS,
     ID_MASK,
     KILL_AFTER_CALLS,
+    KILL_FORCE,
 )
 from ._decisions import (
     ActorWarning,
@@ -100,7 +101,9 @@ class Driver:
         self._lossy: set[int] = set()
         self._failing: dict[int, str] = {}  # actor -> why our last checkpoint ask failed
         self._asked_at: dict[int, int] = {}  # actor -> the newest call our ask follows
-        self._early: set[int] = set()  # actors whose calls we dropped before the ask's answer  # actors whose kept calls were cut
+        self._early: set[int] = (
+            set()
+        )  # actors whose calls we dropped before the ask's answer  # actors whose kept calls were cut
         #: Actors this driver killed or heard are gone: calls to them are not kept (the
         #: head fails them, and no checkpoint will ever cover them).
         self._gone: set[int] = set()
@@ -252,12 +255,13 @@ class Driver:
         self._links.send(HEAD_LINK, Checkpoint(oid, 0, actor_id))
         return oid
 
-    def kill_actor(self, actor_id: int, after_calls: bool = False) -> None:
+    def kill_actor(self, actor_id: int, after_calls: bool = False, force: bool = False) -> None:
         """Destroy ``actor_id``: calls not yet run fail; with ``after_calls`` (its last
-        handle went) the calls already made run first (`KILL_AFTER_CALLS`)."""
+        handle went) the calls already made run first (`KILL_AFTER_CALLS`); with ``force``
+        its worker process ends too (`KILL_FORCE`)."""
         self._drop_kept(actor_id)
         self._gone.add(actor_id)
-        mark = KILL_AFTER_CALLS if after_calls else 0
+        mark = KILL_FORCE if force else KILL_AFTER_CALLS if after_calls else 0
         self._links.send(HEAD_LINK, ActorKill(actor_id, mark))
 
     def kept(self, actor_id: int) -> int:

@@ -148,6 +148,7 @@ class Head(Actors):
         self._actors: dict[int, ActorRecord] = {}
         self._waiting_actors: deque[ActorRecord] = deque()
         self._dead_actors: deque[int] = deque()
+        self.actors_alive = 0
         self._orphaned: dict[int, int] = {}  # registry with no worker -> since when
         self._workers_of: dict[int, set[Peer]] = {}
         self._next_number = first_number

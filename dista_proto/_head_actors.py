@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
-from ._conventions import ERROR_WARNING, ID_BITS, KILL_AFTER_CALLS, TASK_ID_MASK
+from ._conventions import ERROR_WARNING, ID_BITS, KILL_AFTER_CALLS, KILL_FORCE, TASK_ID_MASK
 from ._events import (
     ActorCall,
     ActorCreate,
@@ -47,6 +47,7 @@ from ._events import (
     Error,
     Free,
     Result,
+    Stop,
     Stored,
 )
 from ._head_records import ActorRecord, ActorState, CallRecord, Peer, TrackedObject
@@ -77,11 +78,16 @@ class Actors(Scheduling):
     _actors: dict[int, ActorRecord]
     _waiting_actors: deque[ActorRecord]
     _dead_actors: deque[int]  # ended actors whose records stay, oldest first
+    #: Actors created and not ended: a local cluster starts a worker for each.
+    actors_alive: int
     _portable: frozenset[int]
     max_retries: int
     actor_keep_bytes: int
 
     def _check_new_ids(self, peer: Peer, oid: int, results: int) -> bool:
+        raise NotImplementedError  # the head's
+
+    def _lose(self, peer: Peer, why: str) -> None:
         raise NotImplementedError  # the head's
 
     def _set_answer(
@@ -100,6 +106,7 @@ class Actors(Scheduling):
         registry = ANYWHERE if event.task_id & TASK_ID_MASK in self._portable else peer.registry
         actor = ActorRecord(event, peer.link, registry, self._now)
         self._actors[actor.actor_id] = actor
+        self.actors_alive += 1
         self._place(actor)
 
     def _on_actor_call(self, peer: Peer, event: ActorCall) -> None:
@@ -142,7 +149,22 @@ class Actors(Scheduling):
                 return
             self._end_actor(actor, why)
         else:
-            self._end_actor(actor, f"actor {actor.actor_id:#x} was killed by {peer.name}")
+            why = f"actor {actor.actor_id:#x} was killed by {peer.name}"
+            worker = actor.worker
+            if (
+                event.mark == KILL_FORCE
+                and worker is not None
+                and actor.state is not _WAITING
+                and self._peers.get(worker.link) is worker
+            ):
+                # A method stuck in C code: end its process (a supervisor replaces it).
+                worker.actor = None
+                actor.worker = None
+                stopped = f"stopped to force-kill actor {actor.actor_id:#x}"
+                self._links.send(worker.link, Stop())
+                self._links.close(worker.link, stopped)
+                self._lose(worker, stopped)
+            self._end_actor(actor, why)
 
     def _on_checkpoint_ask(self, peer: Peer, event: Checkpoint) -> None:
         oid = event.object_id
@@ -199,6 +221,16 @@ class Actors(Scheduling):
             actor = waiting.popleft()
             if actor.state is _WAITING and actor.worker is None:
                 self._place(actor)  # waits again (appended) if there is still no worker
+        for actor in list(self._actors.values()):
+            kept = actor.worker
+            if actor.state is _WAITING and kept is not None and kept.running:
+                # Kept a busy worker for it: a worker with nothing to do is better.
+                free = [w for w in self._candidates(actor) if not w.running]
+                if free:
+                    kept.actor = None
+                    self._start_on(actor, min(free, key=lambda w: str(w.address)))
+                    self._make_idle(kept)
+                    self._pump(kept.registry)
 
     def _actor_worker_free(self, worker: Peer) -> bool:
         """``worker``'s last task ended: start the actor kept for it; True if one is."""
@@ -400,6 +432,9 @@ class Actors(Scheduling):
 
     def _end_actor(self, actor: ActorRecord, why: str) -> None:
         """``actor`` is gone for good: its unanswered calls fail, its worker runs tasks."""
+        if actor.state is _DEAD:
+            return
+        self.actors_alive -= 1
         worker = actor.worker
         actor.state = _DEAD
         actor.why = why

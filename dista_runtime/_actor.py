@@ -269,10 +269,12 @@ class ActorHandle(Generic[T_co]):
         session = self._bound()
         await session.checkpoint_actor_async(self.actor_id, timeout)
 
-    def kill(self) -> None:
-        """Destroy the actor now: calls it has not run fail; its checkpoints are removed."""
+    def kill(self, force: bool = False) -> None:
+        """Destroy the actor now: calls it has not run fail; its checkpoints are removed.
+        ``force`` also ends the worker process hosting it (a supervisor starts a new one),
+        for a method stuck in C code that nothing else stops."""
         session = self._bound()
-        session.kill_actor(self.actor_id)
+        session.kill_actor(self.actor_id, force)
 
     def __repr__(self) -> str:
         return f"ActorHandle({self._type_name}, {self.actor_id:#x})"

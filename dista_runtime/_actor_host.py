@@ -214,7 +214,8 @@ class ActorHost:
         self._report(lambda: self.core.checkpointed(work.actor_id, work.calls, failure))
         if store is not None and written:
             try:  # after the answer: removing the older ones is nobody's wait
-                store.prune(work.actor_id, written, work.keep)
+                keep = -1 if work.keep is None else work.keep  # None: no restore point yet
+                store.prune(work.actor_id, written, keep)
             except Exception:
                 pass  # left for the next write to remove
 

@@ -135,6 +135,10 @@ class LocalCluster:
         reason = self.supervisor.failure
         return _broken_text(reason) if reason else ""
 
+    def grow_to(self, workers: int) -> None:
+        """Run at least ``workers`` worker processes from now on (never fewer)."""
+        self.supervisor.grow_to(workers)
+
     def head_exited(self) -> None:
         """The head stopped: its workers exit, and none should replace them."""
         self.supervisor.stop_restarting()

@@ -63,6 +63,7 @@ _CALL: Final = 1
 _CHECKPOINT: Final = 2
 _KILL: Final = 3
 _KILL_AFTER_CALLS: Final = 4
+_KILL_FORCE: Final = 5
 
 
 class _Held:
@@ -148,18 +149,18 @@ class ActorSession:
         self.io.schedule_flush()
         return oid
 
-    def kill_actor(self, actor: int) -> None:
+    def kill_actor(self, actor: int, force: bool = False) -> None:
         with self._lock:
             self._check_open()
-            self._kill_locked(actor)
+            self._kill_locked(actor, force=force)
         self.io.schedule_flush()
 
-    def _kill_locked(self, actor: int, after_calls: bool = False) -> None:
+    def _kill_locked(self, actor: int, after_calls: bool = False, force: bool = False) -> None:
         if actor in self._held:
-            kind = _KILL_AFTER_CALLS if after_calls else _KILL
+            kind = _KILL_FORCE if force else _KILL_AFTER_CALLS if after_calls else _KILL
             self._held[actor].append(_Held(kind, actor, 0, b""))
         else:
-            self.core.kill_actor(actor, after_calls)
+            self.core.kill_actor(actor, after_calls, force)
 
     def hold_actor(self, actor: int) -> None:
         """A handle of ours to ``actor`` was made (the driver that created it)."""
@@ -282,7 +283,7 @@ class ActorSession:
             elif held.kind == _CHECKPOINT:
                 core.checkpoint_actor(actor, held.oid)
             else:
-                core.kill_actor(actor, held.kind == _KILL_AFTER_CALLS)
+                core.kill_actor(actor, held.kind == _KILL_AFTER_CALLS, held.kind == _KILL_FORCE)
         del self._held[actor]
 
     def _values_of(

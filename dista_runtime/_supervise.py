@@ -176,6 +176,17 @@ class Supervisor:
             raise
         self._thread.start()
 
+    def grow_to(self, count: int) -> None:
+        """Keep at least ``count`` children from now on: the thread starts the new ones."""
+        with self._lock:
+            if count <= self.count or self._closing:
+                return
+            for slot in range(self.count, count):
+                self._slots.append(_Slot())
+                self._restarts.append((0.0, slot))  # due now: the thread spawns it
+            self.count = count
+        self._wake()
+
     def pids(self) -> list[int]:
         """The children alive as far as the supervisor knows, oldest first."""
         with self._lock:

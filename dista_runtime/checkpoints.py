@@ -178,9 +178,8 @@ class CheckpointStore:
         keep: int | None = None,
         prune: bool = True,
     ) -> str:
-        """Write a checkpoint atomically and remove the actor's older ones, except the one
-        covering ``keep`` calls (the head would restore from it until it hears that this one
-        is written); its path. `CheckpointError` says why it could not be written."""
+        """Write a checkpoint atomically, then (``prune``) remove older ones as `prune`
+        says; its path. `CheckpointError` says why it could not be written."""
         record = json.dumps({str(k): v for k, v in covers.items()}).encode()
         views = [memoryview(b).cast("B") for b in state]
         size = sum(v.nbytes for v in views)
@@ -199,16 +198,20 @@ class CheckpointStore:
         return final
 
     def prune(self, actor: int, final: str, keep: int | None = None) -> None:
-        """Remove the actor's checkpoints older than ``final`` (`write`'s path) and any
-        temporary files, except the one covering ``keep`` calls. A worker does this after
-        it answered: removing 100 MiB takes time nobody should wait for."""
+        """Remove the actor's temporary files and its checkpoints older than ``final``
+        (`write`'s path), or with ``keep`` given, only those covering fewer than ``keep``
+        calls: an actor's worker passes the restore point the head named (-1 for none),
+        since a checkpoint written after it may be the head's restore point by now. A
+        worker does this after it answered: removing 100 MiB is nobody's wait."""
         folder = self._dir(actor)
         for name in self._files.listdir(folder):
             path = f"{folder}/{name}"
-            if path == final or (keep is not None and _parse(name)[0] == keep):
+            if path == final:
                 continue
-            if name.startswith(_TEMP) or _parse(name) < _parse(final):
-                self._forget(path)  # older, or a write that died: the newest stays
+            calls = _parse(name)[0]
+            older = _parse(name) < _parse(final) if keep is None else calls < keep
+            if name.startswith(_TEMP) or (calls >= 0 and older):
+                self._forget(path)  # older, or a write that died
 
     def read(self, actor: int, calls: int) -> Checkpoint:
         """The actor's checkpoint covering exactly ``calls`` calls (the one the head restores

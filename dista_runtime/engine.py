@@ -168,6 +168,10 @@ class Engine:
             if transport is not None and not transport.is_closing():
                 transport.resume_reading()
 
+    def closing(self, link: int, reason: str) -> None:
+        """The core closes ``link`` for ``reason`` (a role may act on it: the head ends a
+        force-stopped worker's process)."""
+
     def act(self, decisions: Iterable[dp.Decision], source: int = -1) -> None:
         for d in decisions:
             if isinstance(d, dp.Write):
@@ -185,6 +189,7 @@ class Engine:
                 if d.link in self.paused and source >= 0:
                     self._block(source, d.link)
             elif isinstance(d, dp.Close):
+                self.closing(d.link, d.reason)
                 transport = self.transports.get(d.link)
                 if transport is not None:
                     if d.reason.startswith(_PROTOCOL_ERROR):

@@ -15,7 +15,10 @@ than "connection lost".
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
 import socket
 import struct
 import time
@@ -34,6 +37,11 @@ __all__ = ["FATE_WAIT_S", "HeadHost", "peer_pid", "start_head"]
 #: How long a lost worker link waits for its process's fate before it is given up as lost.
 FATE_WAIT_S: Final = 0.2
 _FATE_POLL_S: Final = 0.002
+#: How long a force-stopped worker may take to exit before the head SIGKILLs it.
+FORCE_GRACE_S: Final = 2.0
+#: The start of the reason the head core closes a force-stopped worker with.
+_FORCED: Final = "stopped to force-"
+
 #: How long a stopping head lets its stop and error frames flush before closing links.
 _FLUSH_S: Final = 1.0
 _FLUSH_POLL_S: Final = 0.01
@@ -70,6 +78,10 @@ class HeadHost(Engine):
         self._pids: dict[int, int] = {}  # link -> its peer's PID, when why_lost is given
         self._timer: Any = None  # the core's pulled deadline, armed
         self._deadline: int | None = None
+        #: Told how many actors are alive whenever that grows (a local cluster starts a
+        #: worker for each, so that actors never take the workers tasks run on).
+        self.on_actors: Callable[[int], object] | None = None
+        self._actors_seen = 0
         self.exited.add_callback(self._on_exit)
 
     @property
@@ -95,6 +107,12 @@ class HeadHost(Engine):
         head.buffer_updated(link, nbytes, time.time_ns())
         if head.next_deadline() != self._deadline:
             self._arm()
+        alive = head.actors_alive
+        if alive != self._actors_seen:
+            grew = alive > self._actors_seen
+            self._actors_seen = alive
+            if grew and self.on_actors is not None:
+                self.on_actors(alive)
         return head.decisions()
 
     def lost(self, link: int) -> list[dp.Decision]:
@@ -108,6 +126,19 @@ class HeadHost(Engine):
 
     def opened(self, link: int) -> list[dp.Decision]:
         return []  # the head opens no connections
+
+    def closing(self, link: int, reason: str) -> None:
+        pid = self._pids.get(link)
+        if pid is not None and reason.startswith(_FORCED):
+            # A force-cancel or force-kill: the task or method may hold the GIL in C code,
+            # and then its process cannot even read the stop. One this head can name (a
+            # process on this machine) is SIGKILLed if it is still there after a grace.
+            self.loop.call_later(FORCE_GRACE_S, self._kill_if_alive, pid)
+
+    def _kill_if_alive(self, pid: int) -> None:
+        if self.why_lost is not None and self.why_lost(pid) is None:  # it still runs
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     def stop(self, why: str) -> None:
         """Stop the head and its workers (a signal, a closing local cluster); on the loop."""

@@ -63,6 +63,10 @@ class LocalWorkers(Protocol):
         """The head stopped: no worker should be replaced from now on."""
         ...
 
+    def grow_to(self, workers: int) -> None:
+        """Run at least ``workers`` worker processes (any thread)."""
+        ...
+
 
 def _on_loop(background: Background, call: Callable[[], object], timeout: float) -> None:
     """Run ``call`` on the background loop and wait for it (and one more turn)."""
@@ -138,6 +142,9 @@ def connect_local(
         heads.append(head)
         if workers is not None:
             head.exited.add_callback(lambda _: workers.head_exited())
+            # Each actor takes a worker: start one more for it, as Ray starts a process
+            # per actor, so that `init(workers=n)` keeps n workers for tasks.
+            head.on_actors = lambda alive: workers.grow_to(workers.expected + alive)
         driver = DriverHost(loop, registry, dp.Role.DRIVER)
         memory_link(loop.call_soon, Link(driver, dp.HEAD_LINK), Link(head, head.accept()))
         timer = loop.call_later(timeout, too_late, driver)

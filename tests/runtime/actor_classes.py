@@ -160,3 +160,12 @@ class Grid:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+@dista.actor
+class Stuck:
+    def spin(self) -> int:
+        return sum(range(10**12))  # C code: no interrupt reaches it
+
+    def pid(self) -> int:
+        return os.getpid()

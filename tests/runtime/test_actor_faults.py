@@ -4,7 +4,6 @@ and the budget are read from the environment the workers start with)."""
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import time
@@ -168,19 +167,21 @@ def test_kept_calls_drop_once_a_checkpoint_covers_them(stored: Path) -> None:
     counter.kill()
 
 
-def test_an_actor_waits_for_a_busy_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_local_cluster_starts_a_worker_for_each_actor(monkeypatch: pytest.MonkeyPatch) -> None:
+    # init(workers=1) keeps one worker for tasks: an actor made while it is busy starts on
+    # a worker started for it, without waiting for the task, and tasks still run.
     monkeypatch.delenv("DISTA_CHECKPOINT_URI", raising=False)
-    for _ in _cluster(1):
-        busy = ac.sleep_then.remote(1.0, 5)
-        time.sleep(0.2)
+    for cluster in _cluster(1):
+        busy = ac.sleep_then.remote(3.0, 5)
+        time.sleep(0.3)
         plain = ac.Plain.remote()
-        call = plain.add.remote(1)
-        assert not call.done()
+        assert plain.add.remote(1).get(timeout=20) == 1
+        assert not busy.done()  # it did not wait for the task
+        wait_for_workers(2)
+        assert len(cluster.pids()) == 2
+        assert ac.sleep_then.remote(0, 6).get(timeout=30) == 6  # a task runs beside it
         assert busy.get(timeout=30) == 5
-        assert call.get(timeout=30) == 1
         plain.kill()
-        gc.collect()
-        assert ac.sleep_then.remote(0, 6).get(timeout=30) == 6  # tasks run there again
 
 
 def test_a_restored_numpy_state_is_writable(stored: Path) -> None:
@@ -191,3 +192,20 @@ def test_a_restored_numpy_state_is_writable(stored: Path) -> None:
     assert grid.bump.remote(5).get(timeout=60) == 2
     assert grid.bump.remote(7).get(timeout=30) == 3
     grid.kill()
+
+
+def test_kill_force_ends_the_worker_of_an_actor_stuck_in_c(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DISTA_CHECKPOINT_URI", raising=False)
+    for cluster in _cluster(1):
+        stuck = ac.Stuck.remote()
+        pid = stuck.pid.remote().get(timeout=30)
+        spinning = stuck.spin.remote()
+        time.sleep(0.3)
+        stuck.kill(force=True)
+        with pytest.raises(dista.TaskError, match="killed"):
+            spinning.get(timeout=30)
+        assert_gone([pid])
+        assert ac.sleep_then.remote(0, 6).get(timeout=30) == 6  # the workers serve tasks
+        assert pid not in cluster.pids()

@@ -194,17 +194,16 @@ def test_a_class_from_a_script_travels_by_value(cluster: dista.Cluster) -> None:
     handle.kill()
 
 
-def test_status_shows_each_actor_and_a_waiting_one(cluster: dista.Cluster) -> None:
-    one, two = ac.Counter.remote(), ac.Counter.remote()
-    three = ac.Counter.remote()
-    dista.get([one.add.remote(1), two.add.remote(1)], timeout=10)
+def test_status_shows_each_actor_and_tasks_keep_their_workers(cluster: dista.Cluster) -> None:
+    # Two workers and three actors: the local cluster starts a worker for each actor.
+    actors = [ac.Counter.remote() for _ in range(3)]
+    assert dista.get([a.add.remote(1) for a in actors], timeout=30) == [1, 1, 1]
     text = _status()
-    assert text.count("ready on worker") == 2, text
-    assert "WAITING: every worker of its registry hosts an actor" in text, text
-    one.kill()
-    assert three.add.remote(2).get(timeout=10) == 2  # it took the freed worker
-    two.kill()
-    three.kill()
+    assert text.count("ready on worker") == 3, text
+    assert text.count("kept for actor") == 3, text
+    assert ac.sleep_then.remote(0, 6).get(timeout=30) == 6  # a task still has a worker
+    for actor in actors:
+        actor.kill()
 
 
 def test_a_second_driver_calls_the_same_actor(cluster: dista.Cluster, tmp_path: Path) -> None:

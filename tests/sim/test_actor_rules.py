@@ -719,3 +719,20 @@ def test_checkpoints_keep_pace_with_a_burst_of_calls() -> None:
     assert _record(sim, actor).covered == 100
     assert [d.got[c] for c in calls] == [result_of(i, 1) for i in range(1, 101)]
     assert d.core.kept(actor) == 0
+
+
+def test_a_forced_kill_stops_the_actors_worker() -> None:
+    sim, actors = _cluster(seed=23, workers=2)
+    d = sim.drivers[0]
+    actor = _create(sim, d)
+    deliver_all(sim)
+    host = _host(sim, actor)
+    call = _call(sim, d, actor, 1)
+    deliver_all(sim)
+    d.core.kill_actor(actor, force=True)
+    sim.driver_call(d)
+    deliver_all(sim)
+    assert host.core.stopped  # told to stop: its process ends (a supervisor replaces it)
+    assert "was killed by driver" in d.failed[call]
+    assert _record(sim, actor).state is ActorState.DEAD
+    assert sim.head.stats().workers == 1 and sim.head.stats().pending == 0
