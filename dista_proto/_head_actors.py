@@ -481,6 +481,7 @@ class Actors(Scheduling):
             return
         actor.losses += 1
         actor.restarts += 1
+        actor.lost = f"{worker.name}: {why}"
         name = f"actor {actor.actor_id:#x}"
         if actor.lossy:
             self._end_actor(
@@ -509,9 +510,10 @@ class Actors(Scheduling):
             ):
                 self._waiting_actors.remove(actor)
                 waited = self.no_worker_grace_ns / 1e9
+                lost = f" after losing its worker ({actor.lost})" if actor.lost else ""
                 self._end_actor(
                     actor,
-                    f"no worker can host actor {actor.actor_id:#x} (type "
+                    f"no worker can host actor {actor.actor_id:#x}{lost} (type "
                     f"{actor.type_id:#x}): none of the connected workers has its driver's "
                     f"registry {actor.registry:#018x} (waited {waited:g} s for one)",
                 )

@@ -233,6 +233,7 @@ class ActorRecord:
         "kept_bytes",
         "losses",
         "lossy",
+        "lost",
         "owner",
         "pending",
         "registry",
@@ -277,5 +278,6 @@ class ActorRecord:
         #: covered yet: it still hears covered once a checkpoint includes it.
         self.cut: dict[int, tuple[int, int]] = {}
         self.restarts = 0
+        self.lost = ""  # the last worker it lost, and why
         self.losses = 0  # workers lost in a row without an answer in between
         self.callers: set[int] = {owner}  # links that sent it calls

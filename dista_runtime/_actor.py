@@ -105,6 +105,8 @@ class ActorType:
     """What `actor` knows of a class: its name, IDs, methods and checkpoint cadence."""
 
     def __init__(self, cls: type, checkpoint_every: int) -> None:
+        if not isinstance(checkpoint_every, int) or isinstance(checkpoint_every, bool):
+            raise TypeError(f"checkpoint_every must be an int, not {checkpoint_every!r}")
         if checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be 0 (never) or more, not {checkpoint_every}")
         clash = _RESERVED & set(vars(cls))
@@ -207,6 +209,14 @@ class ActorMethod(Generic[P, R]):
         if handles:
             ref._keep = handles
         return ref
+
+    if not TYPE_CHECKING:  # calling one stays a type error; at run time it says what to do
+
+        def __call__(self, *args, **kwargs):
+            raise TypeError(
+                f"actor methods are called with .remote(): {self._name}.remote(...) gives "
+                "a ref to the result"
+            )
 
     def __repr__(self) -> str:
         return f"<dista actor method {self._handle._type_name}.{self._name}>"

@@ -209,8 +209,13 @@ class ActorHost:
                 parts = encode_parts(self._instance, "the actor's state")
                 covers = dict(self._covers)
                 written = store.write(work.actor_id, 0, work.calls, covers, parts, prune=False)
-        except Exception as e:  # unpicklable state, a full disk: the actor goes on
-            failure = str(e) if isinstance(e, (CheckpointError, TypeError)) else repr(e)
+        except TypeError as e:  # unpicklable state: the actor goes on
+            failure = (
+                f"{e} (an actor can define __getstate__ and __setstate__ to leave out "
+                "what cannot be pickled and rebuild it)"
+            )
+        except Exception as e:  # a full disk, a store gone away: the actor goes on
+            failure = str(e) if isinstance(e, CheckpointError) else repr(e)
         self._report(lambda: self.core.checkpointed(work.actor_id, work.calls, failure))
         if store is not None and written:
             try:  # after the answer: removing the older ones is nobody's wait

@@ -722,7 +722,7 @@ def test_checkpoints_keep_pace_with_a_burst_of_calls() -> None:
 
 
 def test_a_forced_kill_stops_the_actors_worker() -> None:
-    sim, actors = _cluster(seed=23, workers=2)
+    sim, _ = _cluster(seed=23, workers=2)
     d = sim.drivers[0]
     actor = _create(sim, d)
     deliver_all(sim)
