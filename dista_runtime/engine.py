@@ -144,6 +144,11 @@ class Engine:
     # -- streams ----------------------------------------------------------------------------
 
     def attach(self, link: int, transport: Stream) -> None:
+        if self.exited.done():
+            # A peer that connected as the role exited (a worker started late, joining a
+            # head that is stopping): nobody will read it, so close it now.
+            transport.close()
+            return
         self.transports[link] = transport
 
     def detach(self, link: int) -> None:
