@@ -252,14 +252,15 @@ class ActorSession:
     # -- held-back frames (under the lock) ---------------------------------------------------
 
     def _hold(self, actor: int, held: _Held) -> None:
+        for oid in held.inputs:
+            if oid not in self._slots:
+                raise ValueError(f"object {oid:#x} is not held by this session")
         queue = self._held.get(actor)
         if queue is None:
             queue = self._held[actor] = deque()
         queue.append(held)
         pinned = self._pinned
         for oid in held.inputs:
-            if oid not in self._slots:
-                raise ValueError(f"object {oid:#x} is not held by this session")
             pinned[oid] = pinned.get(oid, 0) + 1
         self._send_held(actor)
 
