@@ -94,7 +94,7 @@ class HeadHost(Engine):
 
     def attach(self, link: int, transport: Stream) -> None:
         super().attach(link, transport)
-        if self.why_lost is not None:
+        if self.why_lost is not None and link in self.transports:
             pid = peer_pid(transport)
             if pid is not None:
                 self._pids[link] = pid
