@@ -71,7 +71,8 @@ class _Passed(threading.local):
     """The handles pickled into the call being encoded on this thread (`encode_with_handles`)."""
 
     def __init__(self) -> None:
-        self.handles: list[ActorHandle[Any]] | None = None
+        self.collecting = False
+        self.found: list[ActorHandle[Any]] = []  # one list per thread: no allocation a call
 
 
 _passed = _Passed()
@@ -83,12 +84,21 @@ def encode_with_handles(
     """`encode_call`, and the actor handles among the arguments: the refs of the call keep
     them, so an actor made for a call (``use.remote(Counter.remote())``) lives while its
     result is wanted, not only as long as the caller's own handle."""
-    _passed.handles = []
+    passed = _passed
+    passed.collecting = True
     try:
         argument, inputs = encode_call(args, kwargs, ObjectRef, what)
-        return argument, inputs, tuple(_passed.handles)
+    except BaseException:
+        passed.found.clear()
+        raise
     finally:
-        _passed.handles = None
+        passed.collecting = False
+    found = passed.found
+    if not found:
+        return argument, inputs, ()
+    handles = tuple(found)
+    found.clear()
+    return argument, inputs, handles
 
 
 class CheckpointWarning(UserWarning):
@@ -296,9 +306,8 @@ class ActorHandle(Generic[T_co]):
         return hash(self.actor_id)
 
     def __reduce__(self) -> tuple[object, ...]:
-        passed = _passed.handles
-        if passed is not None:
-            passed.append(self)
+        if _passed.collecting:
+            _passed.found.append(self)
         return (_rebuild, (self.actor_id, self._type_name, self._methods))
 
     def __del__(self) -> None:
