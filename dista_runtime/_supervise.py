@@ -386,8 +386,11 @@ class Supervisor:
                 child.tail.extend(
                     line.decode(errors="replace").rstrip() for line in lines[-_TAIL_LINES:]
                 )
-            prefix = b"(pid=%d) " % child.popen.pid
-            _emit(name, b"".join(prefix + line for line in lines))
+            # A child still starting when the pool closes (one started for an actor just
+            # before the end) finds the head gone: expected, so not worth a word.
+            if not (self._closing and not child.joined):
+                prefix = b"(pid=%d) " % child.popen.pid
+                _emit(name, b"".join(prefix + line for line in lines))
         if eof:
             self._close_output(child, fd)
 
