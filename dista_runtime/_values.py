@@ -329,23 +329,23 @@ def encode(value: object, what: str = "the value") -> Bytes:
     """``value`` as one buffer; a value that does not pickle raises TypeError naming it."""
     if type(value) in _SIMPLE:
         return pickle.dumps(value, protocol=5)
-    buffers: list[pickle.PickleBuffer] = []
-    try:
-        data, _ = _dumps(value, buffers)
-    except Exception as e:
-        raise TypeError(describe_unpicklable(what, value, e)) from e
-    return _join(data, buffers)
+    return _join(*_pickled(value, what))
 
 
 def encode_parts(value: object, what: str = "the value") -> list[Bytes]:
     """`encode`, as buffers to write in order rather than one: a large NumPy array or
     bytearray in ``value`` is written from where it lies (an actor's checkpoint)."""
+    return _parts(*_pickled(value, what))
+
+
+def _pickled(value: object, what: str) -> tuple[bytes, list[pickle.PickleBuffer]]:
+    """The pickle of ``value`` and its out-of-band buffers; TypeError naming ``what``."""
     buffers: list[pickle.PickleBuffer] = []
     try:
         data, _ = _dumps(value, buffers)
     except Exception as e:
         raise TypeError(describe_unpicklable(what, value, e)) from e
-    return _parts(data, buffers)
+    return data, buffers
 
 
 def decode(value: Bytes) -> Any:
