@@ -20,6 +20,8 @@ from typing import Final
 
 __all__ = [
     "CANCEL_FORCE",
+    "ERROR_COVERED",
+    "ERROR_NO_CHECKPOINT",
     "ERROR_WARNING",
     "FREE_WITHDRAW",
     "HEAD_LINK",
@@ -27,8 +29,11 @@ __all__ = [
     "ID_MASK",
     "KILL_AFTER_CALLS",
     "KILL_FORCE",
+    "KILL_KEEP",
     "MIN_FETCH_PART",
     "NUMBER_SPACE",
+    "RESTORE_NEWEST",
+    "SPAN_ALIVE",
     "SPAN_BLOCKED",
     "SPAN_RESUMED",
     "SPAN_WITHDRAWN",
@@ -84,6 +89,11 @@ SPAN_RESUMED: Final = 2
 #: follow; the head requeues it (a withdrawal) or settles it (a cancel).
 SPAN_WITHDRAWN: Final = 3
 
+#: Span mark, worker to head, object ID 0: the worker is alive (a heartbeat, sent every
+#: few seconds), so that a head notices a worker that stopped answering (SIGSTOP, a hung
+#: host, a link cut without a reset) within its liveness timeout.
+SPAN_ALIVE: Final = 4
+
 #: Free mark, head to worker: take this task back if it has not started (the worker answers
 #: `SPAN_WITHDRAWN`), else let it run. An unmarked free of a task the worker holds drops it
 #: if it has not started, else interrupts it: the head cancelled it.
@@ -93,12 +103,28 @@ FREE_WITHDRAW: Final = 1
 #: is a warning about it (a checkpoint could not be written), not its failure.
 ERROR_WARNING: Final = 1
 
+#: Error mark, worker to head, on an actor call: the checkpoint the actor was restored from
+#: already includes this call, so it was not run again (after a head restart).
+ERROR_COVERED: Final = 2
+#: Error mark, worker to head, answering actor-restore for `RESTORE_NEWEST`: the actor has
+#: no checkpoint to restore from (the head sends its actor-create instead).
+ERROR_NO_CHECKPOINT: Final = 3
+
+#: Actor-restore's call count meaning "the newest intact checkpoint": a head restarted
+#: does not know which there is. The worker answers with a result carrying, as a u64, the
+#: calls the checkpoint it restored from covers, or `ERROR_NO_CHECKPOINT`.
+RESTORE_NEWEST: Final = (1 << 64) - 1
+
 #: Actor-kill mark, driver to head: destroy the actor once the calls already made to it
 #: have run (its last handle went away: Ray's graceful end), not at once.
 KILL_AFTER_CALLS: Final = 1
 #: Actor-kill mark, driver to head: also end the worker process hosting the actor, for a
 #: method stuck in C code that nothing else stops (as `CANCEL_FORCE` for a task).
 KILL_FORCE: Final = 2
+
+#: Actor-kill mark, head to worker: destroy the actor but keep its checkpoints: it moves
+#: to another worker (its worker drains) and is restored there from them.
+KILL_KEEP: Final = 3
 
 #: Cancel mark, driver to head: also end the worker process running the task.
 CANCEL_FORCE: Final = 1

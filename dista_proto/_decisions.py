@@ -24,6 +24,7 @@ __all__ = [
     "Connect",
     "Decision",
     "Exit",
+    "HeadLost",
     "ObjectFailed",
     "ObjectLocated",
     "ObjectValue",
@@ -65,6 +66,15 @@ class Close:
 @dataclass(frozen=True, slots=True)
 class Exit:
     """The machine is done (a worker told to stop, a head told to stop)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class HeadLost:
+    """The connection to the head was lost, and the machine can go on with another: connect
+    again (with backoff) and call ``start``; a worker rejoins with holding, a driver resumes
+    under its number. A binding that cannot (an in-memory head) ends the machine instead."""
 
     reason: str
 
@@ -217,6 +227,7 @@ Decision = (
     | Connect
     | Close
     | Exit
+    | HeadLost
     | RunTask
     | CancelTask
     | StartActor

@@ -33,6 +33,7 @@ from typing import Final
 from . import frame as F
 from ._conventions import (
     CANCEL_FORCE,
+    ERROR_COVERED,
     ID_BITS,
     ID_MASK,
     NUMBER_SPACE,
@@ -46,17 +47,22 @@ from ._events import (
     ActorCreate,
     ActorKill,
     Address,
+    Adopted,
     Cancel,
     Checkpoint,
     Checkpointed,
+    Claim,
+    Drain,
     Error,
     Event,
     Free,
     HeadStats,
     Hello,
+    Holding,
     Located,
     Release,
     Result,
+    Resumed,
     Span,
     Stats,
     Status,
@@ -70,7 +76,7 @@ from ._events import (
     Welcome,
 )
 from ._fairqueue import FairQueue
-from ._head_actors import DEFAULT_ACTOR_KEEP_BYTES, Actors
+from ._head_actors import DEFAULT_ACTOR_KEEP_BYTES
 from ._head_records import (
     ActorRecord,
     ActorState,
@@ -80,6 +86,7 @@ from ._head_records import (
     TaskState,
     TrackedObject,
 )
+from ._head_recovery import LIVENESS_NS, RECOVERY_GRACE_NS, Recovery
 from ._head_scheduling import ANYWHERE
 from ._head_status import status_text
 from ._links import Links
@@ -110,7 +117,7 @@ _RUNNING: Final = TaskState.RUNNING
 _DONE: Final = TaskState.DONE
 
 
-class Head(Actors):
+class Head(Recovery):
     """The head's whole state; see the module docstring."""
 
     def __init__(
@@ -127,6 +134,8 @@ class Head(Actors):
         portable_tasks: Iterable[int] = (),
         no_worker_grace_ns: int = NO_WORKER_GRACE_NS,
         actor_keep_bytes: int = DEFAULT_ACTOR_KEEP_BYTES,
+        liveness_ns: int = LIVENESS_NS,
+        recovery_grace_ns: int = RECOVERY_GRACE_NS,
     ) -> None:
         if not 1 <= first_number < NUMBER_SPACE:
             raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
@@ -164,6 +173,15 @@ class Head(Actors):
         self.running = 0
         self.stopping = False
         self._now = 0
+        # A worker silent this long is lost (0: never); see `_head_recovery`.
+        self.liveness_ns = liveness_ns
+        self.recovery_grace_ns = recovery_grace_ns
+        self._claims: dict[int, int] = {}
+        self._unclaimed: dict[int, tuple[Peer, int]] = {}
+        self._limbo: dict[int, tuple[str, int]] = {}
+        self._adopting: dict[int, Peer] = {}
+        self._adopt_tries: dict[int, int] = {}
+        self._tick_at = 0
 
     # -- the binding's side -------------------------------------------------------------------
 
@@ -187,6 +205,7 @@ class Head(Actors):
         peer = self._peers.get(link)
         if peer is None:
             return
+        peer.heard = self._now
         peers = self._peers
         for event in events:
             if peers.get(link) is not peer:
@@ -222,6 +241,23 @@ class Head(Actors):
         """What to do now: writes, closes, exit; in order."""
         return self._links.decisions()
 
+    def _epoch(self) -> int:
+        return self.epoch
+
+    def next_deadline(self) -> int | None:
+        """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
+        scheduling = super().next_deadline()
+        recovery = self._recovery_deadline()
+        if recovery is None or scheduling is None:
+            return scheduling if recovery is None else recovery
+        return min(scheduling, recovery)
+
+    def on_timer(self, now: int) -> None:
+        """Time passed: tasks and actors that waited out their grace fail, silent workers
+        are lost, claims and holdings that waited out theirs end (`_head_recovery`)."""
+        super().on_timer(now)
+        self._on_recovery_timer(now)
+
     @property
     def drivers(self) -> int:
         """Connected drivers (clients excluded): a local head lives while there are any."""
@@ -255,6 +291,7 @@ class Head(Actors):
         if role == Role.WORKER:
             assert hello.address is not None
             peer.address = hello.address
+            peer.heard = self._now
             peer.free = self.worker_slots
             peer.spare = self.prefetch
             self._workers_of.setdefault(peer.registry, set()).add(peer)
@@ -263,6 +300,9 @@ class Head(Actors):
             self._make_idle(peer)
             self._pump(peer.registry)
             self._steal_for(peer)
+            for other in list(self._peers.values()):
+                if other.draining and other.holds and other is not peer:
+                    self._maybe_release_drained(other)  # it may adopt what they hold
         elif role in (Role.DRIVER, Role.CLIENT):
             number = self._assign_number(peer, hello)
             if number == 0:
@@ -272,14 +312,9 @@ class Head(Actors):
             self._links.send(peer.link, Welcome(number, self.epoch))
 
     def _assign_number(self, peer: Peer, hello: Hello) -> int:
-        resume = hello.resume
-        if resume is not None:
+        if hello.resume is not None:
             # A driver of an earlier head keeps its number, so its object IDs stay valid.
-            holder = self._numbers.get(resume.number)
-            if holder is None and 1 <= resume.number < NUMBER_SPACE:
-                return resume.number
-            self._refuse(peer, f"driver number {resume.number} is in use by another driver")
-            return 0
+            return self._resume_number(peer, hello)
         for _ in range(NUMBER_SPACE):
             number = self._next_number
             self._next_number = number + 1 if number + 1 < NUMBER_SPACE else 1
@@ -316,16 +351,36 @@ class Head(Actors):
             self._on_actor_kill(peer, event)
         elif isinstance(event, Checkpoint):
             self._on_checkpoint_ask(peer, event)
+        elif isinstance(event, (Result, Error)):
+            self._on_driver_answer(peer, event)
+        elif isinstance(event, Claim):
+            self._on_claim(peer, event)
+        elif isinstance(event, Resumed):
+            self._on_resumed(peer)
         else:
             oid = getattr(event, "object_id", 0)
             name = F.kind_name(event.kind)
             self._links.send(peer.link, Error(oid, f"{name} is not supported by this head"))
 
     def _on_worker_event(self, peer: Peer, event: Event) -> None:
+        if isinstance(event, Holding):
+            self._on_holding(peer, event)
+            return
+        if isinstance(event, Adopted):
+            self._on_adopted(peer, event)
+            return
+        if isinstance(event, Drain):
+            self._on_drain(peer)
+            return
         actor = peer.actor
         if actor is not None and actor.state is not ActorState.WAITING:
             # A worker hosting an actor runs nothing else: every answer is the actor's.
-            if isinstance(event, (Result, Stored)):
+            if actor.restoring and getattr(event, "object_id", 0) == actor.actor_id:
+                if isinstance(event, (Result, Error)):
+                    self._on_restored(peer, actor, event)
+            elif isinstance(event, Error) and event.mark == ERROR_COVERED:
+                self._on_covered_call(peer, event)
+            elif isinstance(event, (Result, Stored)):
                 self._on_actor_answer(peer, event.object_id, event, None)
             elif isinstance(event, Error):
                 self._on_actor_answer(peer, event.object_id, None, event.message)
@@ -343,11 +398,6 @@ class Head(Actors):
             self._on_answer(peer, event.object_id, event, None)
         elif isinstance(event, Error):
             self._on_answer(peer, event.object_id, None, event.message)
-        elif event.kind == F.KIND_DRAIN:
-            peer.draining = True
-            self._forget_worker(peer)
-            self._maybe_release_drained(peer)
-        # holding, checkpointed, adopted: handled by the recovery and actor machinery
 
     def _on_observer_event(self, peer: Peer, event: Event) -> None:
         if isinstance(event, Status):
@@ -379,7 +429,7 @@ class Head(Actors):
     def _submit(
         self, peer: Peer, oid: int, task_id: int, results: int, event: Task | TaskMany | None
     ) -> TaskRecord | None:
-        if not self._check_new_ids(peer, oid, results):
+        if self._resent(peer, oid) or not self._check_new_ids(peer, oid, results):
             return None
         registry = ANYWHERE if task_id & TASK_ID_MASK in self._portable else peer.registry
         task = TaskRecord(oid, task_id, peer.link, registry, results, event, self._now)
@@ -676,6 +726,7 @@ class Head(Actors):
         worker.holds.clear()
         self._fail_tasks(stack)
         self._pump(worker.registry)
+        self._adopter_lost(worker)
 
     def _lose_driver(self, driver: Peer) -> None:
         self._numbers.pop(driver.number, None)
@@ -694,10 +745,6 @@ class Head(Actors):
         for obj in held:
             if obj.oid in self._objects:
                 self._unref(obj)
-
-    def _maybe_release_drained(self, worker: Peer) -> None:
-        if not worker.running and self._peers.get(worker.link) is worker:
-            self._links.send(worker.link, Stop())
 
     def _stop(self, why: str) -> None:
         self.stopping = True

@@ -35,7 +35,14 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
-from ._conventions import ERROR_WARNING, ID_BITS, KILL_AFTER_CALLS, KILL_FORCE, TASK_ID_MASK
+from ._conventions import (
+    ERROR_WARNING,
+    ID_BITS,
+    KILL_AFTER_CALLS,
+    KILL_FORCE,
+    RESTORE_NEWEST,
+    TASK_ID_MASK,
+)
 from ._events import (
     ActorCall,
     ActorCreate,
@@ -101,10 +108,15 @@ class Actors(Scheduling):
     # -- from drivers ----------------------------------------------------------------------
 
     def _on_actor_create(self, peer: Peer, event: ActorCreate) -> None:
+        known = self._actors.get(event.object_id)
+        if peer.resuming and known is not None and known.state is not _DEAD:
+            return  # this head has it: the same driver on a new connection
         if not self._check_new_ids(peer, event.object_id, 1):
             return
         registry = ANYWHERE if event.task_id & TASK_ID_MASK in self._portable else peer.registry
         actor = ActorRecord(event, peer.link, registry, self._now)
+        # A driver resuming after a head restart: the actor lives on in its checkpoints.
+        actor.restoring = peer.resuming
         self._actors[actor.actor_id] = actor
         self.actors_alive += 1
         self._place(actor)
@@ -112,6 +124,13 @@ class Actors(Scheduling):
     def _on_actor_call(self, peer: Peer, event: ActorCall) -> None:
         oid = event.object_id
         actor = self._actors.get(event.actor_id)
+        if peer.resuming and actor is not None and actor.state is not _DEAD:
+            if oid <= actor.newest_from.get(peer.number, 0):
+                return  # a call this head took already: the same driver, reconnected
+            obj = self._objects.get(oid)
+            if obj is not None and obj.owner == peer.link and obj.task is None:
+                self._replay_call(peer, actor, event)  # answered before the restart
+                return
         if not self._check_new_ids(peer, oid, 1):
             return
         obj = self._objects[oid] = TrackedObject(oid, peer.link, None)
@@ -126,13 +145,24 @@ class Actors(Scheduling):
             self._fail_object(obj, f"actor {event.actor_id:#x} is gone: {why}")
             return
         self.pending += 1
+        self._take_call(peer, actor, event, False)
+
+    def _replay_call(self, peer: Peer, actor: ActorRecord, event: ActorCall) -> None:
+        """A call a resuming driver got the answer of: it runs again for the actor's state
+        (unless its checkpoint includes it), and its answer goes nowhere."""
+        self._take_call(peer, actor, event, True)
+
+    def _take_call(self, peer: Peer, actor: ActorRecord, event: ActorCall, answered: bool) -> None:
         actor.seq += 1
-        call = CallRecord(actor.seq, oid, event.task_id, event.argument, peer.link)
+        call = CallRecord(actor.seq, event.object_id, event.task_id, event.argument, peer.link)
+        call.answered = answered
+        if not answered:
+            actor.by_oid[call.oid] = call
         actor.calls.append(call)
-        actor.by_oid[oid] = call
         actor.kept_bytes += len(event.argument)
         actor.callers.add(peer.link)
-        if actor.state is _STARTING or actor.state is _READY:
+        actor.newest_from[peer.number] = event.object_id
+        if (actor.state is _STARTING or actor.state is _READY) and not actor.restoring:
             self._send_calls(actor)
         if actor.kept_bytes > self.actor_keep_bytes:
             self._over_budget(actor)
@@ -248,6 +278,11 @@ class Actors(Scheduling):
         actor.state = _STARTING
         actor.why = ""
         send = self._links.send
+        if actor.restoring:
+            # After a head restart: the newest checkpoint there is, whose answer says what
+            # it covers (`_on_restored` sends the calls then).
+            send(worker.link, ActorRestore(actor.actor_id, actor.type_id, RESTORE_NEWEST))
+            return
         if actor.covered >= 0:
             send(worker.link, ActorRestore(actor.actor_id, actor.type_id, actor.covered))
         else:
@@ -295,7 +330,7 @@ class Actors(Scheduling):
         if asks is None:
             asks = actor.pending[calls] = []
             actor.asked_at = calls
-            if actor.state is not _WAITING and actor.sent == calls:
+            if actor.state is not _WAITING and actor.sent == calls and not actor.restoring:
                 self._send_checkpoints_at(actor, calls)
         if ask is not None:
             asks.append(ask)

@@ -51,15 +51,18 @@ class Peer:
         "blocked",
         "draining",
         "free",
+        "heard",
         "holds",
         "idle",
         "link",
         "number",
         "prefetched",
         "registry",
+        "resuming",
         "role",
         "running",
         "spare",
+        "why",
     )
 
     def __init__(self, link: int) -> None:
@@ -78,6 +81,10 @@ class Peer:
         self.holds: set[int] = set()  # stored objects, workers
         #: The actor this worker hosts, or is kept free for (it runs no tasks meanwhile).
         self.actor: ActorRecord | None = None
+        self.heard = 0  # when the head last read from it (workers: liveness)
+        #: A driver that said hello with a resume pair and has not sent resumed yet.
+        self.resuming = False
+        self.why = ""  # what a draining worker waits for (status)
 
     @property
     def name(self) -> str:
@@ -234,10 +241,12 @@ class ActorRecord:
         "losses",
         "lossy",
         "lost",
+        "newest_from",
         "owner",
         "pending",
         "registry",
         "restarts",
+        "restoring",
         "sent",
         "seq",
         "since",
@@ -262,6 +271,12 @@ class ActorRecord:
         self.since = now  # waiting since
         self.worker: Peer | None = None
         self.announced = False  # the owner got its created answer
+        #: Restore from the newest checkpoint there is (`RESTORE_NEWEST`): the actor was
+        #: created again by a driver resuming after a head restart.
+        self.restoring = False
+        #: Per caller's number, the newest call ID the head took: a resuming caller's
+        #: calls up to it are ones this head has already.
+        self.newest_from: dict[int, int] = {}
         self.calls: deque[CallRecord] = deque()  # not covered by a checkpoint, in order
         self.by_oid: dict[int, CallRecord] = {}  # of those, the ones not answered yet
         self.seq = 0  # calls received

@@ -28,18 +28,24 @@ from ._conventions import (
     FREE_WITHDRAW,
     HEAD_LINK,
     MIN_FETCH_PART,
+    SPAN_ALIVE,
     SPAN_BLOCKED,
     SPAN_RESUMED,
     SPAN_WITHDRAWN,
 )
-from ._decisions import CancelTask, Decision, Exit, RunTask
+from ._decisions import CancelTask, Decision, Exit, HeadLost, RunTask, StopActor
 from ._events import (
     Address,
+    Adopt,
+    Adopted,
+    Drain,
     Error,
     Event,
     Fetch,
     Free,
     Hello,
+    Holding,
+    HoldingEntry,
     InlineInput,
     Part,
     Result,
@@ -56,10 +62,13 @@ from ._roles import Role
 from ._worker_actors import ActorHosting
 from .frame import Bytes
 
-__all__ = ["DEFAULT_INLINE_THRESHOLD", "Worker"]
+__all__ = ["DEFAULT_INLINE_THRESHOLD", "HEARTBEAT_NS", "Worker"]
 
 #: Results above this many bytes stay on the worker (stored) instead of going inline.
 DEFAULT_INLINE_THRESHOLD: Final = 64 * 1024
+#: How often a worker tells the head it is alive (`SPAN_ALIVE`); a head's liveness timeout
+#: (30 s by default) should be several of these.
+HEARTBEAT_NS: Final = 5_000_000_000
 
 
 class _Gathering:
@@ -83,6 +92,7 @@ class Worker(ActorHosting):
         part: int = F.PART_SIZE,
         allocate: Callable[[int], bytearray | memoryview] = bytearray,
         min_part: int = MIN_FETCH_PART,
+        heartbeat_ns: int = HEARTBEAT_NS,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -102,18 +112,39 @@ class Worker(ActorHosting):
         self._gathering: dict[int, _Gathering] = {}  # first result ID -> its inputs so far
         self._waiting_for: dict[int, list[tuple[_Gathering, int]]] = {}  # input ID -> slots
         self.stopped = False
+        #: Told to stop (SIGTERM): it takes no more work and leaves once the head says stop.
+        self.draining = False
+        self.heartbeat_ns = heartbeat_ns
+        self._beat_at: int | None = None
+        self._hellos = 0  # a hello after the first rejoins, with holding
+        self._adopting: dict[int, Address] = {}  # object -> the draining worker it comes from
 
     # -- the binding's side -------------------------------------------------------------------
 
     def start(self, now: int) -> None:
-        """The connection to the head is up: say hello."""
+        """The connection to the head is up: say hello (rejoining: with holding)."""
         self._links.open(Role.WORKER, HEAD_LINK)
         conn = self._links.conn(HEAD_LINK)
         assert conn is not None
         # A large argument (a task frame of 1 MiB or more) lands in one buffer from
         # `allocate`, read into place, instead of growing the read buffer by copies.
         conn.land(None, self._allocate)
-        self._links.send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address))
+        send = self._links.send
+        send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address))
+        if self._hellos:
+            address = self.address
+            send(HEAD_LINK, Holding(tuple(HoldingEntry(o, address) for o in self.store)))
+        if self.draining:
+            send(HEAD_LINK, Drain())  # still draining: the new head moves what it holds
+        self._hellos += 1
+        self._beat_at = now + self.heartbeat_ns if self.heartbeat_ns else None
+
+    def drain(self, now: int) -> None:
+        """Told to stop (SIGTERM): ask the head to move what this worker holds; the head
+        sends stop once it runs nothing and holds nothing (`Exit` follows)."""
+        if not self.draining and not self.stopped:
+            self.draining = True
+            self._links.send(HEAD_LINK, Drain())
 
     def connection_made(self, now: int) -> int:
         """A fetcher connected to our object server: the link to use for it."""
@@ -156,22 +187,45 @@ class Worker(ActorHosting):
     def connection_lost(self, link: int, now: int) -> None:
         self._links.forget(link)
         if link == HEAD_LINK:
-            self._links.queue(Exit("the head connection was lost"))
+            self._head_lost("the head connection was lost")
         elif link in self._servers:
             self._servers.discard(link)
         else:
             for oid, value, why in self._fetcher.lost(link, "connection lost"):
                 self._fetched(oid, value, why)
 
+    def _head_lost(self, why: str) -> None:
+        """The head is gone: what it gave us is moot (a resuming driver sends its unfinished
+        tasks again, the new head reruns them), what we store stays and is served; the
+        actor goes, since its state may hold calls no caller would send again."""
+        self._beat_at = None
+        if self.stopped:
+            self._links.queue(Exit(why))
+            return
+        for oid in list(self._jobs):
+            if oid not in self._gathering:
+                self._links.queue(CancelTask(oid, False))  # interrupted; answers dropped
+        self._jobs.clear()
+        self._gathering.clear()
+        self._waiting_for.clear()
+        if self.actor:
+            self._links.queue(StopActor(self.actor, False))  # its checkpoints stay
+            self.actor = 0
+        self._links.queue(HeadLost(why))
+
     def decisions(self) -> list[Decision]:
         return self._links.decisions()
 
     def next_deadline(self) -> int | None:
-        """When `on_timer` has work to do: never, for now (ready for heartbeats)."""
-        return None
+        """When `on_timer` has work to do: the next heartbeat, while joined."""
+        return self._beat_at
 
     def on_timer(self, now: int) -> None:
-        """Time passed (see `next_deadline`)."""
+        """Time passed: tell the head we are alive (`SPAN_ALIVE`) when it is time."""
+        beat = self._beat_at
+        if beat is not None and now >= beat:
+            self._links.send(HEAD_LINK, Span(0, 0, 0, 0, SPAN_ALIVE))
+            self._beat_at = now + self.heartbeat_ns
 
     # -- tasks ---------------------------------------------------------------------------------
 
@@ -193,6 +247,8 @@ class Worker(ActorHosting):
             )
         elif isinstance(event, Free):
             self._free(event, now)
+        elif isinstance(event, Adopt):
+            self._adopt(event)
         elif isinstance(event, Stop):
             self.stopped = True
             self._links.close(HEAD_LINK, "stopped by the head")
@@ -277,7 +333,23 @@ class Worker(ActorHosting):
             event.object_id, event.task_id, results, event.value, values, event.gather, True, now
         )
 
+    def _adopt(self, event: Adopt) -> None:
+        """Keep a draining worker's object as our own (adopted answers with where it is)."""
+        oid = event.object_id
+        if oid in self.store:
+            self._links.send(HEAD_LINK, Adopted(oid, self.address))
+        elif oid not in self._adopting:
+            self._adopting[oid] = event.address
+            self._fetcher.request(oid, event.address)
+
     def _fetched(self, oid: int, value: Bytes | None, why: str) -> None:
+        source = self._adopting.pop(oid, None)
+        if source is not None:
+            if value is None:
+                self._links.send(HEAD_LINK, Adopted(oid, None, f"from {source}: {why}"))
+            else:
+                self.store[oid] = value
+                self._links.send(HEAD_LINK, Adopted(oid, self.address))
         for job, index in self._waiting_for.pop(oid, []):
             first = job.event.object_id
             if first not in self._gathering:

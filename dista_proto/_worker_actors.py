@@ -16,7 +16,7 @@ actor. `Worker` inherits this; the state it reads is the worker's own.
 
 from __future__ import annotations
 
-from ._conventions import HEAD_LINK
+from ._conventions import ERROR_COVERED, ERROR_NO_CHECKPOINT, HEAD_LINK, KILL_KEEP
 from ._decisions import CallActor, CheckpointActor, StartActor, StopActor
 from ._events import (
     ActorCall,
@@ -72,7 +72,8 @@ class ActorHosting:
         elif isinstance(event, ActorKill):
             if event.object_id == self.actor and self.actor:
                 self.actor = 0
-                self._links.queue(StopActor(event.object_id))
+                # Moving to another worker (ours drains): its checkpoints are its way there.
+                self._links.queue(StopActor(event.object_id, event.mark != KILL_KEEP))
         else:
             return False
         return True
@@ -80,14 +81,31 @@ class ActorHosting:
     def _not_here(self, oid: int, actor: int) -> None:
         self._links.send(HEAD_LINK, Error(oid, f"actor {actor:#x} is not on this worker"))
 
-    def actor_started(self, actor: int, error: str | None) -> None:
-        """The binding built ``actor`` (``error`` None) or could not (why not)."""
+    def actor_started(
+        self,
+        actor: int,
+        error: str | None,
+        *,
+        covers: int | None = None,
+        no_checkpoint: bool = False,
+    ) -> None:
+        """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
+        the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
+        ``no_checkpoint`` says there is none (the head sends actor-create then)."""
         if error is None:
-            self._links.send(HEAD_LINK, Result(actor, b""))
+            payload = b"" if covers is None else covers.to_bytes(8, "little")
+            self._links.send(HEAD_LINK, Result(actor, payload))
         else:
             if self.actor == actor:
                 self.actor = 0  # the next create may come here
-            self._links.send(HEAD_LINK, Error(actor, error))
+            mark = ERROR_NO_CHECKPOINT if no_checkpoint else 0
+            self._links.send(HEAD_LINK, Error(actor, error, mark))
+
+    def call_covered(self, oid: int) -> None:
+        """The checkpoint the actor was restored from includes call ``oid``: not run."""
+        if self._jobs.pop(oid, None) is not None:
+            why = f"actor call {oid:#x} is in the checkpoint the actor was restored from"
+            self._links.send(HEAD_LINK, Error(oid, why, ERROR_COVERED))
 
     def checkpointed(self, actor: int, calls: int, failure: str | None) -> None:
         """The binding wrote ``actor``'s checkpoint covering ``calls`` calls, or could not."""

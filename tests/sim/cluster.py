@@ -143,6 +143,7 @@ class Sim:
         worker_slots: int = 1,
         prefetch: int = 0,
         blocking: bool = False,
+        liveness_ns: int = 0,
     ) -> None:
         self.rng = random.Random(seed)
         # Whether running tasks block and resume at random (nested gets lend their slot).
@@ -159,6 +160,8 @@ class Sim:
             first_number=self.rng.randrange(1, 1 << 24),
             worker_slots=worker_slots,
             prefetch=prefetch,
+            # Silent workers are the fault scenarios' business: off unless they ask.
+            liveness_ns=liveness_ns,
         )
         self.pipes: list[Pipe] = []
         self.ends: dict[tuple[int, int], Pipe] = {}  # (id(machine), link) -> pipe to the peer

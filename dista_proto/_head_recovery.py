@@ -1,0 +1,453 @@
+"""The head's recovery: drivers resuming, workers rejoining or going silent, drains.
+
+The head keeps no disk state. After a head restart drivers and workers rebuild it, as the
+page says: a driver resumes under its old number and sends, in order, each object it still
+needs (a small result or error as a result or error frame, a result on a worker as claim,
+an unfinished task as the frame it first sent), its live actors' creates and the calls it
+keeps, then resumed; a rejoining worker sends holding.
+
+Claims and holdings meet here. A claim waits for the worker holding the object to rejoin
+(`recovery_grace_ns`, then the object fails saying so); a holding waits for its driver to
+claim it, and is freed once that driver has resumed without claiming it, or after the
+grace if it never comes. A driver resuming under a number still connected, from this
+head's own epoch, is the same driver on a new connection: the old connection is dropped
+and everything it owned moves to the new one, and what it sends again that the head
+already has is answered from what the head knows instead of run twice.
+
+Liveness: the head notes when it last read from each worker; one silent for
+``liveness_ns`` (SIGSTOP, a hung host, a link cut without a reset: workers send a
+`SPAN_ALIVE` heartbeat every few seconds) is lost: its tasks are retried elsewhere. What it
+stored is not failed at once but waits ``recovery_grace_ns`` for it to rejoin with holding.
+
+Drain: a worker that says drain takes no more work; each object it holds is adopted by
+another worker (adopt, adopted), its actor moves to another worker (restored from its
+checkpoints there), and once it runs nothing, holds nothing and hosts nothing it is told to
+stop. `Head` inherits this; the state it reads is the head's own.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+from ._conventions import ERROR_NO_CHECKPOINT, ID_BITS, KILL_KEEP, NUMBER_SPACE
+from ._events import (
+    ActorKill,
+    Adopt,
+    Adopted,
+    Claim,
+    Error,
+    Free,
+    Hello,
+    Holding,
+    Located,
+    Result,
+    Stop,
+    TimelineRecord,
+)
+from ._head_actors import Actors
+from ._head_records import ActorRecord, ActorState, ObjState, Peer, TaskRecord, TrackedObject
+from ._roles import Role
+
+__all__ = ["LIVENESS_NS", "RECOVERY_GRACE_NS", "Recovery"]
+
+#: A worker the head has not heard from for this long is lost (workers beat every 5 s).
+LIVENESS_NS: Final = 30_000_000_000
+#: How long a claim waits for the worker holding its object to rejoin, a holding for its
+#: driver to claim it, and a silent worker's objects for it to come back.
+RECOVERY_GRACE_NS: Final = 30_000_000_000
+#: How often the head looks for silent workers and expired waits, at most.
+_TICK_NS: Final = 1_000_000_000
+#: Attempts at adopting one object before a drain stops trying it (and says so).
+_ADOPT_TRIES: Final = 3
+
+_PENDING: Final = ObjState.PENDING
+_INLINE: Final = ObjState.INLINE
+_STORED: Final = ObjState.STORED
+_FAILED: Final = ObjState.FAILED
+
+
+class Recovery(Actors):
+    """The recovery half of `Head`."""
+
+    _numbers: dict[int, Peer]
+    _timeline: deque[tuple[int, TimelineRecord]]
+    held_bytes: int
+    liveness_ns: int
+    recovery_grace_ns: int
+    #: Claimed objects no worker has reported yet: object ID -> until when it waits.
+    _claims: dict[int, int]
+    #: Objects a rejoining worker holds that no driver claimed yet: ID -> (worker, until).
+    _unclaimed: dict[int, tuple[Peer, int]]
+    #: Stored objects of a worker gone silent, waiting for it to rejoin: ID -> until when.
+    _limbo: dict[int, tuple[str, int]]
+    #: Objects being adopted off a draining worker: ID -> the adopting worker.
+    _adopting: dict[int, Peer]
+    _adopt_tries: dict[int, int]
+    _tick_at: int
+
+    def _wake(self, obj: TrackedObject) -> None:
+        raise NotImplementedError  # the head's
+
+    def _fail_tasks(self, stack: list[tuple[TaskRecord, str]]) -> None:
+        raise NotImplementedError  # the head's
+
+    # -- drivers resuming ------------------------------------------------------------------
+
+    def _resume_number(self, peer: Peer, hello: Hello) -> int:
+        """The number of a driver saying hello with a resume pair, or 0 (refused)."""
+        resume = hello.resume
+        assert resume is not None
+        number = resume.number
+        if not 1 <= number < NUMBER_SPACE:
+            self._refuse(peer, f"driver number {number} is outside [1, 2**24)")
+            return 0
+        holder = self._numbers.get(number)
+        if holder is not None:
+            if resume.epoch != self._epoch():
+                # A driver of another head that drew the number one of ours has: giving it
+                # the number would give it the other driver's objects.
+                self._refuse(
+                    peer,
+                    f"driver number {number} is in use by a driver of this head (epoch "
+                    f"{self._epoch():#x}); yours was given by the head of epoch "
+                    f"{resume.epoch:#x}: start a new session",
+                )
+                return 0
+            self._replace(holder, peer)
+        peer.resuming = True
+        return number
+
+    def _refuse(self, peer: Peer, why: str) -> None:
+        raise NotImplementedError  # the head's
+
+    def _epoch(self) -> int:
+        raise NotImplementedError  # the head's
+
+    def _replace(self, old: Peer, new: Peer) -> None:
+        """``new`` is ``old``'s driver on a new connection: it takes over what it owned."""
+        was, now = old.link, new.link
+        self._peers.pop(was, None)
+        self._numbers.pop(old.number, None)
+        for obj in self._objects.values():
+            if obj.owner == was:
+                obj.owner = now
+                task = obj.task
+                if task is not None and task.owner == was:
+                    task.owner = now
+        for actor in self._actors.values():
+            if actor.owner == was:
+                actor.owner = now
+            if was in actor.callers:
+                actor.callers.discard(was)
+                actor.callers.add(now)
+            for call in actor.calls:
+                if call.owner == was:
+                    call.owner = now
+            for asks in actor.pending.values():
+                asks[:] = [(now if link == was else link, oid) for link, oid in asks]
+        if any(owner == was for owner, _ in self._timeline):
+            kept = [(now if o == was else o, r) for o, r in self._timeline]
+            self._timeline.clear()
+            self._timeline.extend(kept)
+        self._links.close(was, "the same driver connected again")
+
+    def _resent(self, peer: Peer, oid: int) -> bool:
+        """Whether ``oid`` is one a resuming ``peer`` sends again that this head has: it
+        gets the answer the head knows (if any yet) and nothing runs twice."""
+        if not peer.resuming:
+            return False
+        obj = self._objects.get(oid)
+        if obj is None or obj.owner != peer.link:
+            return False
+        if obj.held:
+            self._answer_again(obj)
+        return True
+
+    def _answer_again(self, obj: TrackedObject) -> None:
+        state = obj.state
+        if state is _INLINE:
+            self._links.send(obj.owner, Result(obj.oid, obj.value))
+        elif state is _STORED and obj.holder is not None:
+            self._links.send(obj.owner, Located(obj.oid, obj.holder.address))
+        elif state is _FAILED:
+            self._links.send(obj.owner, Error(obj.oid, obj.error))
+
+    def _on_driver_answer(self, peer: Peer, event: Result | Error) -> None:
+        """A resuming driver's result or error: an object it has, for tasks to take."""
+        oid = event.object_id
+        if self._resent(peer, oid) or not self._check_new_ids(peer, oid, 1):
+            return
+        obj = self._objects[oid] = TrackedObject(oid, peer.link, None)
+        obj.answered = True
+        if isinstance(event, Result):
+            obj.state = _INLINE
+            obj.value = event.value
+            obj.size = len(event.value)
+            self.held_bytes += obj.size
+        else:
+            obj.state = _FAILED
+            obj.error = event.message
+
+    def _on_claim(self, peer: Peer, event: Claim) -> None:
+        oid = event.object_id
+        if self._resent(peer, oid) or not self._check_new_ids(peer, oid, 1):
+            return
+        obj = self._objects[oid] = TrackedObject(oid, peer.link, None)
+        obj.answered = True
+        held = self._unclaimed.pop(oid, None)
+        if held is not None and self._peers.get(held[0].link) is held[0]:
+            self._attach(obj, held[0])
+        else:
+            self._claims[oid] = self._now + self.recovery_grace_ns
+
+    def _on_resumed(self, peer: Peer) -> None:
+        """``peer`` sent everything it still needs: what it did not claim is free."""
+        peer.resuming = False
+        number = peer.number
+        for oid, (worker, _) in list(self._unclaimed.items()):
+            if oid >> ID_BITS == number:
+                del self._unclaimed[oid]
+                self._links.send(worker.link, Free(oid))
+
+    # -- workers rejoining -----------------------------------------------------------------
+
+    def _on_holding(self, worker: Peer, event: Holding) -> None:
+        until = self._now + self.recovery_grace_ns
+        for entry in event.entries:
+            oid = entry.object_id
+            obj = self._objects.get(oid)
+            if obj is not None and obj.state is _PENDING and obj.task is None:
+                # Claimed, or stored on a worker that went silent: here it is.
+                self._claims.pop(oid, None)
+                self._limbo.pop(oid, None)
+                self._attach(obj, worker)
+                if obj.held:
+                    self._links.send(obj.owner, Located(oid, worker.address))
+                continue
+            if obj is not None:
+                if obj.holder is not worker:
+                    self._links.send(worker.link, Free(oid))  # known otherwise: a stale copy
+                continue
+            owner = self._numbers.get(oid >> ID_BITS)
+            if owner is not None and not owner.resuming:
+                self._links.send(worker.link, Free(oid))  # its driver did not claim it
+            else:
+                self._unclaimed[oid] = (worker, until)
+
+    def _attach(self, obj: TrackedObject, worker: Peer) -> None:
+        obj.state = _STORED
+        obj.holder = worker
+        worker.holds.add(obj.oid)
+        self._wake(obj)
+
+    # -- silence ---------------------------------------------------------------------------
+
+    def _silent(self, worker: Peer, now: int) -> None:
+        """``worker`` said nothing for the liveness timeout: it is lost, but what it stored
+        waits for it to rejoin."""
+        seconds = self.liveness_ns / 1e9
+        why = f"silent for {seconds:g} s (no heartbeat: stopped, hung, or cut off)"
+        until = now + self.recovery_grace_ns
+        for oid in worker.holds:
+            obj = self._objects.get(oid)
+            if obj is not None and obj.state is _STORED:
+                obj.state = _PENDING
+                obj.holder = None
+                self.held_bytes -= obj.size
+                self._limbo[oid] = (f"{worker.name} went {why}", until)
+        worker.holds.clear()
+        self._links.close(worker.link, why)
+        self._lose(worker, why)
+
+    # -- timers ----------------------------------------------------------------------------
+
+    def _recovery_deadline(self) -> int | None:
+        watching = self._claims or self._unclaimed or self._limbo
+        if not watching and not (self.liveness_ns and self._workers_of):
+            return None
+        return self._tick_at
+
+    def _on_recovery_timer(self, now: int) -> None:
+        if now < self._tick_at:
+            return
+        self._tick_at = now + min(_TICK_NS, max(self.liveness_ns // 4, 1_000_000))
+        if self.liveness_ns:
+            late = now - self.liveness_ns
+            for peer in list(self._peers.values()):
+                if peer.role == Role.WORKER and peer.heard < late:
+                    self._silent(peer, now)
+        seconds = self.recovery_grace_ns / 1e9
+        for oid, until in list(self._claims.items()):
+            if now >= until:
+                del self._claims[oid]
+                obj = self._objects.get(oid)
+                if obj is not None and obj.state is _PENDING and obj.task is None:
+                    why = (
+                        f"object {oid:#x} is lost: after the head restarted, no worker "
+                        f"reported holding it within {seconds:g} s"
+                    )
+                    self._fail_object(obj, why)
+        for oid, (why, until) in list(self._limbo.items()):
+            if now >= until:
+                del self._limbo[oid]
+                obj = self._objects.get(oid)
+                if obj is not None and obj.state is _PENDING and obj.task is None:
+                    lost = f"object lost: {why}, and did not come back within {seconds:g} s"
+                    self._fail_object(obj, lost)
+        for oid, (worker, until) in list(self._unclaimed.items()):
+            if now >= until:
+                del self._unclaimed[oid]
+                self._links.send(worker.link, Free(oid))
+
+    # -- drain -----------------------------------------------------------------------------
+
+    def _on_drain(self, worker: Peer) -> None:
+        if worker.draining:
+            return
+        worker.draining = True
+        self._forget_worker(worker)
+        if worker.actor is not None:
+            self._move_actor(worker)
+        self._maybe_release_drained(worker)
+
+    def _move_actor(self, worker: Peer) -> None:
+        """A draining worker's actor goes elsewhere, restored from its checkpoints."""
+        actor = worker.actor
+        assert actor is not None
+        if actor.lossy:
+            worker.why = f"it hosts actor {actor.actor_id:#x}, which cannot move (calls cut)"
+            return
+        worker.actor = None
+        if actor.worker is not worker:
+            return
+        if actor.state is not ActorState.WAITING:
+            self._links.send(worker.link, ActorKill(actor.actor_id, KILL_KEEP))
+        self._place(actor)
+
+    def _maybe_release_drained(self, worker: Peer) -> None:
+        """Adopt what a draining worker holds; stop it once it has nothing left."""
+        if self._peers.get(worker.link) is not worker:
+            return
+        self._adopt_from(worker)
+        if not worker.running and not worker.holds and worker.actor is None:
+            self._links.send(worker.link, Stop())
+
+    def _adopt_from(self, worker: Peer) -> None:
+        todo = [
+            oid
+            for oid in worker.holds
+            if oid not in self._adopting and self._adopt_tries.get(oid, 0) < _ADOPT_TRIES
+        ]
+        if not todo:
+            return
+        adopters = [
+            p
+            for p in self._peers.values()
+            if p.role == Role.WORKER and not p.draining and p is not worker
+        ]
+        if not adopters:
+            worker.why = (
+                f"no other worker to adopt its {len(worker.holds)} objects: start one "
+                "(the worker gives up after DISTA_DRAIN_TIMEOUT)"
+            )
+            return
+        worker.why = f"moving {len(worker.holds)} objects to other workers"
+        # Spread over the adopters, the ones hosting no actor first.
+        adopters.sort(key=lambda p: (p.actor is not None, len(p.holds)))
+        for i, oid in enumerate(todo):
+            adopter = adopters[i % len(adopters)]
+            self._adopting[oid] = adopter
+            self._adopt_tries[oid] = self._adopt_tries.get(oid, 0) + 1
+            self._links.send(adopter.link, Adopt(oid, worker.address))
+
+    def _on_adopted(self, adopter: Peer, event: Adopted) -> None:
+        oid = event.object_id
+        expected = self._adopting.get(oid)
+        if expected is adopter:
+            del self._adopting[oid]
+        obj = self._objects.get(oid)
+        old = obj.holder if obj is not None else None
+        if (
+            obj is None
+            or expected is not adopter
+            or obj.state is not _STORED
+            or old is None
+            or not old.draining
+        ):
+            if event.address is not None:
+                self._links.send(adopter.link, Free(oid))  # nobody needs this copy
+            return
+        if event.address is None:
+            old.why = f"object {oid:#x} could not be adopted: {event.failure}"
+            self._maybe_release_drained(old)
+            return
+        # The draining worker keeps its copy until it stops: a fetch already on its way
+        # to it still finds the object.
+        old.holds.discard(oid)
+        self._adopt_tries.pop(oid, None)
+        obj.holder = adopter
+        adopter.holds.add(oid)
+        if obj.held:
+            self._links.send(obj.owner, Located(oid, event.address))
+        self._maybe_release_drained(old)
+
+    def _adopter_lost(self, worker: Peer) -> None:
+        """``worker`` is gone: what it was adopting is adopted by another."""
+        gone = [oid for oid, p in self._adopting.items() if p is worker]
+        for oid in gone:
+            del self._adopting[oid]
+        for peer in list(self._peers.values()):
+            if peer.draining and peer.role == Role.WORKER:
+                self._maybe_release_drained(peer)
+
+    # -- actors after a head restart -------------------------------------------------------
+
+    def _on_restored(self, worker: Peer, actor: ActorRecord, event: Result | Error) -> None:
+        """The answer to actor-restore for the newest checkpoint (`RESTORE_NEWEST`)."""
+        actor.restoring = False
+        if isinstance(event, Error):
+            if event.mark == ERROR_NO_CHECKPOINT:
+                self._links.send(worker.link, actor.create)  # none: build it anew
+                actor.covered = -1
+                self._resume_calls(actor, 0)
+                return
+            self._end_actor(
+                actor, f"actor {actor.actor_id:#x} could not be restored: {event.message}"
+            )
+            return
+        value = bytes(event.value)
+        calls = int.from_bytes(value[:8], "little") if len(value) == 8 else 0
+        actor.covered = calls if len(value) == 8 else -1
+        self._resume_calls(actor, max(calls, 0))
+        self._actor_started(actor, None)
+
+    def _resume_calls(self, actor: ActorRecord, base: int) -> None:
+        """Number the calls this head took so far after the ``base`` the restored
+        checkpoint covers (checkpoints stay named in order), and send them."""
+        for call in actor.calls:
+            call.seq += base
+        actor.pending = {calls + base: asks for calls, asks in actor.pending.items()}
+        actor.seq += base
+        actor.sent = base
+        actor.asked_at = base
+        self._send_checkpoints_at(actor, base)
+        self._send_calls(actor)
+
+    def _on_covered_call(self, worker: Peer, event: Error) -> None:
+        """The restored checkpoint includes this call: it did not run again."""
+        actor = worker.actor
+        assert actor is not None
+        call = actor.by_oid.pop(event.object_id, None)
+        if call is None:
+            return  # its answer came before the restart: nothing more to say
+        call.answered = True
+        self.pending -= 1
+        obj = self._objects.get(call.oid)
+        if obj is not None and obj.owner == call.owner:
+            why = (
+                f"actor call {call.oid:#x} ran before the head restarted and its answer was "
+                "lost with the head; the checkpoint the actor was restored from includes "
+                "it, so it was not run twice"
+            )
+            self._fail_object(obj, why)
