@@ -29,6 +29,7 @@ from ._conventions import (
 from ._decisions import (
     ActorWarning,
     Decision,
+    HeadLost,
     ObjectFailed,
     ObjectLocated,
     ObjectValue,
@@ -53,6 +54,7 @@ from ._events import (
     Release,
     Result,
     Resume,
+    Resumed,
     Stats,
     Task,
     TaskAfter,
@@ -61,6 +63,7 @@ from ._events import (
     Welcome,
 )
 from ._fetcher import Fetcher
+from ._ledger import Ledger
 from ._links import Links
 from ._roles import Role
 from .frame import Bytes
@@ -107,6 +110,17 @@ class Driver:
         #: Actors this driver killed or heard are gone: calls to them are not kept (the
         #: head fails them, and no checkpoint will ever cover them).
         self._gone: set[int] = set()
+        #: What a new head needs to hear to resume this driver (`_ledger`).
+        self._ledger = Ledger()
+        self._fetching: dict[int, Address] = {}  # object -> where we fetch it from
+        self._asks: dict[int, int] = {}  # every checkpoint ask not answered -> its actor
+        self._requests = [0, 0]  # stats and timeline requests not answered
+        #: Whether the head link is up (False from a lost head until `start` again).
+        self.connected_to_head = False
+        self._resuming = False
+        #: Times this driver resumed after losing its head (answers after the first are
+        #: dropped from then on: a new head may run a task again).
+        self.resumes = 0
 
     @property
     def ready(self) -> bool:
@@ -116,7 +130,14 @@ class Driver:
     # -- the binding's side -------------------------------------------------------------------
 
     def start(self, now: int, resume: Resume | None = None) -> None:
-        """The connection to the head is up: say hello (resuming an old number if given)."""
+        """The connection to the head is up: say hello. A driver the head numbered before
+        resumes under its number (a client, which does not resume, is numbered anew)."""
+        if resume is None and self.number and self.role == Role.DRIVER:
+            resume = Resume(self.number, self.epoch)
+        if self.role == Role.CLIENT and resume is None:
+            self.number = 0
+        self._resuming = resume is not None
+        self.connected_to_head = True
         self._links.open(self.role, HEAD_LINK)
         self._links.send(HEAD_LINK, Hello(int(self.role), self.registry_hash, None, resume))
 
@@ -150,7 +171,13 @@ class Driver:
     def connection_lost(self, link: int, now: int) -> None:
         self._links.forget(link)
         if link == HEAD_LINK:
-            self.closed_reason = self.closed_reason or "the head connection was lost"
+            self.connected_to_head = False
+            why = "the head connection was lost"
+            if self.number and not self.closed_reason and self.role == Role.DRIVER:
+                # What it still needs is in the ledger: a new head hears it on `start`.
+                self._links.queue(HeadLost(why))
+            else:
+                self.closed_reason = self.closed_reason or why
         else:
             for oid, value, why in self._fetcher.lost(link, "connection lost"):
                 self._fetched(oid, value, why)
@@ -179,13 +206,17 @@ class Driver:
     def submit(self, task_id: int, argument: Bytes) -> int:
         """Queue a task; the object ID of its result."""
         oid = self._mint()
-        self._links.send(HEAD_LINK, Task(oid, task_id, argument))
+        task = Task(oid, task_id, argument)
+        self._ledger.submitted(task, 1)
+        self._links.send(HEAD_LINK, task)
         return oid
 
     def submit_many(self, task_id: int, argument: Bytes, results: int) -> int:
         """Queue a task-many; its results are the returned ID and the ``results - 1`` after."""
         oid = self._mint(results)
-        self._links.send(HEAD_LINK, TaskMany(oid, task_id, results, argument))
+        task = TaskMany(oid, task_id, results, argument)
+        self._ledger.submitted(task, results)
+        self._links.send(HEAD_LINK, task)
         return oid
 
     def submit_after(
@@ -200,16 +231,24 @@ class Driver:
         """Queue a task whose argument is built from other objects (see task-after)."""
         oid = self._mint(results or 1)
         event = TaskAfter(oid, task_id, tuple(inputs), gather, value, results)
+        self._ledger.submitted(event, results or 1)
         self._links.send(HEAD_LINK, event)
         return oid
 
     def release(self, oid: int) -> None:
         self._located.pop(oid, None)
+        self._ledger.released(oid)
         self._links.send(HEAD_LINK, Release(oid))
 
     def cancel(self, oid: int, force: bool = False) -> None:
         """Fail ``oid``'s task with "cancelled"; with ``force`` also end the worker running
         it (Dista's `CANCEL_FORCE` mark)."""
+        if not self.connected_to_head and self._ledger.cancelled(oid):
+            # The head is away and never sees this: fail it here (a resume says so).
+            error = Error(oid, "cancelled")
+            if self._ledger.answered(oid, error):
+                self._links.queue(ObjectFailed(oid, "cancelled"))
+            return
         self._links.send(HEAD_LINK, Cancel(oid, CANCEL_FORCE if force else 0))
 
     # -- actors --------------------------------------------------------------------------------
@@ -228,7 +267,9 @@ class Driver:
         constructor's error, or it died later)."""
         actor = actor or self._mint()
         self._kept[actor] = deque()
-        self._links.send(HEAD_LINK, ActorCreate(actor, type_id, argument, checkpoint_every))
+        create = ActorCreate(actor, type_id, argument, checkpoint_every)
+        self._ledger.created(create)
+        self._links.send(HEAD_LINK, create)
         return actor
 
     def call_actor(self, actor_id: int, method_id: int, argument: Bytes, oid: int = 0) -> int:
@@ -236,6 +277,7 @@ class Driver:
         given: from `reserve`)."""
         oid = oid or self._mint()
         call = ActorCall(oid, method_id, actor_id, argument)
+        self._ledger.called(oid)
         self._links.send(HEAD_LINK, call)
         if actor_id in self._gone:
             return oid
@@ -252,6 +294,7 @@ class Driver:
         """Ask for a checkpoint of ``actor_id`` now; the checkpoint's ID (``oid`` if given),
         whose answer comes as an `ObjectValue` (empty: written) or `ObjectFailed` (why not)."""
         oid = oid or self._mint()
+        self._asks[oid] = actor_id
         self._links.send(HEAD_LINK, Checkpoint(oid, 0, actor_id))
         return oid
 
@@ -261,6 +304,7 @@ class Driver:
         its worker process ends too (`KILL_FORCE`)."""
         self._drop_kept(actor_id)
         self._gone.add(actor_id)
+        self._ledger.ended(actor_id)
         mark = KILL_FORCE if force else KILL_AFTER_CALLS if after_calls else 0
         self._links.send(HEAD_LINK, ActorKill(actor_id, mark))
 
@@ -274,6 +318,7 @@ class Driver:
         if asked is None:
             oid = self._mint()
             self._asked[oid] = actor_id
+            self._asks[oid] = actor_id
             kept = self._kept[actor_id]
             asked = self._asked_at[actor_id] = kept[-1].object_id if kept else 0
             self._links.send(HEAD_LINK, Checkpoint(oid, 0, actor_id))
@@ -344,9 +389,11 @@ class Driver:
             self._cut(actor, failure)
 
     def request_stats(self) -> None:
+        self._requests[0] += 1
         self._links.send(HEAD_LINK, Stats())
 
     def request_timeline(self) -> None:
+        self._requests[1] += 1
         self._links.send(HEAD_LINK, Timeline())
 
     def fetch(self, oid: int) -> None:
@@ -355,49 +402,115 @@ class Driver:
         if address is None:
             self._links.queue(ObjectFailed(oid, f"object {oid:#x} is not located on a worker"))
             return
+        self._fetching[oid] = address
         self._fetcher.request(oid, address)
+
+    # -- resuming ------------------------------------------------------------------------------
+
+    def _resume(self) -> None:
+        """Welcomed back under our number: send what we still need, in order, then resumed."""
+        kept = sorted((c for calls in self._kept.values() for c in calls), key=_call_order)
+        frames, lost = self._ledger.frames(kept, self._asks)
+        send = self._links.send
+        for event in frames:
+            send(HEAD_LINK, event)
+        for _ in range(self._requests[0]):
+            send(HEAD_LINK, Stats())
+        for _ in range(self._requests[1]):
+            send(HEAD_LINK, Timeline())
+        send(HEAD_LINK, Resumed())
+        for oid in lost:
+            why = (
+                f"actor call {oid:#x} ran, but its answer was lost with the head that "
+                "restarted; the actor's checkpoint includes the call, so it is not run twice"
+            )
+            self._links.queue(ObjectFailed(oid, why))
+
+    @property
+    def needed(self) -> int:
+        """Objects this driver still needs (what a resume sends again)."""
+        return len(self._ledger)
 
     # -- answers -------------------------------------------------------------------------------
 
     def _on_head_event(self, event: Event) -> None:
         queue = self._links.queue
         if isinstance(event, Result):
-            if event.object_id in self._asked:
-                self._own_checkpoint(event.object_id, None)
-                return
-            queue(ObjectValue(event.object_id, event.value))
+            oid = event.object_id
+            if oid in self._asks:
+                del self._asks[oid]
+                if oid in self._asked:
+                    self._own_checkpoint(oid, None)
+                    return
+            elif self._ledger.answered(oid, event) is False and self.resumes:
+                return  # answered before (a task the new head ran again), or released
+            queue(ObjectValue(oid, event.value))
         elif isinstance(event, Located):
-            self._located[event.object_id] = event.address
-            queue(ObjectLocated(event.object_id, event.address))
+            oid = event.object_id
+            first = self._ledger.answered(oid, event.address)
+            if first is not False or oid in self._located:
+                self._located[oid] = event.address
+            if first is not False:  # else it moved: later fetches go to the new place
+                queue(ObjectLocated(oid, event.address))
         elif isinstance(event, Error):
             if event.object_id == 0:
                 self.closed_reason = f"the head refused or dropped us: {event.message}"
                 queue(Refused(event.message))
                 return
             oid = event.object_id
-            if oid in self._asked:
-                self._own_checkpoint(oid, event.message)
-                return
-            if event.mark == ERROR_WARNING:
+            if oid in self._asks:
+                del self._asks[oid]
+                if oid in self._asked:
+                    self._own_checkpoint(oid, event.message)
+                    return
+            elif event.mark == ERROR_WARNING:
                 queue(ActorWarning(oid, event.message))
                 return
-            if oid in self._kept:
+            elif oid in self._kept:
                 self._drop_kept(oid)  # the actor is gone: nothing left to resend
                 self._gone.add(oid)
+                self._ledger.ended(oid)
+            elif self._ledger.answered(oid, event) is False and self.resumes:
+                return  # answered before a head restart, and now again
             self._located.pop(oid, None)
             queue(ObjectFailed(oid, event.message))
         elif isinstance(event, Welcome):
+            if self._resuming:
+                self._resuming = False
+                if event.number != self.number:
+                    why = f"the head gave number {event.number}, not our {self.number}"
+                    self.closed_reason = f"cannot resume: {why}"
+                    self._links.close(HEAD_LINK, self.closed_reason)
+                    queue(Refused(self.closed_reason))
+                    return
+                self.resumes += 1
+                queue(Welcomed(event.number, event.epoch))
+                self._resume()
+                return
             self.number, self.epoch = event.number, event.epoch
             queue(Welcomed(event.number, event.epoch))
         elif isinstance(event, Covered):
             self._covered(event.object_id, event.newest)
         elif isinstance(event, Stats) and event.counts is not None:
+            self._requests[0] = max(self._requests[0] - 1, 0)
             queue(StatsReceived(event.counts))
         elif isinstance(event, Timeline) and event.records is not None:
+            self._requests[1] = max(self._requests[1] - 1, 0)
             queue(TimelineReceived(event.records))
 
     def _fetched(self, oid: int, value: Bytes | None, why: str) -> None:
+        source = self._fetching.pop(oid, None)
         if value is None:
+            moved = self._located.get(oid)
+            if moved is not None and source is not None and moved != source:
+                # It moved while we fetched (adopted off a draining worker): there now.
+                self._fetching[oid] = moved
+                self._fetcher.request(oid, moved)
+                return
             self._links.queue(ObjectFailed(oid, why))
         else:
             self._links.queue(ObjectValue(oid, value))
+
+
+def _call_order(call: ActorCall) -> int:
+    return call.object_id

@@ -1,0 +1,211 @@
+"""What a driver must tell a new head to resume: every object it still needs, and how.
+
+The page: after a head restart a driver "sends, in order of submission, each object it
+still needs: a small result or error back as a result or error frame, a result on a worker
+as claim, and an unfinished task as the task or task-after frame it first sent; then
+resumed", with "each live actor's actor-create again, in order with everything else, then
+every call it still keeps: those answered too, after their answers".
+
+An object is needed while the driver holds it, and also after its release while an
+unfinished task of the driver's takes it as input (the new head must know it to run that
+task). A task's frame is kept while one of its results is needed and unanswered; it is
+sent again in place of those results. The first answer to an object counts: one arriving
+again (a task the new head ran twice) is dropped, except that a new location replaces the
+old one (an object adopted off a draining worker).
+"""
+
+from __future__ import annotations
+
+from typing import Final, TypeAlias
+
+from ._events import (
+    ActorCall,
+    ActorCreate,
+    Address,
+    Checkpoint,
+    Claim,
+    Error,
+    Event,
+    Release,
+    Result,
+    Task,
+    TaskAfter,
+    TaskMany,
+)
+
+__all__ = ["Ledger"]
+
+#: An object's answer as the driver has it: its value, its failure, or where it lies.
+Answer: TypeAlias = Result | Error | Address
+_PENDING: Final = None
+
+
+class Ledger:
+    """A driver's record for resuming (see the module docstring)."""
+
+    __slots__ = ("_answers", "_creates", "_first", "_frames", "_left", "_released", "_users")
+
+    def __init__(self) -> None:
+        #: Objects still needed -> their answer, or None while it has not come.
+        self._answers: dict[int, Answer | None] = {}
+        #: Tasks with a result still needed and unanswered -> the frame first sent.
+        self._frames: dict[int, Task | TaskMany | TaskAfter] = {}
+        self._left: dict[int, int] = {}  # such a task -> results needed and unanswered
+        self._first: dict[int, int] = {}  # a task-many's later results -> its first
+        self._users: dict[int, int] = {}  # object -> unfinished task-afters taking it
+        self._released: set[int] = set()  # released, but kept for a task that takes it
+        self._creates: dict[int, ActorCreate] = {}  # live actors this driver made
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    # -- as the driver goes ----------------------------------------------------------------
+
+    def submitted(self, frame: Task | TaskMany | TaskAfter, results: int) -> None:
+        oid = frame.object_id
+        answers = self._answers
+        for i in range(oid, oid + results):
+            answers[i] = _PENDING
+        if results > 1:
+            first = self._first
+            for i in range(oid + 1, oid + results):
+                first[i] = oid
+        self._frames[oid] = frame
+        self._left[oid] = results
+        if isinstance(frame, TaskAfter):
+            users = self._users
+            for i in frame.inputs:
+                users[i] = users.get(i, 0) + 1
+
+    def called(self, oid: int) -> None:
+        """An actor call's result (its frame is kept by the driver's actor bookkeeping)."""
+        self._answers[oid] = _PENDING
+
+    def created(self, create: ActorCreate) -> None:
+        self._creates[create.object_id] = create
+
+    def ended(self, actor: int) -> None:
+        """The actor was killed or is gone: it is not created again."""
+        self._creates.pop(actor, None)
+
+    def answered(self, oid: int, answer: Answer) -> bool | None:
+        """Record the answer: True if it is the object's first, False if it had one (the
+        driver drops answers after the first once it has resumed), None for an object
+        not needed (released, or not minted here)."""
+        answers = self._answers
+        if oid not in answers:
+            return None
+        had = answers[oid]
+        if had is not _PENDING:
+            if isinstance(answer, Address) and isinstance(had, Address):
+                answers[oid] = answer  # it moved (adopted off a draining worker)
+            return False
+        answers[oid] = answer
+        self._one_less(oid)
+        return True
+
+    def released(self, oid: int) -> None:
+        if self._users.get(oid):
+            self._released.add(oid)  # an unfinished task of ours takes it: keep it
+            return
+        self._drop(oid)
+
+    def cancelled(self, oid: int) -> bool:
+        """Whether ``oid`` is an unfinished task's result this driver can fail itself (the
+        head is away: it will never see the cancel)."""
+        return oid in self._frames
+
+    # -- resuming ------------------------------------------------------------------------
+
+    def frames(self, kept: list[ActorCall], asks: dict[int, int]) -> tuple[list[Event], list[int]]:
+        """Everything to send a new head, in the page's order, ending before resumed; and
+        the actor calls whose answers are lost (see `Driver`)."""
+        out: list[Event] = []
+        lost = self._lost(kept)
+        for oid in lost:
+            self._drop(oid)
+        answers = self._answers
+        frames = self._frames
+        first = self._first
+        creates = self._creates
+        releases: list[int] = []
+        for oid in sorted({*answers, *frames, *creates}):
+            create = creates.get(oid)
+            if create is not None:
+                out.append(create)
+                continue
+            frame = frames.get(oid)
+            if frame is not None:
+                out.append(frame)
+                results = frame.results if isinstance(frame, TaskMany) else 1
+                if isinstance(frame, TaskAfter):
+                    results = frame.results or 1
+                releases.extend(
+                    i for i in range(oid, oid + results) if i not in answers or i in self._released
+                )
+                continue
+            if first.get(oid, -1) in frames:
+                continue  # its task is sent again
+            answer = answers.get(oid)
+            if answer is None:
+                continue  # an actor call not answered: sent with the calls
+            out.append(Claim(oid) if isinstance(answer, Address) else answer)
+            if oid in self._released:
+                releases.append(oid)
+        for call in kept:
+            out.append(call)
+            if call.object_id not in answers:
+                releases.append(call.object_id)  # answered and released: run for the state
+        out.extend(Checkpoint(oid, 0, actor) for oid, actor in asks.items())
+        out.extend(Release(oid) for oid in releases)
+        return out, lost
+
+    def _lost(self, kept: list[ActorCall]) -> list[int]:
+        """Objects waiting for an answer that no frame sent again brings: actor calls a
+        checkpoint covered (so the driver let them go) whose answers were on their way when
+        the head went. The checkpoint includes them: they must not run twice."""
+        waiting = {c.object_id for c in kept}
+        first = self._first
+        frames = self._frames
+        return [
+            oid
+            for oid, answer in self._answers.items()
+            if answer is _PENDING
+            and oid not in waiting
+            and oid not in frames
+            and first.get(oid, -1) not in frames
+        ]
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    def _one_less(self, oid: int) -> None:
+        """One result of ``oid``'s task no longer waits for its answer."""
+        task = self._first.get(oid, oid)
+        left = self._left.get(task)
+        if left is None:
+            return
+        if left > 1:
+            self._left[task] = left - 1
+            return
+        del self._left[task]
+        frame = self._frames.pop(task)
+        if isinstance(frame, TaskMany) or (isinstance(frame, TaskAfter) and frame.results):
+            results = frame.results or 1
+            for i in range(task + 1, task + results):
+                self._first.pop(i, None)
+        if isinstance(frame, TaskAfter):
+            users = self._users
+            for i in frame.inputs:
+                n = users.get(i, 0) - 1
+                if n > 0:
+                    users[i] = n
+                    continue
+                users.pop(i, None)
+                if i in self._released:
+                    self._released.discard(i)
+                    self._drop(i)
+
+    def _drop(self, oid: int) -> None:
+        answers = self._answers
+        if oid in answers and answers.pop(oid) is _PENDING:
+            self._one_less(oid)
