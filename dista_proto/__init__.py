@@ -106,6 +106,7 @@ from ._events import (
     Welcome,
 )
 from ._head import MAX_RETRIES, NO_WORKER_GRACE_NS, PREFETCH, TIMELINE_CAP, WORKER_SLOTS, Head
+from ._head_recovery import LIVENESS_NS, RECOVERY_GRACE_NS
 from ._observer import Observer
 from ._roles import Role, allowed_kinds
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
@@ -124,8 +125,10 @@ __all__ = [
     "KILL_AFTER_CALLS",
     "KILL_FORCE",
     "KILL_KEEP",
+    "LIVENESS_NS",
     "MIN_FETCH_PART",
     "NUMBER_SPACE",
+    "RECOVERY_GRACE_NS",
     "RESTORE_NEWEST",
     "SPAN_ALIVE",
     "SPAN_BLOCKED",

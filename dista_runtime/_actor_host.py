@@ -30,7 +30,7 @@ from ._errors import message_from_exception
 from ._execute import encode_results
 from ._registry import ACTOR_BY_VALUE_ID, load_function, lookup, split_by_value
 from ._values import decode, decode_actor_call, encode_parts
-from .checkpoints import CheckpointError, CheckpointStore, open_store
+from .checkpoints import Checkpoint, CheckpointError, CheckpointStore, open_store
 from .loop import Loop
 
 __all__ = ["ACTOR_WORK", "ActorHost"]
@@ -106,21 +106,39 @@ class ActorHost:
                 self._stop(work)
 
     def _start(self, work: dp.StartActor) -> None:
+        actor = work.actor_id
+        restored: int | None = None
         try:
             if work.covers is None:
                 assert work.argument is not None
                 instance = self._construct(work.type_id, work.argument)
                 covers: dict[int, int] = {}
+            elif work.covers == dp.RESTORE_NEWEST:
+                # After a head restart: the newest checkpoint there is, if any.
+                newest = self._newest(actor)
+                if newest is None:
+                    why = f"actor {actor:#x} has no checkpoint to restore from"
+                    self._report(lambda: self.core.actor_started(actor, why, no_checkpoint=True))
+                    return
+                instance, covers, restored = (
+                    decode(newest.state),
+                    dict(newest.covers),
+                    newest.calls,
+                )
             else:
-                instance, covers = self._restore(work.actor_id, work.covers)
+                instance, covers = self._restore(actor, work.covers)
         except BaseException as e:  # SystemExit in a constructor fails the actor, no more
             error = message_from_exception(e)
-            self._report(lambda: self.core.actor_started(work.actor_id, error))
+            self._report(lambda: self.core.actor_started(actor, error))
             return
         self._instance = instance
         self._covers = covers
         self._methods = {i: (m, a) for m, (i, a) in method_table(type(instance)).items()}
-        self._report(lambda: self.core.actor_started(work.actor_id, None))
+        self._report(lambda: self.core.actor_started(actor, None, covers=restored))
+
+    def _newest(self, actor: int) -> Checkpoint | None:
+        store = self._open_store()
+        return None if store is None else store.newest(actor)
 
     def _construct(self, type_id: int, argument: Any) -> object:
         if type_id & dp.TASK_ID_MASK == ACTOR_BY_VALUE_ID:
@@ -150,8 +168,14 @@ class ActorHost:
 
     def _call(self, work: dp.CallActor) -> None:
         oid = work.object_id
+        caller = oid >> dp.ID_BITS
+        if oid <= self._covers.get(caller, 0):
+            # The checkpoint this actor came back from has it (a call resent after a head
+            # restart): running it again would apply it twice.
+            self._report(lambda: self.core.call_covered(oid))
+            return
         started = time.time_ns()
-        self._covers[oid >> dp.ID_BITS] = oid
+        self._covers[caller] = oid
         try:
             found = self._methods.get(work.method_id)
             if self._instance is None or found is None:

@@ -62,7 +62,7 @@ class Hooks:
 _Slot = Slot
 
 
-IODecision = dp.Write | dp.Connect | dp.Close | dp.Exit
+IODecision = dp.Write | dp.Connect | dp.Close | dp.Exit | dp.HeadLost
 
 
 class Session(ActorSession):
@@ -115,7 +115,8 @@ class Session(ActorSession):
         with self._lock:
             self.core.connection_lost(link, time.time_ns())
             out = self._decide(fire)
-            if link == dp.HEAD_LINK:
+            resuming = any(isinstance(d, dp.HeadLost) for d in out)
+            if link == dp.HEAD_LINK and not resuming:
                 self._close_locked(self.core.closed_reason or "the head connection was lost", fire)
         _run(fire)
         return out
@@ -170,7 +171,7 @@ class Session(ActorSession):
         out: list[IODecision] = []
         while decisions := self.core.decisions():
             for d in decisions:
-                if isinstance(d, (dp.Write, dp.Connect, dp.Close, dp.Exit)):
+                if isinstance(d, (dp.Write, dp.Connect, dp.Close, dp.Exit, dp.HeadLost)):
                     out.append(d)
                 elif isinstance(d, dp.ObjectValue):
                     self._settle(d.object_id, _VALUE, d.value, fire)

@@ -82,6 +82,8 @@ def cmd_head(args: argparse.Namespace) -> int:
             worker_slots=args.worker_slots,
             prefetch=args.prefetch,
             no_worker_grace=args.no_worker_grace,
+            liveness=args.liveness_timeout,
+            recovery_grace=args.recovery_grace,
         )
         heads.append(head)
         host, port = head.address
@@ -126,24 +128,31 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"dista worker: cannot import the task modules: {e!r}", file=sys.stderr)
         return 2
     from .loops import binding
-    from .worker_host import start_worker
+    from .worker_host import WorkerHost, start_worker
 
     binding(args.loop)  # installed and complete, before anything starts
     _tune_process()
     host, port = args.head
+    workers: list[WorkerHost] = []
 
     def start(loop: Loop) -> Latch[str]:
         worker = start_worker(loop, host, port, host=args.host, threads=args.threads)
+        workers.append(worker)
         if args.ready_fd is not None:
             worker.ready.add_callback(ready)
         return worker.done
+
+    def drain() -> None:
+        # SIGTERM (a pod shutting down, a supervisor, a user): hand over what we hold and
+        # leave once the head says so. A second signal leaves at once.
+        workers[0].drain()
 
     def ready(joined: Latch[tuple[str, int]]) -> None:
         if not joined.failed():
             signal_ready(args.ready_fd)
 
     try:
-        reason = _run(args, start)
+        reason = _run(args, start, drain)
     except ConnectionError as e:
         print(f"dista worker: {e}", file=sys.stderr)
         return EXIT_NO_HEAD
@@ -174,6 +183,7 @@ def _worker_processes(args: argparse.Namespace) -> int:
     from dista_runtime._address import format_head
 
     from ._supervise import EXIT_NO_HEAD, EXIT_STOPPED, STOPPED_BY_HEAD, Death, Supervisor
+    from .worker_host import drain_timeout
 
     head = format_head(*args.head)
     command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head", head]
@@ -218,7 +228,8 @@ def _worker_processes(args: argparse.Namespace) -> int:
         pass
     supervisor.stop_restarting()
     supervisor.send_signal(stopping[0] if stopping else signal.SIGTERM)
-    supervisor.close(5.0)  # then SIGKILL what is left
+    # The children drain (their objects move to other workers): give them the time.
+    supervisor.close(drain_timeout() + 5.0 if stopping else 5.0)  # then SIGKILL the rest
     if stopping:
         return 128 + stopping[0]
     if supervisor.failure == STOPPED_BY_HEAD:
@@ -441,6 +452,24 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long a task waits for a worker that can run it (one that imports its "
         f"driver's task modules) before it fails saying so (default {dp.NO_WORKER_GRACE_NS / 1e9:g})",
+    )
+    p.add_argument(
+        "--liveness-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a worker not heard from for this long (stopped, hung, cut off) is treated as "
+        "lost: its tasks run elsewhere, and what it stored waits for it to rejoin "
+        "(default: DISTA_LIVENESS_TIMEOUT, else 30; 0 turns this off)",
+    )
+    p.add_argument(
+        "--recovery-grace",
+        type=float,
+        default=dp.RECOVERY_GRACE_NS / 1e9,
+        metavar="SECONDS",
+        help="after a restart, how long a driver's claim of an object waits for the worker "
+        "holding it to rejoin, and a silent worker's objects for it to come back (default "
+        f"{dp.RECOVERY_GRACE_NS / 1e9:g})",
     )
     _loop_option(p)
     p.set_defaults(func=cmd_head)

@@ -13,6 +13,7 @@ import dista_proto as dp
 
 from ._address import format_head
 from ._memory import allocate, ready
+from ._reconnect import Reconnect
 from ._session import Hooks, Session
 from ._session_actors import keep_bytes
 from .engine import Engine
@@ -40,10 +41,14 @@ class DriverHost(Engine):
         self._io_thread = threading.get_ident()
         self._where = ""
         self._timer: Any = None
+        self._reconnect: Reconnect | None = None
 
     def join(self, host: str, port: int, timeout: float) -> Latch[None]:
-        """Connect to the head at ``host:port`` and say hello; `welcomed` tells the end."""
+        """Connect to the head at ``host:port`` and say hello; `welcomed` tells the end.
+        A driver that loses that head later dials it again and resumes (`_reconnect`)."""
         self._where = format_head(host, port)
+        if self.session.core.role == dp.Role.DRIVER:
+            self._reconnect = Reconnect(self, (host, port), self._resume, self._give_up)
         self._timer = self.loop.call_later(timeout, self._too_late, timeout)
         self.loop.dial(self, dp.HEAD_LINK, host, port, timeout)
         return self.welcomed
@@ -56,6 +61,8 @@ class DriverHost(Engine):
     def dialed(self, link: int, error: str) -> None:
         if link != dp.HEAD_LINK:
             super().dialed(link, error)
+        elif self._reconnect is not None and self._reconnect.active:
+            self._reconnect.dialed(error)
         elif error:
             self._fail(f"cannot reach a Dista head at {self._where}: {error}")
         else:
@@ -66,6 +73,33 @@ class DriverHost(Engine):
         if not self.welcomed.done():
             self._fail(f"the head at {self._where} did not welcome us in {timeout} s")
             self.close_all()
+
+    def other(self, decision: dp.Decision) -> None:
+        if isinstance(decision, dp.HeadLost):
+            if self._reconnect is not None and self.welcomed.done() and not self.session.closed:
+                self._reconnect.lost(decision.reason)
+            else:  # an in-memory head, or never welcomed: nothing to resume with
+                self.session.close(decision.reason)
+                self.exited.set(decision.reason)
+
+    def _resume(self) -> None:
+        """The head is back (or a new one listens where it was): resume under our number."""
+        assert self._reconnect is not None
+        core = self.session.core
+        self.log.warning(
+            "dista driver: reached the head at %s again after %.1f s; resuming as driver %d "
+            "(%d objects)",
+            self._where,
+            self._reconnect.down_for,
+            core.number,
+            core.needed,
+        )
+        self.act(self.session.start())
+
+    def _give_up(self, why: str) -> None:
+        self.log.warning("dista driver: %s", why)
+        self.session.close(why)
+        self.exited.set(why)
 
     def _fail(self, why: str) -> None:
         if self._timer is not None:
@@ -116,6 +150,8 @@ class DriverHost(Engine):
 
     def close(self) -> None:
         """Leave the cluster (on the loop): every wait on this session ends."""
+        if self._reconnect is not None:
+            self._reconnect.cancel()
         self.session.close("the driver shut down")
         self.close_all()
         self.exited.set("the driver shut down")

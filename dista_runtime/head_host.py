@@ -23,14 +23,16 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import dista_proto as dp
 
 from ._memory import allocate, ready
 from ._registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
+from ._timer import PulledTimer
 from .engine import Engine, Stream
 from .loop import Latch, Listener, Loop
+from .worker_host import liveness_s
 
 __all__ = ["FATE_WAIT_S", "HeadHost", "peer_pid", "start_head"]
 
@@ -76,8 +78,7 @@ class HeadHost(Engine):
         self.listener: Listener | None = None
         self.closed: Latch[str] = Latch()
         self._pids: dict[int, int] = {}  # link -> its peer's PID, when why_lost is given
-        self._timer: Any = None  # the core's pulled deadline, armed
-        self._deadline: int | None = None
+        self._timer = PulledTimer(loop, head.next_deadline, self._on_timer)
         #: Told how many actors are alive whenever that grows (a local cluster starts a
         #: worker for each, so that actors never take the workers tasks run on).
         self.on_actors: Callable[[int], object] | None = None
@@ -105,8 +106,7 @@ class HeadHost(Engine):
     def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
         head = self.head
         head.buffer_updated(link, nbytes, time.time_ns())
-        if head.next_deadline() != self._deadline:
-            self._arm()
+        self._timer.arm()
         alive = head.actors_alive
         if alive != self._actors_seen:
             grew = alive > self._actors_seen
@@ -146,23 +146,10 @@ class HeadHost(Engine):
         self.act(self.head.decisions())
 
     def _arm(self) -> None:
-        """Keep one loop timer at the core's next deadline."""
-        deadline = self.head.next_deadline()
-        if deadline == self._deadline:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._deadline = deadline
-        if deadline is not None:
-            delay = max(0.0, (deadline - time.time_ns()) / 1e9)
-            self._timer = self.loop.call_later(delay, self._on_timer)
+        self._timer.arm()
 
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._deadline = None
-        self.head.on_timer(time.time_ns())
-        self._arm()
+    def _on_timer(self, now: int) -> None:
+        self.head.on_timer(now)
         self.act(self.head.decisions())
 
     def _await_fate(self, link: int, pid: int, deadline: float) -> list[dp.Decision]:
@@ -182,8 +169,7 @@ class HeadHost(Engine):
     def _on_exit(self, exited: Latch[str]) -> None:
         if self.listener is not None:
             self.listener.close()
-        if self._timer is not None:
-            self._timer.cancel()
+        self._timer.cancel()
         self._flush(time.monotonic() + _FLUSH_S)
 
     def _flush(self, deadline: float) -> None:
@@ -209,6 +195,8 @@ def start_head(
     max_retries: int = dp.MAX_RETRIES,
     why_lost: Callable[[int], str | None] | None = None,
     no_worker_grace: float = dp.NO_WORKER_GRACE_NS / 1e9,
+    liveness: float | None = None,
+    recovery_grace: float = dp.RECOVERY_GRACE_NS / 1e9,
 ) -> HeadHost:
     """A head on ``loop`` listening on ``host:port`` (or an already bound ``sock``).
 
@@ -219,8 +207,13 @@ def start_head(
     a stream of tiny tasks flows in batches instead of one round trip each. ``why_lost``
     names how a worker's process ended when its link drops (see the module docstring).
     ``no_worker_grace`` is how long, in seconds, tasks wait for a worker with their
-    driver's registry before they fail saying that none has it.
+    driver's registry before they fail saying that none has it. ``liveness`` is how long
+    a worker may be silent before it is treated as lost (default ``DISTA_LIVENESS_TIMEOUT``,
+    30 s; 0: never); ``recovery_grace`` how long, after a head restart, claims and holdings
+    wait for each other, and a silent worker's objects for it to come back.
     """
+    if liveness is None:
+        liveness = liveness_s()
     rng = random.SystemRandom()
     head = dp.Head(
         epoch=rng.getrandbits(63),
@@ -233,6 +226,8 @@ def start_head(
         # By-value functions and put values run on any worker, whatever its registry.
         portable_tasks=(BY_VALUE_ID, PUT_ID, ACTOR_BY_VALUE_ID),
         no_worker_grace_ns=int(no_worker_grace * 1e9),
+        liveness_ns=int(liveness * 1e9),
+        recovery_grace_ns=int(recovery_grace * 1e9),
     )
     host_ = HeadHost(loop, head, why_lost)
     host_.listener = loop.listen(host_, host, port, sock)

@@ -10,28 +10,79 @@ reason the worker stopped.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import time
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final
 
 import dista_proto as dp
 
 from ._address import format_head, unix_path
 from ._context import Context, clear, install
 from ._memory import allocate, ready
+from ._reconnect import Reconnect
 from ._registry import snapshot
 from ._session import Hooks
+from ._timer import PulledTimer
 from .driver_host import DriverHost
 from .engine import Engine
 from .execution import Execution
 from .loop import Latch, Listener, Loop
 
-__all__ = ["CURRENT", "WorkerHost", "advertised_host", "start_worker"]
+__all__ = [
+    "CURRENT",
+    "DRAIN_ENV",
+    "LIVENESS_ENV",
+    "WorkerHost",
+    "advertised_host",
+    "drain_timeout",
+    "heartbeat_ns",
+    "start_worker",
+]
 
 #: The worker this process runs, if any (for introspection from inside tasks).
 CURRENT: WorkerHost | None = None
 #: How long the worker and its client session may take to reach the head.
 _JOIN_TIMEOUT_S: Final = 10.0
+#: Seconds after which a head treats a worker it has not heard from as lost (the head
+#: reads it; a worker beats several times within it).
+LIVENESS_ENV: Final = "DISTA_LIVENESS_TIMEOUT"
+DEFAULT_LIVENESS_S: Final = 30.0
+#: Seconds a draining worker waits for its objects to be adopted before it leaves anyway.
+DRAIN_ENV: Final = "DISTA_DRAIN_TIMEOUT"
+DEFAULT_DRAIN_S: Final = 120.0
+
+
+def _seconds(env: str, default: float) -> float:
+    raw = os.environ.get(env, "")
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{env} must be a number of seconds, not {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{env} must be at least 0 seconds, not {raw!r}")
+    return value
+
+
+def liveness_s() -> float:
+    """``DISTA_LIVENESS_TIMEOUT`` (30 s if unset; 0 turns liveness checks off)."""
+    return _seconds(LIVENESS_ENV, DEFAULT_LIVENESS_S)
+
+
+def heartbeat_ns() -> int:
+    """How often this worker tells the head it is alive: a sixth of the liveness timeout,
+    at most 5 s, so a few lost or late beats never make a live worker look silent."""
+    liveness = liveness_s()
+    beat = 5.0 if liveness == 0 else min(5.0, liveness / 6)
+    return int(beat * 1e9)
+
+
+def drain_timeout() -> float:
+    """``DISTA_DRAIN_TIMEOUT`` (120 s if unset)."""
+    return _seconds(DRAIN_ENV, DEFAULT_DRAIN_S)
 
 
 class WorkerHost(Engine):
@@ -52,6 +103,11 @@ class WorkerHost(Engine):
         self.ready: Latch[tuple[str, int]] = Latch()
         self.done: Latch[str] = Latch()
         self.exited.add_callback(self._on_exit)
+        self._timer = PulledTimer(loop, core.next_deadline, self._on_timer)
+        self._reconnect = Reconnect(self, head, self._rejoin, self.exit)
+        #: Whether tasks get a client session (to submit and read refs); made anew on rejoin.
+        self.with_client = True
+        self._drain_timer: Any = None
 
     @property
     def hooks(self) -> Hooks:
@@ -65,15 +121,96 @@ class WorkerHost(Engine):
     def dialed(self, link: int, error: str) -> None:
         if link != dp.HEAD_LINK:
             super().dialed(link, error)
+        elif self._reconnect.active:
+            self._reconnect.dialed(error)
         elif error:
             self.exit(f"cannot reach the head at {format_head(*self.head)}: {error}")
         else:
             self.core.start(time.time_ns())
+            self._timer.arm()
             self.act(self.execution.decisions())
             address = self.core.address
             self.ready.set((address.host, address.port))
 
+    def other(self, decision: dp.Decision) -> None:
+        if isinstance(decision, dp.HeadLost):
+            if self.client is not None:
+                self.client.close()  # its tasks were interrupted; a new one comes on rejoin
+                self.client = None
+            if self.core.draining and not self.core.store:
+                self.exit("drained (the head was lost, and nothing is left to move)")
+            else:
+                self._reconnect.lost(decision.reason)  # meanwhile our objects are served
+        else:
+            self.execution.handle(decision)
+
+    def _rejoin(self) -> None:
+        """The head is back (or a new one listens where it was): rejoin with holding."""
+        self.log.warning(
+            "dista worker: reached the head at %s again after %.1f s; rejoining with %d objects",
+            format_head(*self.head),
+            self._reconnect.down_for,
+            len(self.core.store),
+        )
+        self.core.start(time.time_ns())
+        self._timer.arm()
+        self.act(self.execution.decisions())
+        if self.with_client:
+            self.connect_client(lambda: None)
+
+    def connect_client(self, then: Callable[[], None]) -> None:
+        """Give tasks a client session of their own, then call ``then`` (joined or not)."""
+        names, registry = snapshot()
+        session = DriverHost(self.loop, registry, dp.Role.CLIENT, self.hooks)
+
+        def welcomed(latch: Latch[None]) -> None:
+            if latch.failed():
+                session.close()  # tasks get no session; the worker itself may still serve
+            else:
+                self.client = session
+                clear()
+                install(Context(session.session, names, self.head))
+            then()
+
+        session.join(*self.head, _JOIN_TIMEOUT_S).add_callback(welcomed)
+
+    def drain(self) -> None:
+        """SIGTERM (on the loop): stop taking work, let the head move what we hold, and
+        leave when it says stop; leave at once if the head is away, and after
+        ``DISTA_DRAIN_TIMEOUT`` at the latest."""
+        if self.exited.done():
+            return
+        if self._reconnect.active or self.core.draining:
+            self.exit("stopped by a signal")  # a second signal, or no head to drain with
+            return
+        timeout = drain_timeout()
+        self.log.warning(
+            "dista worker: draining (%d objects to hand over); leaving when the head says "
+            "so, or in %g s (%s)",
+            len(self.core.store),
+            timeout,
+            DRAIN_ENV,
+        )
+        self.core.drain(time.time_ns())
+        self.act(self.execution.decisions())
+        self._drain_timer = self.loop.call_later(timeout, self._drain_late, timeout)
+
+    def _drain_late(self, timeout: float) -> None:
+        left = len(self.core.store)
+        self.exit(
+            f"drain timed out after {timeout:g} s ({DRAIN_ENV}) with {left} objects not "
+            "adopted (the head's status says why: no other worker?)"
+        )
+
+    def _on_timer(self, now: int) -> None:
+        self.core.on_timer(now)
+        self.act(self.execution.decisions())
+
     def _on_exit(self, exited: Latch[str]) -> None:
+        self._timer.cancel()
+        self._reconnect.cancel()
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
         if self.listener is not None:
             self.listener.close()
         if self.client is not None:
@@ -104,9 +241,6 @@ class WorkerHost(Engine):
         self.core.connected(link, time.time_ns())
         return self.execution.decisions()
 
-    def other(self, decision: dp.Decision) -> None:
-        self.execution.handle(decision)
-
 
 def start_worker(
     loop: Loop,
@@ -125,10 +259,12 @@ def start_worker(
     their own, so that they can submit tasks and read refs.
     """
     bind = host or advertised_host(head_host)
-    names, registry = snapshot()
+    _, registry = snapshot()
     sock = socket.create_server((bind, 0))
     address = dp.Address(bind, sock.getsockname()[1])
-    core = dp.Worker(registry_hash=registry, address=address, allocate=allocate)
+    core = dp.Worker(
+        registry_hash=registry, address=address, allocate=allocate, heartbeat_ns=heartbeat_ns()
+    )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))
     try:
         worker.listener = loop.listen(worker, bind, address.port, sock)
@@ -137,22 +273,12 @@ def start_worker(
         raise
     global CURRENT
     CURRENT = worker
+    worker.with_client = client
     if not client:
         worker.join_head()
         return worker
     # The client first: a task may submit work as soon as the head knows this worker.
-    session = DriverHost(loop, registry, dp.Role.CLIENT, worker.hooks)
-
-    def welcomed(latch: Latch[None]) -> None:
-        if latch.failed():
-            session.close()  # tasks get no session; the worker itself may still reach the head
-        else:
-            worker.client = session
-            clear()
-            install(Context(session.session, names, (head_host, head_port)))
-        worker.join_head()
-
-    session.join(head_host, head_port, _JOIN_TIMEOUT_S).add_callback(welcomed)
+    worker.connect_client(worker.join_head)
     return worker
 
 

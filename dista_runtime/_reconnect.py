@@ -1,0 +1,144 @@
+"""Reaching the head again after losing it: backoff, a bound, and what the logs say.
+
+A driver or worker whose core says `HeadLost` dials the head again: at once, then after
+0.1 s, doubling up to 2 s, for up to ``DISTA_RECONNECT_TIMEOUT`` seconds (60 by default).
+A new head on the same address (restarted after a crash) takes the driver's resume or the
+worker's holding. The first loss, every ~10 s of retrying, the success and giving up are
+logged at WARNING (``dista.driver`` / ``dista.worker``), so an operator sees a head restart
+in the workers' and drivers' output without turning logging on.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import dista_proto as dp
+
+from ._address import format_head
+from .engine import Engine
+
+__all__ = ["ENV", "Reconnect", "reconnect_timeout"]
+
+#: The environment variable bounding how long a lost head is dialed again, in seconds.
+ENV: Final = "DISTA_RECONNECT_TIMEOUT"
+DEFAULT_TIMEOUT_S: Final = 60.0
+_FIRST_S: Final = 0.1
+_MAX_S: Final = 2.0
+_DIAL_S: Final = 5.0
+_SAY_EVERY_S: Final = 10.0
+_SETTLE_S: Final = 2.0
+
+
+def reconnect_timeout() -> float:
+    """``DISTA_RECONNECT_TIMEOUT`` in seconds (60 if unset); a clear error if malformed."""
+    raw = os.environ.get(ENV, "")
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{ENV} must be a number of seconds, not {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{ENV} must be at least 0 seconds, not {raw!r}")
+    return value
+
+
+class Reconnect:
+    """Dials ``engine``'s head link again until it is up (``up``) or the bound passes
+    (``give_up`` with why). The engine routes its head link's `dialed` here while
+    `active`."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        head: tuple[str, int],
+        up: Callable[[], None],
+        give_up: Callable[[str], None],
+        timeout: float | None = None,
+    ) -> None:
+        self.engine = engine
+        self.head = head
+        self._up = up
+        self._give_up = give_up
+        self.timeout = reconnect_timeout() if timeout is None else timeout
+        self.active = False
+        self.attempts = 0
+        self._since = 0.0
+        self._said = 0.0
+        self._why = ""
+        self._timer: Any = None
+        self._up_at = -1e9
+
+    def lost(self, why: str) -> None:
+        """The head link went: start dialing again."""
+        if self.active:
+            return
+        self.active = True
+        self.attempts = 0
+        now = time.monotonic()
+        if now - self._up_at < _SETTLE_S:
+            # Lost again right after connecting (a head still going down accepted us): the
+            # same outage, already said.
+            self._dial()
+            return
+        self._why = why
+        self._since = self._said = now
+        where = format_head(*self.head)
+        self.engine.log.warning(
+            "dista %s: lost the head at %s (%s); reconnecting for up to %g s (%s)",
+            self.engine.name,
+            where,
+            why,
+            self.timeout,
+            ENV,
+        )
+        self._dial()
+
+    @property
+    def down_for(self) -> float:
+        """Seconds since the head was lost."""
+        return time.monotonic() - self._since
+
+    def _dial(self) -> None:
+        self._timer = None
+        self.attempts += 1
+        self.engine.loop.dial(self.engine, dp.HEAD_LINK, *self.head, _DIAL_S)
+
+    def dialed(self, error: str) -> None:
+        """The engine's head link dial ended (``error`` empty: connected)."""
+        if not error:
+            self.active = False
+            self._up_at = time.monotonic()
+            self._up()
+            return
+        now = time.monotonic()
+        waited = now - self._since
+        where = format_head(*self.head)
+        if waited >= self.timeout:
+            self.active = False
+            self._give_up(
+                f"the head at {where} was lost ({self._why}) and could not be reached again "
+                f"in {self.timeout:g} s ({ENV}; last: {error})"
+            )
+            return
+        if now - self._said >= _SAY_EVERY_S:
+            self._said = now
+            self.engine.log.warning(
+                "dista %s: still no head at %s after %.0f s (%d attempts; last: %s)",
+                self.engine.name,
+                where,
+                waited,
+                self.attempts,
+                error,
+            )
+        delay = min(_MAX_S, _FIRST_S * 2 ** (self.attempts - 1), self.timeout - waited)
+        self._timer = self.engine.loop.call_later(max(delay, 0.0), self._dial)
+
+    def cancel(self) -> None:
+        self.active = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
