@@ -237,6 +237,7 @@ class Recovery(Actors):
 
     def _attach(self, obj: TrackedObject, worker: Peer) -> None:
         obj.state = _STORED
+        self.held_bytes += obj.size  # known for a silent worker's, 0 for a claim
         obj.holder = worker
         worker.holds.add(obj.oid)
         self._wake(obj)
