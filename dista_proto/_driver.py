@@ -185,6 +185,12 @@ class Driver:
     def decisions(self) -> list[Decision]:
         return self._links.decisions()
 
+    def _send(self, event: Event) -> None:
+        """To the head, unless it is away or we wait for its welcome back: then what we
+        send is in the ledger (or counted), and goes with the resume, in order."""
+        if not self._resuming:
+            self._links.send(HEAD_LINK, event)
+
     def next_deadline(self) -> int | None:
         """When `on_timer` has work to do: never, for now (ready for resume backoff)."""
         return None
@@ -208,7 +214,7 @@ class Driver:
         oid = self._mint()
         task = Task(oid, task_id, argument)
         self._ledger.submitted(task, 1)
-        self._links.send(HEAD_LINK, task)
+        self._send(task)
         return oid
 
     def submit_many(self, task_id: int, argument: Bytes, results: int) -> int:
@@ -216,7 +222,7 @@ class Driver:
         oid = self._mint(results)
         task = TaskMany(oid, task_id, results, argument)
         self._ledger.submitted(task, results)
-        self._links.send(HEAD_LINK, task)
+        self._send(task)
         return oid
 
     def submit_after(
@@ -232,24 +238,24 @@ class Driver:
         oid = self._mint(results or 1)
         event = TaskAfter(oid, task_id, tuple(inputs), gather, value, results)
         self._ledger.submitted(event, results or 1)
-        self._links.send(HEAD_LINK, event)
+        self._send(event)
         return oid
 
     def release(self, oid: int) -> None:
         self._located.pop(oid, None)
         self._ledger.released(oid)
-        self._links.send(HEAD_LINK, Release(oid))
+        self._send(Release(oid))
 
     def cancel(self, oid: int, force: bool = False) -> None:
         """Fail ``oid``'s task with "cancelled"; with ``force`` also end the worker running
         it (Dista's `CANCEL_FORCE` mark)."""
-        if not self.connected_to_head and self._ledger.cancelled(oid):
+        if (not self.connected_to_head or self._resuming) and self._ledger.cancelled(oid):
             # The head is away and never sees this: fail it here (a resume says so).
             error = Error(oid, "cancelled")
             if self._ledger.answered(oid, error):
                 self._links.queue(ObjectFailed(oid, "cancelled"))
             return
-        self._links.send(HEAD_LINK, Cancel(oid, CANCEL_FORCE if force else 0))
+        self._send(Cancel(oid, CANCEL_FORCE if force else 0))
 
     # -- actors --------------------------------------------------------------------------------
 
@@ -269,7 +275,7 @@ class Driver:
         self._kept[actor] = deque()
         create = ActorCreate(actor, type_id, argument, checkpoint_every)
         self._ledger.created(create)
-        self._links.send(HEAD_LINK, create)
+        self._send(create)
         return actor
 
     def call_actor(self, actor_id: int, method_id: int, argument: Bytes, oid: int = 0) -> int:
@@ -278,7 +284,7 @@ class Driver:
         oid = oid or self._mint()
         call = ActorCall(oid, method_id, actor_id, argument)
         self._ledger.called(oid)
-        self._links.send(HEAD_LINK, call)
+        self._send(call)
         if actor_id in self._gone:
             return oid
         kept = self._kept.get(actor_id)
@@ -295,7 +301,7 @@ class Driver:
         whose answer comes as an `ObjectValue` (empty: written) or `ObjectFailed` (why not)."""
         oid = oid or self._mint()
         self._asks[oid] = actor_id
-        self._links.send(HEAD_LINK, Checkpoint(oid, 0, actor_id))
+        self._send(Checkpoint(oid, 0, actor_id))
         return oid
 
     def kill_actor(self, actor_id: int, after_calls: bool = False, force: bool = False) -> None:
@@ -306,7 +312,7 @@ class Driver:
         self._gone.add(actor_id)
         self._ledger.ended(actor_id)
         mark = KILL_FORCE if force else KILL_AFTER_CALLS if after_calls else 0
-        self._links.send(HEAD_LINK, ActorKill(actor_id, mark))
+        self._send(ActorKill(actor_id, mark))
 
     def kept(self, actor_id: int) -> int:
         """How many calls to ``actor_id`` this driver keeps (not yet covered)."""
@@ -321,7 +327,7 @@ class Driver:
             self._asks[oid] = actor_id
             kept = self._kept[actor_id]
             asked = self._asked_at[actor_id] = kept[-1].object_id if kept else 0
-            self._links.send(HEAD_LINK, Checkpoint(oid, 0, actor_id))
+            self._send(Checkpoint(oid, 0, actor_id))
         if self.kept_bytes <= 2 * self.keep_bytes:
             return
         failure = self._failing.get(actor_id)
@@ -390,11 +396,11 @@ class Driver:
 
     def request_stats(self) -> None:
         self._requests[0] += 1
-        self._links.send(HEAD_LINK, Stats())
+        self._send(Stats())
 
     def request_timeline(self) -> None:
         self._requests[1] += 1
-        self._links.send(HEAD_LINK, Timeline())
+        self._send(Timeline())
 
     def fetch(self, oid: int) -> None:
         """Bring a located object's value from its worker: an `ObjectValue` or failure."""
@@ -411,14 +417,14 @@ class Driver:
         """Welcomed back under our number: send what we still need, in order, then resumed."""
         kept = sorted((c for calls in self._kept.values() for c in calls), key=_call_order)
         frames, lost = self._ledger.frames(kept, self._asks)
-        send = self._links.send
+        send = self._send
         for event in frames:
-            send(HEAD_LINK, event)
+            send(event)
         for _ in range(self._requests[0]):
-            send(HEAD_LINK, Stats())
+            send(Stats())
         for _ in range(self._requests[1]):
-            send(HEAD_LINK, Timeline())
-        send(HEAD_LINK, Resumed())
+            send(Timeline())
+        send(Resumed())
         for oid in lost:
             why = (
                 f"actor call {oid:#x} ran, but its answer was lost with the head that "
