@@ -17,7 +17,7 @@ A task is WAITING for inputs, QUEUED for a slot, RUNNING on a worker, then DONE.
 input fails every task that depends on it, transitively, naming the input; the cascade is a
 loop, not recursion, so a chain of any length fails cleanly. A worker that is lost has its
 running tasks retried elsewhere (at most ``max_retries`` times) and the objects only it held
-fail with an error naming it. Ready tasks wait in one `FairQueue` per registry (round-robin
+fail with an error naming it (if it may be alive, they wait for it: `_head_recovery`). Ready tasks wait in one `FairQueue` per registry (round-robin
 between drivers); idle worker slots wait in one deque per registry; a task whose largest
 stored input sits on an idle worker goes there. A cancelled task a worker holds is withdrawn
 from it (or interrupted there); slots lent by blocked tasks, tasks taken back for idle
@@ -230,12 +230,18 @@ class Head(Recovery):
 
         ``why`` is what the binding knows beyond the closed connection (a supervisor's
         "worker pid 4242 died: SIGSEGV"); it goes into the errors of what the peer took along.
+        Without it the peer may well be alive (a link cut or reset): a worker's stored
+        objects wait for it to rejoin with holding, as a silent worker's do
+        (`_head_recovery`).
         """
         self._now = now
         peer = self._peers.get(link)
         self._links.forget(link)
-        if peer is not None:
-            self._lose(peer, why or "connection lost")
+        if peer is None:
+            return
+        if why is None and peer.role == Role.WORKER:
+            self._to_limbo(peer, f"{peer.name} disconnected (connection lost)")
+        self._lose(peer, why or "connection lost")
 
     def decisions(self) -> list[Decision]:
         """What to do now: writes, closes, exit; in order."""

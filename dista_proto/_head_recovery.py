@@ -18,6 +18,9 @@ Liveness: the head notes when it last read from each worker; one silent for
 ``liveness_ns`` (SIGSTOP, a hung host, a link cut without a reset: workers send a
 `SPAN_ALIVE` heartbeat every few seconds) is lost: its tasks are retried elsewhere. What it
 stored is not failed at once but waits ``recovery_grace_ns`` for it to rejoin with holding.
+So does what a worker stored whose connection was lost for a reason the binding does not
+know (a reset link: the worker rejoins this same head); one the binding says is dead (a
+supervisor saw its process end) fails at once.
 
 Drain: a worker that says drain takes no more work; each object it holds is adopted by
 another worker (adopt, adopted), its actor moves to another worker (restored from its
@@ -249,17 +252,22 @@ class Recovery(Actors):
         waits for it to rejoin."""
         seconds = self.liveness_ns / 1e9
         why = f"silent for {seconds:g} s (no heartbeat: stopped, hung, or cut off)"
-        until = now + self.recovery_grace_ns
+        self._to_limbo(worker, f"{worker.name} went {why}")
+        self._links.close(worker.link, why)
+        self._lose(worker, why)
+
+    def _to_limbo(self, worker: Peer, why: str) -> None:
+        """``worker`` is lost but may well be alive (silent, or its link cut): what it
+        stored waits ``recovery_grace_ns`` for it to rejoin with holding, then fails."""
+        until = self._now + self.recovery_grace_ns
         for oid in worker.holds:
             obj = self._objects.get(oid)
             if obj is not None and obj.state is _STORED:
                 obj.state = _PENDING
                 obj.holder = None
                 self.held_bytes -= obj.size
-                self._limbo[oid] = (f"{worker.name} went {why}", until)
+                self._limbo[oid] = (why, until)
         worker.holds.clear()
-        self._links.close(worker.link, why)
-        self._lose(worker, why)
 
     # -- timers ----------------------------------------------------------------------------
 

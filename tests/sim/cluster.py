@@ -61,6 +61,8 @@ class Pipe:
     link: int
     chunks: deque[bytes] = field(default_factory=deque)
     closed: bool = False
+    #: Why the peer went, as a head's binding knows it (a supervisor saw it die), if so.
+    why: str | None = None
 
 
 class SimWorker:
@@ -73,6 +75,7 @@ class SimWorker:
             inline_threshold=THRESHOLD,
             part=PART,
             min_part=PART,
+            heartbeat_ns=sim.heartbeat_ns,
         )
         self.running: list[dp.RunTask] = []
         self.blocked: set[int] = set()  # running tasks blocked reading others (slot lent)
@@ -144,8 +147,11 @@ class Sim:
         prefetch: int = 0,
         blocking: bool = False,
         liveness_ns: int = 0,
+        recovery_grace_ns: int = dp.RECOVERY_GRACE_NS,
+        heartbeat_ns: int = 5_000_000_000,
     ) -> None:
         self.rng = random.Random(seed)
+        self.heartbeat_ns = heartbeat_ns
         # Whether running tasks block and resume at random (nested gets lend their slot).
         self.blocking = blocking
         self.runs: dict[int, int] = {}  # first result ID -> times a worker ran it to the end
@@ -162,6 +168,7 @@ class Sim:
             prefetch=prefetch,
             # Silent workers are the fault scenarios' business: off unless they ask.
             liveness_ns=liveness_ns,
+            recovery_grace_ns=recovery_grace_ns,
         )
         self.pipes: list[Pipe] = []
         self.ends: dict[tuple[int, int], Pipe] = {}  # (id(machine), link) -> pipe to the peer
@@ -223,7 +230,9 @@ class Sim:
             assert isinstance(machine, SimWorker)
             self._cancel_task(machine, decision)
         elif isinstance(decision, dp.Exit):
-            pass
+            self.exited(core)
+        elif isinstance(decision, dp.HeadLost):
+            self.head_lost(core)
         elif isinstance(decision, _ACTOR_WORK):
             machine = self._machine(core)
             assert isinstance(machine, SimWorker)
@@ -232,6 +241,12 @@ class Sim:
             machine = self._machine(core)
             assert isinstance(machine, SimDriver)
             self._driver_decision(machine, decision)
+
+    def exited(self, core: object) -> None:
+        """``core`` is done (`Exit`): its process would end (tests/sim/recovery.py)."""
+
+    def head_lost(self, core: object) -> None:
+        """``core`` lost its head and may connect again (tests/sim/recovery.py does)."""
 
     def _cancel_task(self, w: SimWorker, decision: dp.CancelTask) -> None:
         """The head wants a task back: it may not have started (dropped), or it runs and
@@ -306,7 +321,10 @@ class Sim:
             target.receive_data(pipe.link, chunk, self.now)
         elif pipe.closed:
             self.pipes.remove(pipe)
-            target.connection_lost(pipe.link, self.now)
+            if isinstance(target, dp.Head):
+                target.connection_lost(pipe.link, self.now, pipe.why)
+            else:
+                target.connection_lost(pipe.link, self.now)
             self.ends.pop((id(target), pipe.link), None)
         self._run_decisions(target)
 
@@ -348,7 +366,7 @@ class Sim:
         w.blocked.clear()
         w.actor_work.clear()
         w.hosted = None
-        self.crash_machine(w.core)
+        self.crash_machine(w.core, f"worker {w.address} was killed (SIGKILL)")
 
     def step(self) -> bool:
         """Move one thing; False when nothing can move."""
@@ -386,9 +404,10 @@ class Sim:
 
     def disconnect(self, d: SimDriver) -> None:
         """A driver process dies: its connection to the head breaks."""
-        self.crash_machine(d.core)
+        self.crash_machine(d.core, f"driver {d.index} exited")
 
-    def crash_machine(self, core: object) -> None:
+    def crash_machine(self, core: object, why: str | None = None) -> None:
+        """Every pipe to or from ``core`` breaks; ``why``: the head's binding knows it died."""
         for pipe in list(self.pipes):
             if pipe.target is core:
                 self.pipes.remove(pipe)
@@ -397,6 +416,7 @@ class Sim:
                 del self.ends[(machine, link)]
                 pipe.chunks.clear()
                 pipe.closed = True
+                pipe.why = why
 
     def driver_call(self, d: SimDriver) -> None:
         self._run_decisions(d.core)
