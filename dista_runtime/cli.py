@@ -140,19 +140,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
         workers.append(worker)
         if args.ready_fd is not None:
             worker.ready.add_callback(ready)
+        # SIGTERM (a pod shutting down, a supervisor, `kill`): hand over what we hold and
+        # leave once the head says so; a second one leaves at once. Ctrl-C stays
+        # KeyboardInterrupt: a person at the terminal wants it gone now.
+        signal.signal(signal.SIGTERM, lambda *_: loop.call_soon_threadsafe(worker.drain))
         return worker.done
-
-    def drain() -> None:
-        # SIGTERM (a pod shutting down, a supervisor, a user): hand over what we hold and
-        # leave once the head says so. A second signal leaves at once.
-        workers[0].drain()
 
     def ready(joined: Latch[tuple[str, int]]) -> None:
         if not joined.failed():
             signal_ready(args.ready_fd)
 
     try:
-        reason = _run(args, start, drain)
+        reason = _run(args, start)
     except ConnectionError as e:
         print(f"dista worker: {e}", file=sys.stderr)
         return EXIT_NO_HEAD
