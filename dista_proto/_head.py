@@ -177,6 +177,7 @@ class Head(Recovery):
         self.liveness_ns = liveness_ns
         self.recovery_grace_ns = recovery_grace_ns
         self._claims: dict[int, int] = {}
+        self._away: dict[int, tuple[Peer, int]] = {}
         self._unclaimed: dict[int, tuple[Peer, int]] = {}
         self._limbo: dict[int, tuple[str, int]] = {}
         self._adopting: dict[int, Peer] = {}
@@ -239,8 +240,11 @@ class Head(Recovery):
         self._links.forget(link)
         if peer is None:
             return
-        if why is None and peer.role == Role.WORKER:
-            self._to_limbo(peer, f"{peer.name} disconnected (connection lost)")
+        if why is None:
+            if peer.role == Role.WORKER:
+                self._to_limbo(peer, f"{peer.name} disconnected (connection lost)")
+            elif self._driver_away(peer):
+                return  # it may resume on a new connection (`_head_recovery`)
         self._lose(peer, why or "connection lost")
 
     def decisions(self) -> list[Decision]:
@@ -249,6 +253,12 @@ class Head(Recovery):
 
     def _epoch(self) -> int:
         return self.epoch
+
+    def _stopping(self) -> bool:
+        return self.stopping
+
+    def _exit_without_drivers(self) -> bool:
+        return self.exit_without_drivers
 
     def next_deadline(self) -> int | None:
         """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
@@ -314,6 +324,8 @@ class Head(Recovery):
             if number == 0:
                 return
             peer.number = number
+            if hello.resume is None:
+                peer.epoch = self.epoch
             self._numbers[number] = peer
             self._links.send(peer.link, Welcome(number, self.epoch))
 
@@ -435,7 +447,7 @@ class Head(Recovery):
     def _submit(
         self, peer: Peer, oid: int, task_id: int, results: int, event: Task | TaskMany | None
     ) -> TaskRecord | None:
-        if self._resent(peer, oid) or not self._check_new_ids(peer, oid, results):
+        if self._resent(peer, oid, results) or not self._check_new_ids(peer, oid, results):
             return None
         registry = ANYWHERE if task_id & TASK_ID_MASK in self._portable else peer.registry
         task = TaskRecord(oid, task_id, peer.link, registry, results, event, self._now)
@@ -658,7 +670,9 @@ class Head(Recovery):
     def _release(self, peer: Peer, oid: int) -> None:
         obj = self._objects.get(oid)
         if obj is None or obj.owner != peer.link or not obj.held:
-            self._links.send(peer.link, Error(oid, f"release of {oid:#x}, which you don't hold"))
+            if not peer.resuming:  # (a resume releases what this head may have forgotten)
+                why = f"release of {oid:#x}, which you don't hold"
+                self._links.send(peer.link, Error(oid, why))
             return
         obj.held = False
         self._unref(obj)

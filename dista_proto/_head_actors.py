@@ -105,11 +105,18 @@ class Actors(Scheduling):
     def _fail_object(self, obj: TrackedObject, why: str) -> None:
         raise NotImplementedError  # the head's
 
+    def _confirmed(self, peer: Peer, oid: int) -> None:
+        raise NotImplementedError  # the recovery's
+
+    def _answer_again(self, obj: TrackedObject) -> None:
+        raise NotImplementedError  # the recovery's
+
     # -- from drivers ----------------------------------------------------------------------
 
     def _on_actor_create(self, peer: Peer, event: ActorCreate) -> None:
         known = self._actors.get(event.object_id)
         if peer.resuming and known is not None and known.state is not _DEAD:
+            self._confirmed(peer, known.actor_id)
             return  # this head has it: the same driver on a new connection
         if not self._check_new_ids(peer, event.object_id, 1):
             return
@@ -125,9 +132,14 @@ class Actors(Scheduling):
         oid = event.object_id
         actor = self._actors.get(event.actor_id)
         if peer.resuming and actor is not None and actor.state is not _DEAD:
-            if oid <= actor.newest_from.get(peer.number, 0):
-                return  # a call this head took already: the same driver, reconnected
             obj = self._objects.get(oid)
+            if obj is not None and obj.owner == peer.link:
+                self._confirmed(peer, oid)
+            if oid <= actor.newest_from.get(peer.number, 0):
+                # A call this head took already: the same driver, reconnected.
+                if obj is not None and obj.owner == peer.link and obj.held:
+                    self._answer_again(obj)
+                return
             if obj is not None and obj.owner == peer.link and obj.task is None:
                 self._replay_call(peer, actor, event)  # answered before the restart
                 return

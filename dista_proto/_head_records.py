@@ -50,6 +50,7 @@ class Peer:
         "address",
         "blocked",
         "draining",
+        "epoch",
         "free",
         "heard",
         "holds",
@@ -62,6 +63,7 @@ class Peer:
         "role",
         "running",
         "spare",
+        "unconfirmed",
         "why",
     )
 
@@ -84,6 +86,12 @@ class Peer:
         self.heard = 0  # when the head last read from it (workers: liveness)
         #: A driver that said hello with a resume pair and has not sent resumed yet.
         self.resuming = False
+        #: A driver's: the epoch of the head that first numbered it.
+        self.epoch = 0
+        #: A driver resuming on a new connection to this same head: the objects it held
+        #: and the actors it owned on the old one that its resume has not named yet (at
+        #: resumed, those it released or killed meanwhile go).
+        self.unconfirmed: set[int] | None = None
         self.why = ""  # what a draining worker waits for (status)
 
     @property

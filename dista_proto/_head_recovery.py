@@ -9,10 +9,17 @@ keeps, then resumed; a rejoining worker sends holding.
 Claims and holdings meet here. A claim waits for the worker holding the object to rejoin
 (`recovery_grace_ns`, then the object fails saying so); a holding waits for its driver to
 claim it, and is freed once that driver has resumed without claiming it, or after the
-grace if it never comes. A driver resuming under a number still connected, from this
-head's own epoch, is the same driver on a new connection: the old connection is dropped
-and everything it owned moves to the new one, and what it sends again that the head
-already has is answered from what the head knows instead of run twice.
+grace if it never comes.
+
+A driver whose connection is lost (for a reason the binding does not know) is away, not
+gone: what it owns (its tasks, objects and actors) stays ``recovery_grace_ns`` for it to
+resume on a new connection, and only then is dropped as a lost driver's. A driver resuming
+under a number this head knows (connected or away), with the epoch that number came from,
+is the same driver on a new connection: the old connection is dropped and everything it
+owned moves to the new one, and what it sends again that the head already has is answered
+from what the head knows instead of run twice; at resumed, what it held or owned on the old
+connection and did not name again (released, killed while the link was down) goes. A
+resume under a number another driver holds (from another epoch) is refused.
 
 Liveness: the head notes when it last read from each worker; one silent for
 ``liveness_ns`` (SIGSTOP, a hung host, a link cut without a reset: workers send a
@@ -84,6 +91,8 @@ class Recovery(Actors):
     _unclaimed: dict[int, tuple[Peer, int]]
     #: Stored objects of a worker gone silent, waiting for it to rejoin: ID -> until when.
     _limbo: dict[int, tuple[str, int]]
+    #: Drivers whose connection was lost, that may resume: link -> (driver, until when).
+    _away: dict[int, tuple[Peer, int]]
     #: Objects being adopted off a draining worker: ID -> the adopting worker.
     _adopting: dict[int, Peer]
     _adopt_tries: dict[int, int]
@@ -107,7 +116,7 @@ class Recovery(Actors):
             return 0
         holder = self._numbers.get(number)
         if holder is not None:
-            if resume.epoch != self._epoch():
+            if resume.epoch != holder.epoch:
                 # A driver of another head that drew the number one of ours has: giving it
                 # the number would give it the other driver's objects.
                 self._refuse(
@@ -118,8 +127,42 @@ class Recovery(Actors):
                 )
                 return 0
             self._replace(holder, peer)
+        peer.epoch = resume.epoch
         peer.resuming = True
         return number
+
+    def _driver_away(self, peer: Peer) -> bool:
+        """``peer``'s connection was lost: keep what it owns for it to resume, if it is a
+        driver that may (True); a local head's last driver ends it instead."""
+        if (
+            peer.role != Role.DRIVER
+            or not peer.number
+            or self._numbers.get(peer.number) is not peer
+            or self._stopping()
+        ):
+            return False
+        if self._exit_without_drivers() and not any(
+            p.role == Role.DRIVER and p is not peer for p in self._peers.values()
+        ):
+            return False
+        self._peers.pop(peer.link, None)
+        self._away[peer.link] = (peer, self._now + self.recovery_grace_ns)
+        return True
+
+    def _stopping(self) -> bool:
+        raise NotImplementedError  # the head's
+
+    def _exit_without_drivers(self) -> bool:
+        raise NotImplementedError  # the head's
+
+    def _lose_driver(self, driver: Peer) -> None:
+        raise NotImplementedError  # the head's
+
+    def _unref(self, obj: TrackedObject) -> None:
+        raise NotImplementedError  # the head's
+
+    def _cancel(self, peer: Peer, oid: int, force: bool) -> None:
+        raise NotImplementedError  # the head's
 
     def _refuse(self, peer: Peer, why: str) -> None:
         raise NotImplementedError  # the head's
@@ -131,16 +174,22 @@ class Recovery(Actors):
         """``new`` is ``old``'s driver on a new connection: it takes over what it owned."""
         was, now = old.link, new.link
         self._peers.pop(was, None)
+        self._away.pop(was, None)
         self._numbers.pop(old.number, None)
+        unconfirmed = new.unconfirmed = set()
         for obj in self._objects.values():
             if obj.owner == was:
                 obj.owner = now
+                if obj.held:
+                    unconfirmed.add(obj.oid)
                 task = obj.task
                 if task is not None and task.owner == was:
                     task.owner = now
         for actor in self._actors.values():
             if actor.owner == was:
                 actor.owner = now
+                if actor.state is not ActorState.DEAD:
+                    unconfirmed.add(actor.actor_id)
             if was in actor.callers:
                 actor.callers.discard(was)
                 actor.callers.add(now)
@@ -155,17 +204,30 @@ class Recovery(Actors):
             self._timeline.extend(kept)
         self._links.close(was, "the same driver connected again")
 
-    def _resent(self, peer: Peer, oid: int) -> bool:
-        """Whether ``oid`` is one a resuming ``peer`` sends again that this head has: it
-        gets the answer the head knows (if any yet) and nothing runs twice."""
+    def _resent(self, peer: Peer, oid: int, results: int = 1) -> bool:
+        """Whether ``oid`` (and the ``results - 1`` after it, a task's) is one a resuming
+        ``peer`` sends again that this head has: it gets the answer the head knows (if any
+        yet) and nothing runs twice."""
         if not peer.resuming:
             return False
-        obj = self._objects.get(oid)
-        if obj is None or obj.owner != peer.link:
+        objects = self._objects
+        mine = [
+            obj
+            for i in range(oid, oid + results)
+            if (obj := objects.get(i)) is not None and obj.owner == peer.link
+        ]
+        if not mine:
             return False
-        if obj.held:
-            self._answer_again(obj)
+        for obj in mine:
+            self._confirmed(peer, obj.oid)
+            if obj.held:
+                self._answer_again(obj)
         return True
+
+    def _confirmed(self, peer: Peer, oid: int) -> None:
+        """A resuming ``peer`` named ``oid`` (an object or an actor): it still has it."""
+        if peer.unconfirmed is not None:
+            peer.unconfirmed.discard(oid)
 
     def _answer_again(self, obj: TrackedObject) -> None:
         state = obj.state
@@ -179,7 +241,14 @@ class Recovery(Actors):
     def _on_driver_answer(self, peer: Peer, event: Result | Error) -> None:
         """A resuming driver's result or error: an object it has, for tasks to take."""
         oid = event.object_id
-        if self._resent(peer, oid) or not self._check_new_ids(peer, oid, 1):
+        if self._resent(peer, oid):
+            obj = self._objects[oid]
+            task = obj.task
+            if isinstance(event, Error) and task is not None and obj.state is _PENDING:
+                # It failed it while its link was down (a cancel the head never saw).
+                self._cancel(peer, oid, False)
+            return
+        if not self._check_new_ids(peer, oid, 1):
             return
         obj = self._objects[oid] = TrackedObject(oid, peer.link, None)
         obj.answered = True
@@ -205,8 +274,21 @@ class Recovery(Actors):
             self._claims[oid] = self._now + self.recovery_grace_ns
 
     def _on_resumed(self, peer: Peer) -> None:
-        """``peer`` sent everything it still needs: what it did not claim is free."""
+        """``peer`` sent everything it still needs: what it did not claim is free, and, on
+        this same head, what it held or owned on its old connection and did not name again
+        (it released or killed it while the link was down) goes."""
         peer.resuming = False
+        unconfirmed, peer.unconfirmed = peer.unconfirmed, None
+        for oid in sorted(unconfirmed or ()):
+            actor = self._actors.get(oid)
+            if actor is not None:
+                if actor.owner == peer.link and actor.state is not ActorState.DEAD:
+                    self._end_actor(actor, f"actor {oid:#x} was killed by {peer.name}")
+                continue
+            obj = self._objects.get(oid)
+            if obj is not None and obj.owner == peer.link and obj.held:
+                obj.held = False
+                self._unref(obj)
         number = peer.number
         for oid, (worker, _) in list(self._unclaimed.items()):
             if oid >> ID_BITS == number:
@@ -272,7 +354,7 @@ class Recovery(Actors):
     # -- timers ----------------------------------------------------------------------------
 
     def _recovery_deadline(self) -> int | None:
-        watching = self._claims or self._unclaimed or self._limbo
+        watching = self._claims or self._unclaimed or self._limbo or self._away
         if not watching and not (self.liveness_ns and self._workers_of):
             return None
         return self._tick_at
@@ -287,6 +369,10 @@ class Recovery(Actors):
                 if peer.role == Role.WORKER and peer.heard < late:
                     self._silent(peer, now)
         seconds = self.recovery_grace_ns / 1e9
+        for link, (driver, until) in list(self._away.items()):
+            if now >= until:
+                del self._away[link]
+                self._lose_driver(driver)  # it did not come back
         for oid, until in list(self._claims.items()):
             if now >= until:
                 del self._claims[oid]
