@@ -118,6 +118,8 @@ class Driver:
         #: Whether the head link is up (False from a lost head until `start` again).
         self.connected_to_head = False
         self._resuming = False
+        self._head_epoch = 0  # the epoch of the head that last welcomed us
+        self._announced: set[int] = set()  # our actors whose creation we heard of
         #: Times this driver resumed after losing its head (answers after the first are
         #: dropped from then on: a new head may run a task again).
         self.resumes = 0
@@ -249,13 +251,18 @@ class Driver:
     def cancel(self, oid: int, force: bool = False) -> None:
         """Fail ``oid``'s task with "cancelled"; with ``force`` also end the worker running
         it (Dista's `CANCEL_FORCE` mark)."""
-        if (not self.connected_to_head or self._resuming) and self._ledger.cancelled(oid):
+        self._ledger.cancel(oid)
+        if not self.connected_to_head or self._resuming:
             # The head is away and never sees this: fail it here (a resume says so).
-            error = Error(oid, "cancelled")
-            if self._ledger.answered(oid, error):
-                self._links.queue(ObjectFailed(oid, "cancelled"))
+            self._fail_cancelled()
             return
         self._send(Cancel(oid, CANCEL_FORCE if force else 0))
+
+    def _fail_cancelled(self) -> None:
+        """Fail the unanswered results of the tasks we cancelled (not sent again)."""
+        for oid in self._ledger.cancelled():
+            if self._ledger.answered(oid, Error(oid, "cancelled")):
+                self._links.queue(ObjectFailed(oid, "cancelled"))
 
     # -- actors --------------------------------------------------------------------------------
 
@@ -371,6 +378,7 @@ class Driver:
         self._lossy.discard(actor_id)
         self._failing.pop(actor_id, None)
         self._early.discard(actor_id)
+        self._announced.discard(actor_id)
 
     def _covered(self, actor_id: int, newest: int) -> None:
         self._failing.pop(actor_id, None)  # a checkpoint was written after all
@@ -413,10 +421,12 @@ class Driver:
 
     # -- resuming ------------------------------------------------------------------------------
 
-    def _resume(self) -> None:
-        """Welcomed back under our number: send what we still need, in order, then resumed."""
+    def _resume(self, same_head: bool) -> None:
+        """Welcomed back under our number: send what we still need, in order, then resumed
+        (``same_head``: by the head we last spoke to, which still has what it had)."""
+        self._fail_cancelled()
         kept = sorted((c for calls in self._kept.values() for c in calls), key=_call_order)
-        frames, lost = self._ledger.frames(kept, self._asks)
+        frames, lost = self._ledger.frames(kept, self._asks, same_head)
         send = self._send
         for event in frames:
             send(event)
@@ -448,6 +458,10 @@ class Driver:
                 if oid in self._asked:
                     self._own_checkpoint(oid, None)
                     return
+            elif oid in self._kept:
+                if oid in self._announced:
+                    return  # created: a new head restoring it says so again
+                self._announced.add(oid)
             elif self._ledger.answered(oid, event) is False and self.resumes:
                 return  # answered before (a task the new head ran again), or released
             queue(ObjectValue(oid, event.value))
@@ -490,10 +504,13 @@ class Driver:
                     queue(Refused(self.closed_reason))
                     return
                 self.resumes += 1
+                same_head = event.epoch == self._head_epoch
+                self._head_epoch = event.epoch
                 queue(Welcomed(event.number, event.epoch))
-                self._resume()
+                self._resume(same_head)
                 return
             self.number, self.epoch = event.number, event.epoch
+            self._head_epoch = event.epoch
             queue(Welcomed(event.number, event.epoch))
         elif isinstance(event, Covered):
             self._covered(event.object_id, event.newest)

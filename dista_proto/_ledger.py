@@ -12,6 +12,13 @@ task). A task's frame is kept while one of its results is needed and unanswered;
 sent again in place of those results. The first answer to an object counts: one arriving
 again (a task the new head ran twice) is dropped, except that a new location replaces the
 old one (an object adopted off a draining worker).
+
+A task the driver cancelled is not sent again: its results still unanswered when it resumes
+(the answer "cancelled" was on its way, or the head never saw the cancel) fail here with
+"cancelled" and go to the head as error frames. An actor call whose answer was lost with a
+head that restarted, after a checkpoint including it was written (so the driver let it go),
+cannot be run again; resuming on the same head (its epoch unchanged), it is claimed instead:
+that head still has its answer.
 """
 
 from __future__ import annotations
@@ -43,7 +50,16 @@ _PENDING: Final = None
 class Ledger:
     """A driver's record for resuming (see the module docstring)."""
 
-    __slots__ = ("_answers", "_creates", "_first", "_frames", "_left", "_released", "_users")
+    __slots__ = (
+        "_answers",
+        "_cancelled",
+        "_creates",
+        "_first",
+        "_frames",
+        "_left",
+        "_released",
+        "_users",
+    )
 
     def __init__(self) -> None:
         #: Objects still needed -> their answer, or None while it has not come.
@@ -55,6 +71,7 @@ class Ledger:
         self._users: dict[int, int] = {}  # object -> unfinished task-afters taking it
         self._released: set[int] = set()  # released, but kept for a task that takes it
         self._creates: dict[int, ActorCreate] = {}  # live actors this driver made
+        self._cancelled: set[int] = set()  # tasks in ``_frames`` the driver cancelled
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -110,18 +127,40 @@ class Ledger:
             return
         self._drop(oid)
 
-    def cancelled(self, oid: int) -> bool:
-        """Whether ``oid`` is an unfinished task's result this driver can fail itself (the
-        head is away: it will never see the cancel)."""
-        return oid in self._frames
+    def cancel(self, oid: int) -> None:
+        """The driver cancelled the task ``oid`` is a result of: it is not sent again."""
+        task = self._first.get(oid, oid)
+        if task in self._frames:
+            self._cancelled.add(task)
+
+    def cancelled(self) -> list[int]:
+        """The results, needed and unanswered, of the tasks the driver cancelled: the
+        driver fails them itself (the head may never say so: it is away, or a new one)."""
+        answers = self._answers
+        out: list[int] = []
+        for task in sorted(self._cancelled):
+            frame = self._frames.get(task)
+            if frame is not None:
+                out.extend(
+                    i
+                    for i in range(task, task + _results(frame))
+                    if i in answers and answers[i] is _PENDING
+                )
+        return out
 
     # -- resuming ------------------------------------------------------------------------
 
-    def frames(self, kept: list[ActorCall], asks: dict[int, int]) -> tuple[list[Event], list[int]]:
+    def frames(
+        self, kept: list[ActorCall], asks: dict[int, int], same_head: bool = False
+    ) -> tuple[list[Event], list[int]]:
         """Everything to send a new head, in the page's order, ending before resumed; and
-        the actor calls whose answers are lost (see `Driver`)."""
+        the actor calls whose answers are lost (see `Driver`). ``same_head``: the head is
+        the one the driver last spoke to (its epoch unchanged), which still has them."""
         out: list[Event] = []
         lost = self._lost(kept)
+        claimed = set(lost) if same_head else set()
+        if same_head:
+            lost = []
         for oid in lost:
             self._drop(oid)
         answers = self._answers
@@ -137,9 +176,7 @@ class Ledger:
             frame = frames.get(oid)
             if frame is not None:
                 out.append(frame)
-                results = frame.results if isinstance(frame, TaskMany) else 1
-                if isinstance(frame, TaskAfter):
-                    results = frame.results or 1
+                results = _results(frame)
                 releases.extend(
                     i for i in range(oid, oid + results) if i not in answers or i in self._released
                 )
@@ -148,6 +185,8 @@ class Ledger:
                 continue  # its task is sent again
             answer = answers.get(oid)
             if answer is None:
+                if oid in claimed:
+                    out.append(Claim(oid))  # its answer was on its way: the head has it
                 continue  # an actor call not answered: sent with the calls
             out.append(Claim(oid) if isinstance(answer, Address) else answer)
             if oid in self._released:
@@ -189,6 +228,7 @@ class Ledger:
             return
         del self._left[task]
         frame = self._frames.pop(task)
+        self._cancelled.discard(task)
         if isinstance(frame, TaskMany) or (isinstance(frame, TaskAfter) and frame.results):
             results = frame.results or 1
             for i in range(task + 1, task + results):
@@ -209,3 +249,12 @@ class Ledger:
         answers = self._answers
         if oid in answers and answers.pop(oid) is _PENDING:
             self._one_less(oid)
+
+
+def _results(frame: Task | TaskMany | TaskAfter) -> int:
+    """How many results a task frame has."""
+    if isinstance(frame, TaskMany):
+        return frame.results
+    if isinstance(frame, TaskAfter):
+        return frame.results or 1
+    return 1
