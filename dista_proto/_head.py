@@ -180,6 +180,7 @@ class Head(Recovery):
         self._away: dict[int, tuple[Peer, int]] = {}
         self._unclaimed: dict[int, tuple[Peer, int]] = {}
         self._limbo: dict[int, tuple[str, int]] = {}
+        self._stale: dict[int, Peer] = {}
         self._adopting: dict[int, Peer] = {}
         self._adopt_tries: dict[int, int] = {}
         self._tick_at = 0
@@ -599,6 +600,8 @@ class Head(Recovery):
         objects = self._objects
         for oid in range(task.oid, task.oid + task.results):
             obj = objects.get(oid)
+            if self._stale:
+                self._free_stale(oid, obj)
             if obj is not None and obj.task is task:
                 obj.task = None
                 if obj.state is _PENDING:  # a retried task-many never re-answered this one

@@ -93,6 +93,9 @@ class Recovery(Actors):
     _limbo: dict[int, tuple[str, int]]
     #: Drivers whose connection was lost, that may resume: link -> (driver, until when).
     _away: dict[int, tuple[Peer, int]]
+    #: Stale copies a rejoining worker holds of results of a task it runs again: ID ->
+    #: the worker, freed there once the task settles (`Head._settle`).
+    _stale: dict[int, Peer]
     #: Objects being adopted off a draining worker: ID -> the adopting worker.
     _adopting: dict[int, Peer]
     _adopt_tries: dict[int, int]
@@ -312,13 +315,28 @@ class Recovery(Actors):
                 continue
             if obj is not None:
                 if obj.holder is not worker:
-                    self._links.send(worker.link, Free(oid))  # known otherwise: a stale copy
+                    task = obj.task
+                    if task is not None and task.worker is worker:
+                        # A stale copy, from an earlier run of the task just sent to this
+                        # worker again: a free now would cancel that run. Once it settles.
+                        self._stale[oid] = worker
+                    else:
+                        self._links.send(worker.link, Free(oid))  # known otherwise: stale
                 continue
             owner = self._numbers.get(oid >> ID_BITS)
             if owner is not None and not owner.resuming:
                 self._links.send(worker.link, Free(oid))  # its driver did not claim it
             else:
                 self._unclaimed[oid] = (worker, until)
+
+    def _free_stale(self, oid: int, obj: TrackedObject | None) -> None:
+        """``oid``'s task settled: free a stale copy a rejoining worker held of it, unless
+        the worker now holds the object itself (the run stored it there again)."""
+        worker = self._stale.pop(oid, None)
+        if worker is None or (obj is not None and obj.holder is worker):
+            return
+        if self._peers.get(worker.link) is worker:
+            self._links.send(worker.link, Free(oid))
 
     def _attach(self, obj: TrackedObject, worker: Peer) -> None:
         obj.state = _STORED
