@@ -178,6 +178,8 @@ class Head(Recovery):
         self.recovery_grace_ns = recovery_grace_ns
         self._claims: dict[int, int] = {}
         self._away: dict[int, tuple[Peer, int]] = {}
+        self._parked: dict[int, tuple[int, list[tuple[int, ActorCall, bool]]]] = {}
+        self._parked_calls: set[int] = set()
         self._unclaimed: dict[int, tuple[Peer, int]] = {}
         self._limbo: dict[int, tuple[str, int]] = {}
         self._stale: dict[int, Peer] = {}

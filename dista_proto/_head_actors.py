@@ -111,6 +111,12 @@ class Actors(Scheduling):
     def _answer_again(self, obj: TrackedObject) -> None:
         raise NotImplementedError  # the recovery's
 
+    def _park_call(self, peer: Peer, event: ActorCall) -> bool:
+        raise NotImplementedError  # the recovery's
+
+    def _unpark_calls(self, actor: ActorRecord) -> None:
+        raise NotImplementedError  # the recovery's
+
     # -- from drivers ----------------------------------------------------------------------
 
     def _on_actor_create(self, peer: Peer, event: ActorCreate) -> None:
@@ -127,6 +133,7 @@ class Actors(Scheduling):
         self._actors[actor.actor_id] = actor
         self.actors_alive += 1
         self._place(actor)
+        self._unpark_calls(actor)
 
     def _on_actor_call(self, peer: Peer, event: ActorCall) -> None:
         oid = event.object_id
@@ -143,6 +150,8 @@ class Actors(Scheduling):
             if obj is not None and obj.owner == peer.link and obj.task is None:
                 self._replay_call(peer, actor, event)  # answered before the restart
                 return
+        if actor is None and self._park_call(peer, event):
+            return  # its owner has not resumed yet: it may create it
         if not self._check_new_ids(peer, oid, 1):
             return
         obj = self._objects[oid] = TrackedObject(oid, peer.link, None)

@@ -42,6 +42,7 @@ from typing import Final
 
 from ._conventions import ERROR_NO_CHECKPOINT, ID_BITS, KILL_KEEP, NUMBER_SPACE
 from ._events import (
+    ActorCall,
     ActorKill,
     Adopt,
     Adopted,
@@ -93,6 +94,10 @@ class Recovery(Actors):
     _limbo: dict[int, tuple[str, int]]
     #: Drivers whose connection was lost, that may resume: link -> (driver, until when).
     _away: dict[int, tuple[Peer, int]]
+    #: Calls to an actor this head does not know, whose owner has not resumed yet: actor
+    #: -> (until when, [(the caller's number, the call, answered before)]).
+    _parked: dict[int, tuple[int, list[tuple[int, ActorCall, bool]]]]
+    _parked_calls: set[int]  # their object IDs
     #: Stale copies a rejoining worker holds of results of a task it runs again: ID ->
     #: the worker, freed there once the task settles (`Head._settle`).
     _stale: dict[int, Peer]
@@ -293,10 +298,69 @@ class Recovery(Actors):
                 obj.held = False
                 self._unref(obj)
         number = peer.number
+        for actor_id in [a for a in self._parked if a >> ID_BITS == number]:
+            self._fail_parked(actor_id)  # its owner did not create it again
         for oid, (worker, _) in list(self._unclaimed.items()):
             if oid >> ID_BITS == number:
                 del self._unclaimed[oid]
                 self._links.send(worker.link, Free(oid))
+
+    # -- calls to an actor not created yet ---------------------------------------------------
+
+    def _park_call(self, peer: Peer, event: ActorCall) -> bool:
+        """A call to an actor this head does not know: if its owner may still create it
+        (a driver of the head before that has not resumed yet, or one that is away), it
+        waits for that, ``recovery_grace_ns`` at most. True if parked."""
+        actor_id = event.actor_id
+        owner = self._numbers.get(actor_id >> ID_BITS)
+        if owner is not None and not owner.resuming and self._peers.get(owner.link) is owner:
+            return False  # its owner is here and has resumed: unknown indeed
+        oid = event.object_id
+        obj = self._objects.get(oid)
+        mine = obj is not None and obj.owner == peer.link
+        if mine and oid in self._parked_calls:
+            self._confirmed(peer, oid)
+            return True  # parked already: the same driver, sending it again
+        answered = peer.resuming and mine and obj is not None and obj.task is None
+        if not answered:
+            if not self._check_new_ids(peer, oid, 1):
+                return True
+            self._objects[oid] = TrackedObject(oid, peer.link, None)
+        else:
+            self._confirmed(peer, oid)
+        if actor_id not in self._parked:
+            self._parked[actor_id] = (self._now + self.recovery_grace_ns, [])
+        self._parked[actor_id][1].append((peer.number, event, answered))
+        self._parked_calls.add(oid)
+        return True
+
+    def _unpark_calls(self, actor: ActorRecord) -> None:
+        """``actor`` was created: the calls that waited for it are taken, in order."""
+        parked = self._parked.pop(actor.actor_id, None)
+        if parked is None:
+            return
+        for number, event, answered in parked[1]:
+            oid = event.object_id
+            self._parked_calls.discard(oid)
+            caller = self._numbers.get(number)
+            if caller is None:
+                continue  # its driver is gone (and what it owned)
+            obj = self._objects.get(oid)
+            if obj is None or obj.owner != caller.link:
+                answered = True  # released meanwhile: it runs for the actor's state only
+            if not answered:
+                self.pending += 1
+            self._take_call(caller, actor, event, answered)
+
+    def _fail_parked(self, actor_id: int) -> None:
+        """No actor-create came for ``actor_id``: the calls that waited for it fail."""
+        _, calls = self._parked.pop(actor_id, (0, []))
+        for _, event, answered in calls:
+            oid = event.object_id
+            self._parked_calls.discard(oid)
+            obj = self._objects.get(oid)
+            if obj is not None and not answered and obj.state is _PENDING and obj.task is None:
+                self._fail_object(obj, f"actor {actor_id:#x} is gone: it is unknown to the head")
 
     # -- workers rejoining -----------------------------------------------------------------
 
@@ -372,7 +436,7 @@ class Recovery(Actors):
     # -- timers ----------------------------------------------------------------------------
 
     def _recovery_deadline(self) -> int | None:
-        watching = self._claims or self._unclaimed or self._limbo or self._away
+        watching = self._claims or self._unclaimed or self._limbo or self._away or self._parked
         if not watching and not (self.liveness_ns and self._workers_of):
             return None
         return self._tick_at
@@ -391,6 +455,9 @@ class Recovery(Actors):
             if now >= until:
                 del self._away[link]
                 self._lose_driver(driver)  # it did not come back
+        for actor_id, (until, _) in list(self._parked.items()):
+            if now >= until:
+                self._fail_parked(actor_id)
         for oid, until in list(self._claims.items()):
             if now >= until:
                 del self._claims[oid]
