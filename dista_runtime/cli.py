@@ -181,8 +181,8 @@ def _worker_processes(args: argparse.Namespace) -> int:
 
     from dista_runtime._address import format_head
 
+    from ._liveness import drain_timeout
     from ._supervise import EXIT_NO_HEAD, EXIT_STOPPED, STOPPED_BY_HEAD, Death, Supervisor
-    from .worker_host import drain_timeout
 
     head = format_head(*args.head)
     command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head", head]

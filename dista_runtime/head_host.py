@@ -27,12 +27,12 @@ from typing import Final
 
 import dista_proto as dp
 
+from ._liveness import liveness_s
 from ._memory import allocate, ready
 from ._registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
 from ._timer import PulledTimer
 from .engine import Engine, Stream
 from .loop import Latch, Listener, Loop
-from .worker_host import liveness_s
 
 __all__ = ["FATE_WAIT_S", "HeadHost", "peer_pid", "start_head"]
 
