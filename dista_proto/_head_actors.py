@@ -121,9 +121,15 @@ class Actors(Scheduling):
 
     def _on_actor_create(self, peer: Peer, event: ActorCreate) -> None:
         known = self._actors.get(event.object_id)
-        if peer.resuming and known is not None and known.state is not _DEAD:
+        if peer.resuming and known is not None:
+            # This head has it: the same driver on a new connection, which may have missed
+            # how its create went (the answer was on its way on the old one).
             self._confirmed(peer, known.actor_id)
-            return  # this head has it: the same driver on a new connection
+            if known.state is _DEAD:
+                self._links.send(peer.link, Error(known.actor_id, known.why))
+            elif known.announced:
+                self._links.send(peer.link, Result(known.actor_id, b""))
+            return
         if not self._check_new_ids(peer, event.object_id, 1):
             return
         registry = ANYWHERE if event.task_id & TASK_ID_MASK in self._portable else peer.registry
