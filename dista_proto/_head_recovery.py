@@ -57,7 +57,15 @@ from ._events import (
     TimelineRecord,
 )
 from ._head_actors import Actors
-from ._head_records import ActorRecord, ActorState, ObjState, Peer, TaskRecord, TrackedObject
+from ._head_records import (
+    ActorRecord,
+    ActorState,
+    ObjState,
+    Peer,
+    TaskRecord,
+    TaskState,
+    TrackedObject,
+)
 from ._roles import Role
 
 __all__ = ["LIVENESS_NS", "RECOVERY_GRACE_NS", "Recovery"]
@@ -432,6 +440,21 @@ class Recovery(Actors):
                 self.held_bytes -= obj.size
                 self._limbo[oid] = (why, until)
         worker.holds.clear()
+
+    def _dispatch(self, task: TaskRecord, worker: Peer, cost: int | None) -> None:
+        """`Scheduling._dispatch`, except that a task whose input went pending again since
+        it was queued (in limbo: its worker was lost and may come back) waits for it."""
+        if task.event is None and any(obj.state is _PENDING for obj in task.inputs):
+            task.state = TaskState.WAITING  # the ready queue drops it; `_wake` queues it
+            for obj in task.inputs:
+                if obj.state is _PENDING:
+                    task.waiting += 1
+                    if obj.waiters is None:
+                        obj.waiters = [task]
+                    else:
+                        obj.waiters.append(task)
+            return
+        super()._dispatch(task, worker, cost)
 
     # -- timers ----------------------------------------------------------------------------
 
