@@ -462,12 +462,14 @@ class Driver:
                 if oid in self._announced:
                     return  # created: a new head restoring it says so again
                 self._announced.add(oid)
-            elif self._ledger.answered(oid, event) is False and self.resumes:
+            elif self._ledger.answered(oid, event) is not True and self.resumes:
                 return  # answered before (a task the new head ran again), or released
             queue(ObjectValue(oid, event.value))
         elif isinstance(event, Located):
             oid = event.object_id
             first = self._ledger.answered(oid, event.address)
+            if first is None and self.resumes:
+                return  # released: an answer to what a resume sent before the release
             if first is not False or oid in self._located:
                 self._located[oid] = event.address
             if first is not False:  # else it moved: later fetches go to the new place
@@ -490,8 +492,8 @@ class Driver:
                 self._drop_kept(oid)  # the actor is gone: nothing left to resend
                 self._gone.add(oid)
                 self._ledger.ended(oid)
-            elif self._ledger.answered(oid, event) is False and self.resumes:
-                return  # answered before a head restart, and now again
+            elif self._ledger.answered(oid, event) is not True and self.resumes:
+                return  # answered before a head restart, and now again; or released
             self._located.pop(oid, None)
             queue(ObjectFailed(oid, event.message))
         elif isinstance(event, Welcome):
