@@ -149,9 +149,13 @@ class Actors(Scheduling):
             if obj is not None and obj.owner == peer.link:
                 self._confirmed(peer, oid)
             if oid <= actor.newest_from.get(peer.number, 0):
-                # A call this head took already: the same driver, reconnected.
+                # A call this head took already: the same driver, reconnected, which may
+                # have missed its answer and that a checkpoint covers it.
                 if obj is not None and obj.owner == peer.link and obj.held:
                     self._answer_again(obj)
+                newest = actor.covered_of.get(peer.number, 0)
+                if oid <= newest:
+                    self._links.send(peer.link, Covered(actor.actor_id, newest))
                 return
             if obj is not None and obj.owner == peer.link and obj.task is None:
                 self._replay_call(peer, actor, event)  # answered before the restart
@@ -423,7 +427,11 @@ class Actors(Scheduling):
             call = kept.popleft()
             actor.kept_bytes -= len(call.argument)
             newest[call.owner] = call.oid
+        covered_of = actor.covered_of
         for link, oid in newest.items():
+            number = oid >> ID_BITS
+            if oid > covered_of.get(number, 0):
+                covered_of[number] = oid
             if link in self._peers:
                 self._links.send(link, Covered(actor.actor_id, oid))
 

@@ -240,6 +240,7 @@ class ActorRecord:
         "calls",
         "checkpoints",
         "covered",
+        "covered_of",
         "create",
         "cut",
         "ending",
@@ -300,6 +301,9 @@ class ActorRecord:
         #: Per caller link, (number, ID) of its newest call cut past the budget and not
         #: covered yet: it still hears covered once a checkpoint includes it.
         self.cut: dict[int, tuple[int, int]] = {}
+        #: Per caller's number, its newest call a checkpoint includes (covered said so):
+        #: said again to a caller resuming on this head (the first may have been lost).
+        self.covered_of: dict[int, int] = {}
         self.restarts = 0
         self.lost = ""  # the last worker it lost, and why
         self.losses = 0  # workers lost in a row without an answer in between
