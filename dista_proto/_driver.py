@@ -120,6 +120,7 @@ class Driver:
         self._resuming = False
         self._head_epoch = 0  # the epoch of the head that last welcomed us
         self._announced: set[int] = set()  # our actors whose creation we heard of
+        self._told: set[int] = set()  # actors the head said are gone
         #: Times this driver resumed after losing its head (answers after the first are
         #: dropped from then on: a new head may run a task again).
         self.resumes = 0
@@ -491,7 +492,10 @@ class Driver:
             elif oid in self._kept:
                 self._drop_kept(oid)  # the actor is gone: nothing left to resend
                 self._gone.add(oid)
+                self._told.add(oid)
                 self._ledger.ended(oid)
+            elif oid in self._told:
+                return  # told again that the actor is gone (a head that never knew it)
             elif self._ledger.answered(oid, event) is not True and self.resumes:
                 return  # answered before a head restart, and now again; or released
             self._located.pop(oid, None)

@@ -167,11 +167,13 @@ class Actors(Scheduling):
         obj = self._objects[oid] = TrackedObject(oid, peer.link, None)
         if actor is None or actor.state is _DEAD:
             why = actor.why if actor is not None else "it is unknown to the head"
-            if actor is not None and peer.link not in actor.callers:
+            if actor is None or peer.link not in actor.callers:
                 # A caller that never heard the actor is gone keeps this call until a
                 # checkpoint covers it, which none will: tell it, as its callers were told.
-                actor.callers.add(peer.link)
-                self._links.send(peer.link, Error(actor.actor_id, why))
+                # (One this head never knew, after a restart, tells it each time.)
+                if actor is not None:
+                    actor.callers.add(peer.link)
+                self._links.send(peer.link, Error(event.actor_id, why))
             # A failed object the driver releases as any other (not an error frame).
             self._fail_object(obj, f"actor {event.actor_id:#x} is gone: {why}")
             return

@@ -363,12 +363,18 @@ class Recovery(Actors):
     def _fail_parked(self, actor_id: int) -> None:
         """No actor-create came for ``actor_id``: the calls that waited for it fail."""
         _, calls = self._parked.pop(actor_id, (0, []))
-        for _, event, answered in calls:
+        why = "it is unknown to the head"
+        told = set()
+        for number, event, answered in calls:
             oid = event.object_id
             self._parked_calls.discard(oid)
             obj = self._objects.get(oid)
             if obj is not None and not answered and obj.state is _PENDING and obj.task is None:
-                self._fail_object(obj, f"actor {actor_id:#x} is gone: it is unknown to the head")
+                self._fail_object(obj, f"actor {actor_id:#x} is gone: {why}")
+            caller = self._numbers.get(number)
+            if caller is not None and number not in told:
+                told.add(number)  # so that it keeps its calls no longer
+                self._links.send(caller.link, Error(actor_id, why))
 
     # -- workers rejoining -----------------------------------------------------------------
 
