@@ -121,6 +121,7 @@ class Driver:
         self._head_epoch = 0  # the epoch of the head that last welcomed us
         self._announced: set[int] = set()  # our actors whose creation we heard of
         self._told: set[int] = set()  # actors the head said are gone
+        self._gone_calls: dict[int, ActorCall] = {}  # calls to those, not answered yet
         #: Times this driver resumed after losing its head (answers after the first are
         #: dropped from then on: a new head may run a task again).
         self.resumes = 0
@@ -294,6 +295,9 @@ class Driver:
         self._ledger.called(oid)
         self._send(call)
         if actor_id in self._gone:
+            # Not kept (no checkpoint will cover it): the head answers that the actor is
+            # gone; sent again on a resume until it has (else it would count as lost).
+            self._gone_calls[oid] = call
             return oid
         kept = self._kept.get(actor_id)
         if kept is None:  # an actor another driver made, seen here first
@@ -426,7 +430,13 @@ class Driver:
         """Welcomed back under our number: send what we still need, in order, then resumed
         (``same_head``: by the head we last spoke to, which still has what it had)."""
         self._fail_cancelled()
-        kept = sorted((c for calls in self._kept.values() for c in calls), key=_call_order)
+        pending = self._ledger.pending
+        gone = {oid: c for oid, c in self._gone_calls.items() if pending(oid)}
+        self._gone_calls = gone
+        kept = sorted(
+            [*(c for calls in self._kept.values() for c in calls), *gone.values()],
+            key=_call_order,
+        )
         frames, lost = self._ledger.frames(kept, self._asks, same_head)
         send = self._send
         for event in frames:
@@ -481,6 +491,8 @@ class Driver:
                 queue(Refused(event.message))
                 return
             oid = event.object_id
+            if self._gone_calls:
+                self._gone_calls.pop(oid, None)
             if oid in self._asks:
                 del self._asks[oid]
                 if oid in self._asked:

@@ -162,6 +162,14 @@ class Actors(Scheduling):
                 return
         if actor is None and self._park_call(peer, event):
             return  # its owner has not resumed yet: it may create it
+        if peer.resuming:
+            obj = self._objects.get(oid)
+            if obj is not None and obj.owner == peer.link:
+                # A call to a gone actor this head answered already: answer it again.
+                self._confirmed(peer, oid)
+                if obj.held:
+                    self._answer_again(obj)
+                return
         if not self._check_new_ids(peer, oid, 1):
             return
         obj = self._objects[oid] = TrackedObject(oid, peer.link, None)

@@ -121,6 +121,10 @@ class Ledger:
         self._one_less(oid)
         return True
 
+    def pending(self, oid: int) -> bool:
+        """Whether ``oid`` is needed and not answered yet."""
+        return oid in self._answers and self._answers[oid] is _PENDING
+
     def released(self, oid: int) -> None:
         if self._users.get(oid):
             self._released.add(oid)  # an unfinished task of ours takes it: keep it
