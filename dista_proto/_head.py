@@ -626,9 +626,12 @@ class Head(Recovery):
             obj.value = b""
         elif obj.state is _STORED:
             self.held_bytes -= obj.size
-            if obj.holder is not None:
-                obj.holder.holds.discard(obj.oid)
-                self._links.send(obj.holder.link, Free(obj.oid))
+            holder = obj.holder
+            if holder is not None:
+                holder.holds.discard(obj.oid)
+                self._links.send(holder.link, Free(obj.oid))
+                if holder.draining and not holder.holds:
+                    self._maybe_release_drained(holder)  # its last object went: it may go
 
     def _fail_object(self, obj: TrackedObject, why: str) -> None:
         """Fail pending ``obj`` and, transitively, every task waiting on it."""
