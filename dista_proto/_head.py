@@ -515,14 +515,14 @@ class Head(Recovery):
         if obj is None or task is None or task.worker is not worker or obj.answered:
             # Stale: a dropped task, a retried one's old worker. Free what it stored.
             if isinstance(answer, Stored):
-                self._links.send(worker.link, Free(oid))
+                self._free_copy(worker, oid)
             return
         obj.answered = True
         task.answers_left -= 1
         if obj.state is _PENDING and not task.dropped:
             self._set_answer(worker, obj, answer, error)
         elif isinstance(answer, Stored):
-            self._links.send(worker.link, Free(oid))
+            self._free_copy(worker, oid)
         if task.answers_left == 0:
             self._finish_run(task)
 

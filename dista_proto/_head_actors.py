@@ -52,7 +52,6 @@ from ._events import (
     Checkpointed,
     Covered,
     Error,
-    Free,
     Result,
     Stop,
     Stored,
@@ -112,6 +111,9 @@ class Actors(Scheduling):
         raise NotImplementedError  # the recovery's
 
     def _park_call(self, peer: Peer, event: ActorCall) -> bool:
+        raise NotImplementedError  # the recovery's
+
+    def _free_copy(self, worker: Peer, oid: int) -> None:
         raise NotImplementedError  # the recovery's
 
     def _unpark_calls(self, actor: ActorRecord) -> None:
@@ -491,7 +493,7 @@ class Actors(Scheduling):
         if call is None or obj is None or obj.owner != call.owner:
             # Answered before (a call run again after a restore), or released meanwhile.
             if isinstance(answer, Stored):
-                self._links.send(worker.link, Free(oid))
+                self._free_copy(worker, oid)
         else:
             self._set_answer(worker, obj, answer, error)
         if actor.ending and not actor.by_oid and actor.state is not _DEAD:

@@ -416,6 +416,16 @@ class Recovery(Actors):
         if self._peers.get(worker.link) is worker:
             self._links.send(worker.link, Free(oid))
 
+    def _free_copy(self, worker: Peer, oid: int) -> None:
+        """Free a copy of ``oid`` ``worker`` stored that nobody needs (a stale answer, an
+        adoption too late), unless it is the copy the head counts on there: its store keeps
+        one value per ID, so a free would also delete the object it holds or adopts (an
+        actor call run again on the worker adopting its first answer)."""
+        obj = self._objects.get(oid)
+        if obj is not None and (obj.holder is worker or self._adopting.get(oid) is worker):
+            return
+        self._links.send(worker.link, Free(oid))
+
     def _attach(self, obj: TrackedObject, worker: Peer) -> None:
         obj.state = _STORED
         self.held_bytes += obj.size  # known for a silent worker's, 0 for a claim
@@ -585,7 +595,7 @@ class Recovery(Actors):
             or not old.draining
         ):
             if event.address is not None:
-                self._links.send(adopter.link, Free(oid))  # nobody needs this copy
+                self._free_copy(adopter, oid)  # nobody needs this copy
             return
         if event.address is None:
             old.why = f"object {oid:#x} could not be adopted: {event.failure}"
