@@ -116,6 +116,9 @@ class Actors(Scheduling):
     def _free_copy(self, worker: Peer, oid: int) -> None:
         raise NotImplementedError  # the recovery's
 
+    def _free_stale_call(self, oid: int) -> None:
+        raise NotImplementedError  # the recovery's
+
     def _unpark_calls(self, actor: ActorRecord) -> None:
         raise NotImplementedError  # the recovery's
 
@@ -496,6 +499,7 @@ class Actors(Scheduling):
                 self._free_copy(worker, oid)
         else:
             self._set_answer(worker, obj, answer, error)
+        self._free_stale_call(oid)
         if actor.ending and not actor.by_oid and actor.state is not _DEAD:
             self._end_actor(actor, actor.ending)
 

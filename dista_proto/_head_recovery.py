@@ -311,7 +311,7 @@ class Recovery(Actors):
         for oid, (worker, _) in list(self._unclaimed.items()):
             if oid >> ID_BITS == number:
                 del self._unclaimed[oid]
-                self._links.send(worker.link, Free(oid))
+                self._free_copy(worker, oid)
 
     # -- calls to an actor not created yet ---------------------------------------------------
 
@@ -392,18 +392,11 @@ class Recovery(Actors):
                     self._links.send(obj.owner, Located(oid, worker.address))
                 continue
             if obj is not None:
-                if obj.holder is not worker:
-                    task = obj.task
-                    if task is not None and task.worker is worker:
-                        # A stale copy, from an earlier run of the task just sent to this
-                        # worker again: a free now would cancel that run. Once it settles.
-                        self._stale[oid] = worker
-                    else:
-                        self._links.send(worker.link, Free(oid))  # known otherwise: stale
+                self._free_copy(worker, oid)  # known otherwise: a stale copy
                 continue
             owner = self._numbers.get(oid >> ID_BITS)
             if owner is not None and not owner.resuming:
-                self._links.send(worker.link, Free(oid))  # its driver did not claim it
+                self._free_copy(worker, oid)  # its driver did not claim it
             else:
                 self._unclaimed[oid] = (worker, until)
 
@@ -416,14 +409,30 @@ class Recovery(Actors):
         if self._peers.get(worker.link) is worker:
             self._links.send(worker.link, Free(oid))
 
+    def _free_stale_call(self, oid: int) -> None:
+        """An actor call answered: `_free_stale` for a copy a rejoining worker held of it."""
+        if self._stale:
+            self._free_stale(oid, self._objects.get(oid))
+
     def _free_copy(self, worker: Peer, oid: int) -> None:
         """Free a copy of ``oid`` ``worker`` stored that nobody needs (a stale answer, an
-        adoption too late), unless it is the copy the head counts on there: its store keeps
-        one value per ID, so a free would also delete the object it holds or adopts (an
-        actor call run again on the worker adopting its first answer)."""
+        adoption too late, a rejoining worker's), unless it is the copy the head counts on
+        there: its store keeps one value per ID, so a free would also delete the object it
+        holds or adopts (an actor call run again on the worker adopting its first answer).
+        Nor while the worker runs what makes ``oid`` again (its task, sent there again, or an
+        actor call): the free would cancel that task, or delete the value it stores; then
+        once it has answered (`_free_stale`)."""
         obj = self._objects.get(oid)
-        if obj is not None and (obj.holder is worker or self._adopting.get(oid) is worker):
-            return
+        if obj is not None:
+            if obj.holder is worker or self._adopting.get(oid) is worker:
+                return
+            task = obj.task
+            actor = worker.actor
+            if (task is not None and task.worker is worker) or (
+                actor is not None and oid in actor.by_oid
+            ):
+                self._stale[oid] = worker
+                return
         self._links.send(worker.link, Free(oid))
 
     def _attach(self, obj: TrackedObject, worker: Peer) -> None:
@@ -517,7 +526,7 @@ class Recovery(Actors):
         for oid, (worker, until) in list(self._unclaimed.items()):
             if now >= until:
                 del self._unclaimed[oid]
-                self._links.send(worker.link, Free(oid))
+                self._free_copy(worker, oid)
 
     # -- drain -----------------------------------------------------------------------------
 
