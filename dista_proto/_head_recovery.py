@@ -397,8 +397,17 @@ class Recovery(Actors):
             owner = self._numbers.get(oid >> ID_BITS)
             if owner is not None and not owner.resuming:
                 self._free_copy(worker, oid)  # its driver did not claim it
-            else:
-                self._unclaimed[oid] = (worker, until)
+                continue
+            other = self._unclaimed.get(oid)
+            if other is not None and other[0] is not worker:
+                # Two copies (one adopted off a draining worker, its adopted lost with the
+                # head): keep one, on a worker that stays if either does.
+                if other[0].draining or not worker.draining:
+                    self._free_copy(other[0], oid)
+                else:
+                    self._free_copy(worker, oid)
+                    continue
+            self._unclaimed[oid] = (worker, until)
 
     def _free_stale(self, oid: int, obj: TrackedObject | None) -> None:
         """``oid``'s task settled: free a stale copy a rejoining worker held of it, unless
