@@ -1,7 +1,9 @@
 """Reaching the head again after losing it: backoff, a bound, and what the logs say.
 
 A driver or worker whose core says `HeadLost` dials the head again: at once, then after
-0.1 s, doubling up to 2 s, for up to ``DISTA_RECONNECT_TIMEOUT`` seconds (60 by default).
+0.1 s, doubling up to 0.5 s (a head back after a restart is found within half a second),
+for up to ``DISTA_RECONNECT_TIMEOUT`` seconds (60 by default). A dial that connects to a
+head still going down (accepted, then reset before the dial reports) does not count.
 A new head on the same address (restarted after a crash) takes the driver's resume or the
 worker's holding. The first loss, every ~10 s of retrying, the success and giving up are
 logged at WARNING (``dista.driver`` / ``dista.worker``), so an operator sees a head restart
@@ -26,7 +28,7 @@ __all__ = ["ENV", "Reconnect", "reconnect_timeout"]
 ENV: Final = "DISTA_RECONNECT_TIMEOUT"
 DEFAULT_TIMEOUT_S: Final = 60.0
 _FIRST_S: Final = 0.1
-_MAX_S: Final = 2.0
+_MAX_S: Final = 0.5
 _DIAL_S: Final = 5.0
 _SAY_EVERY_S: Final = 10.0
 _SETTLE_S: Final = 2.0
@@ -71,10 +73,14 @@ class Reconnect:
         self._why = ""
         self._timer: Any = None
         self._up_at = -1e9
+        self._reset = False
 
     def lost(self, why: str) -> None:
         """The head link went: start dialing again."""
         if self.active:
+            # Lost while a dial was under way: a connection the dying head accepted and
+            # reset before the dial reported it. That dial must not count as up.
+            self._reset = True
             return
         self.active = True
         self.attempts = 0
@@ -104,11 +110,14 @@ class Reconnect:
 
     def _dial(self) -> None:
         self._timer = None
+        self._reset = False
         self.attempts += 1
         self.engine.loop.dial(self.engine, dp.HEAD_LINK, *self.head, _DIAL_S)
 
     def dialed(self, error: str) -> None:
         """The engine's head link dial ended (``error`` empty: connected)."""
+        if not error and (self._reset or dp.HEAD_LINK not in self.engine.transports):
+            error = "the connection closed as soon as it opened"
         if not error:
             self.active = False
             self._up_at = time.monotonic()
