@@ -170,10 +170,14 @@ class Actors(Scheduling):
         if peer.resuming:
             obj = self._objects.get(oid)
             if obj is not None and obj.owner == peer.link:
-                # A call to a gone actor this head answered already: answer it again.
+                # A call to a gone actor this head answered already: answer it again, and
+                # say again that the actor is gone (it may have ended while the caller's
+                # link was down, and the caller would keep its calls for good).
                 self._confirmed(peer, oid)
                 if obj.held:
                     self._answer_again(obj)
+                if actor is not None:
+                    self._links.send(peer.link, Error(actor.actor_id, actor.why))
                 return
         if not self._check_new_ids(peer, oid, 1):
             return
