@@ -59,11 +59,13 @@ class Reconnect:
         head: tuple[str, int],
         up: Callable[[], None],
         give_up: Callable[[str], None],
+        describe: Callable[[], str] = lambda: "",
         timeout: float | None = None,
     ) -> None:
         self.engine = engine
         self.head = head
         self._up = up
+        self._describe = describe
         self._give_up = give_up
         self.timeout = reconnect_timeout() if timeout is None else timeout
         self.active = False
@@ -83,7 +85,6 @@ class Reconnect:
             self._reset = True
             return
         self.active = True
-        self.attempts = 0
         now = time.monotonic()
         if now - self._up_at < _SETTLE_S:
             # Lost again right after connecting (a head still going down accepted us): the
@@ -91,6 +92,7 @@ class Reconnect:
             self._dial()
             return
         self._why = why
+        self.attempts = 0
         self._since = self._said = now
         where = format_head(*self.head)
         self.engine.log.warning(
@@ -121,7 +123,11 @@ class Reconnect:
         if not error:
             self.active = False
             self._up_at = time.monotonic()
+            took = self.down_for
             self._up()
+            # Said once the link has lasted a moment: a head still going down may accept
+            # and reset, and that is not being back.
+            self.engine.loop.call_later(_SETTLE_S / 4, self._say_up, took, self.attempts)
             return
         now = time.monotonic()
         waited = now - self._since
@@ -145,6 +151,18 @@ class Reconnect:
             )
         delay = min(_MAX_S, _FIRST_S * 2 ** (self.attempts - 1), self.timeout - waited)
         self._timer = self.engine.loop.call_later(max(delay, 0.0), self._dial)
+
+    def _say_up(self, took: float, attempt: int) -> None:
+        if self.active or attempt != self.attempts or dp.HEAD_LINK not in self.engine.transports:
+            return  # lost again since: a later dial says it
+        said = self._describe()
+        self.engine.log.warning(
+            "dista %s: reached the head at %s again after %.1f s%s",
+            self.engine.name,
+            format_head(*self.head),
+            took,
+            f"; {said}" if said else "",
+        )
 
     def cancel(self) -> None:
         self.active = False

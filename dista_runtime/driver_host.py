@@ -48,7 +48,9 @@ class DriverHost(Engine):
         A driver that loses that head later dials it again and resumes (`_reconnect`)."""
         self._where = format_head(host, port)
         if self.session.core.role == dp.Role.DRIVER:
-            self._reconnect = Reconnect(self, (host, port), self._resume, self._give_up)
+            self._reconnect = Reconnect(
+                self, (host, port), self._resume, self._give_up, self._resuming
+            )
         self._timer = self.loop.call_later(timeout, self._too_late, timeout)
         self.loop.dial(self, dp.HEAD_LINK, host, port, timeout)
         return self.welcomed
@@ -84,17 +86,11 @@ class DriverHost(Engine):
 
     def _resume(self) -> None:
         """The head is back (or a new one listens where it was): resume under our number."""
-        assert self._reconnect is not None
-        core = self.session.core
-        self.log.warning(
-            "dista driver: reached the head at %s again after %.1f s; resuming as driver %d "
-            "(%d objects)",
-            self._where,
-            self._reconnect.down_for,
-            core.number,
-            core.needed,
-        )
         self.act(self.session.start())
+
+    def _resuming(self) -> str:
+        core = self.session.core
+        return f"resumed as driver {core.number} ({core.needed} objects)"
 
     def _give_up(self, why: str) -> None:
         self.log.warning("dista driver: %s", why)

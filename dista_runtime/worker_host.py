@@ -66,7 +66,13 @@ class WorkerHost(Engine):
         self.done: Latch[str] = Latch()
         self.exited.add_callback(self._on_exit)
         self._timer = PulledTimer(loop, core.next_deadline, self._on_timer)
-        self._reconnect = Reconnect(self, head, self._rejoin, self.exit)
+        self._reconnect = Reconnect(
+            self,
+            head,
+            self._rejoin,
+            self.exit,
+            lambda: f"rejoined with {len(self.core.store)} objects",
+        )
         #: Whether tasks get a client session (to submit and read refs); made anew on rejoin.
         self.with_client = True
         self._drain_timer: Any = None
@@ -108,12 +114,6 @@ class WorkerHost(Engine):
 
     def _rejoin(self) -> None:
         """The head is back (or a new one listens where it was): rejoin with holding."""
-        self.log.warning(
-            "dista worker: reached the head at %s again after %.1f s; rejoining with %d objects",
-            format_head(*self.head),
-            self._reconnect.down_for,
-            len(self.core.store),
-        )
         self.core.start(time.time_ns())
         self._timer.arm()
         self.act(self.execution.decisions())
