@@ -377,9 +377,15 @@ class Driver:
             self._links.queue(ActorWarning(actor_id, why))
 
     def _drop_kept(self, actor_id: int) -> None:
+        """The actor is gone (killed, or the head said so): its calls are not kept; those
+        not answered yet are sent again on a resume until the head has answered them."""
         kept = self._kept.pop(actor_id, None)
         if kept:
             self.kept_bytes -= sum(len(c.argument) for c in kept)
+            pending = self._ledger.pending
+            for call in kept:
+                if pending(call.object_id):
+                    self._gone_calls[call.object_id] = call
         self._lossy.discard(actor_id)
         self._failing.pop(actor_id, None)
         self._early.discard(actor_id)
@@ -462,6 +468,8 @@ class Driver:
 
     def _on_head_event(self, event: Event) -> None:
         queue = self._links.queue
+        if self._gone_calls and isinstance(event, (Result, Located, Error)):
+            self._gone_calls.pop(event.object_id, None)  # answered: not sent again
         if isinstance(event, Result):
             oid = event.object_id
             if oid in self._asks:
@@ -491,8 +499,6 @@ class Driver:
                 queue(Refused(event.message))
                 return
             oid = event.object_id
-            if self._gone_calls:
-                self._gone_calls.pop(oid, None)
             if oid in self._asks:
                 del self._asks[oid]
                 if oid in self._asked:
