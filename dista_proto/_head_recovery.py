@@ -567,7 +567,14 @@ class Recovery(Actors):
         if self._peers.get(worker.link) is not worker:
             return
         self._adopt_from(worker)
-        if not worker.running and not worker.holds and worker.actor is None:
+        if (
+            not worker.running
+            and not worker.holds
+            and worker.actor is None
+            and not any(p is worker for p in self._adopting.values())
+        ):
+            # (One still adopting objects, told to drain meanwhile, waits for them: they
+            # then move on from it.)
             self._links.send(worker.link, Stop())
 
     def _adopt_from(self, worker: Peer) -> None:
@@ -599,6 +606,11 @@ class Recovery(Actors):
             self._links.send(adopter.link, Adopt(oid, worker.address))
 
     def _on_adopted(self, adopter: Peer, event: Adopted) -> None:
+        self._adopted(adopter, event)
+        if adopter.draining:
+            self._maybe_release_drained(adopter)  # it drains too: what it adopted moves on
+
+    def _adopted(self, adopter: Peer, event: Adopted) -> None:
         oid = event.object_id
         expected = self._adopting.get(oid)
         if expected is adopter:
