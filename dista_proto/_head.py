@@ -621,6 +621,8 @@ class Head(Recovery):
 
     def _forget(self, obj: TrackedObject) -> None:
         del self._objects[obj.oid]
+        if self._stale:
+            self._free_stale(obj.oid, None)  # a stale copy waiting for a run that never came
         if obj.state is _INLINE:
             self.held_bytes -= obj.size
             obj.value = b""
