@@ -311,7 +311,7 @@ class Recovery(Actors):
         for oid, (worker, _) in list(self._unclaimed.items()):
             if oid >> ID_BITS == number:
                 del self._unclaimed[oid]
-                self._free_copy(worker, oid)
+                self._unclaimed_freed(worker, oid)
 
     # -- calls to an actor not created yet ---------------------------------------------------
 
@@ -403,10 +403,11 @@ class Recovery(Actors):
                 # Two copies (one adopted off a draining worker, its adopted lost with the
                 # head): keep one, on a worker that stays if either does.
                 if other[0].draining or not worker.draining:
-                    self._free_copy(other[0], oid)
+                    self._unclaimed[oid] = (worker, until)
+                    self._unclaimed_freed(other[0], oid)
                 else:
                     self._free_copy(worker, oid)
-                    continue
+                continue
             self._unclaimed[oid] = (worker, until)
 
     def _free_stale(self, oid: int, obj: TrackedObject | None) -> None:
@@ -422,6 +423,12 @@ class Recovery(Actors):
         """An actor call answered: `_free_stale` for a copy a rejoining worker held of it."""
         if self._stale:
             self._free_stale(oid, self._objects.get(oid))
+
+    def _unclaimed_freed(self, worker: Peer, oid: int) -> None:
+        """A copy no driver claimed goes; a draining worker waiting for that may leave."""
+        self._free_copy(worker, oid)
+        if worker.draining:
+            self._maybe_release_drained(worker)
 
     def _free_copy(self, worker: Peer, oid: int) -> None:
         """Free a copy of ``oid`` ``worker`` stored that nobody needs (a stale answer, an
@@ -450,6 +457,8 @@ class Recovery(Actors):
         obj.holder = worker
         worker.holds.add(obj.oid)
         self._wake(obj)
+        if worker.draining:
+            self._maybe_release_drained(worker)  # claimed from a draining worker: moves on
 
     # -- silence ---------------------------------------------------------------------------
 
@@ -535,7 +544,7 @@ class Recovery(Actors):
         for oid, (worker, until) in list(self._unclaimed.items()):
             if now >= until:
                 del self._unclaimed[oid]
-                self._free_copy(worker, oid)
+                self._unclaimed_freed(worker, oid)
 
     # -- drain -----------------------------------------------------------------------------
 
@@ -572,9 +581,11 @@ class Recovery(Actors):
             and not worker.holds
             and worker.actor is None
             and not any(p is worker for p in self._adopting.values())
+            and not any(p is worker for p, _ in self._unclaimed.values())
         ):
             # (One still adopting objects, told to drain meanwhile, waits for them: they
-            # then move on from it.)
+            # then move on from it; one that rejoined a new head draining waits for its
+            # drivers to claim what it holds, which is then adopted.)
             self._links.send(worker.link, Stop())
 
     def _adopt_from(self, worker: Peer) -> None:
