@@ -514,6 +514,8 @@ class Driver:
                 self._ledger.ended(oid)
             elif oid in self._told:
                 return  # told again that the actor is gone (a head that never knew it)
+            elif oid in self._gone:
+                self._told.add(oid)  # one we killed: the head says how it ended, once
             elif self._ledger.answered(oid, event) is not True and self.resumes:
                 return  # answered before a head restart, and now again; or released
             self._located.pop(oid, None)
