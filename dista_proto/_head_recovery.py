@@ -208,7 +208,10 @@ class Recovery(Actors):
                     unconfirmed.add(actor.actor_id)
             if was in actor.callers:
                 actor.callers.discard(was)
-                actor.callers.add(now)
+                if actor.state is not ActorState.DEAD:
+                    actor.callers.add(now)
+                # (A dead one's news went to the old connection: the new one hears it
+                # with the first call it resends.)
             for call in actor.calls:
                 if call.owner == was:
                     call.owner = now
