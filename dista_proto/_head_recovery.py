@@ -656,10 +656,12 @@ class Recovery(Actors):
         self._maybe_release_drained(old)
 
     def _adopter_lost(self, worker: Peer) -> None:
-        """``worker`` is gone: what it was adopting is adopted by another."""
+        """``worker`` is gone: what it was adopting is adopted by another. (That attempt
+        does not count against the object: only an adopter's failure to fetch it does.)"""
         gone = [oid for oid, p in self._adopting.items() if p is worker]
         for oid in gone:
             del self._adopting[oid]
+            self._adopt_tries[oid] = self._adopt_tries.get(oid, 1) - 1
         for peer in list(self._peers.values()):
             if peer.draining and peer.role == Role.WORKER:
                 self._maybe_release_drained(peer)
