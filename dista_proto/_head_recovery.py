@@ -374,6 +374,8 @@ class Recovery(Actors):
             obj = self._objects.get(oid)
             if obj is not None and not answered and obj.state is _PENDING and obj.task is None:
                 self._fail_object(obj, f"actor {actor_id:#x} is gone: {why}")
+            elif obj is not None and obj.held:
+                self._answer_again(obj)  # resent (the driver may not have its answer)
             caller = self._numbers.get(number)
             if caller is not None and number not in told:
                 told.add(number)  # so that it keeps its calls no longer
