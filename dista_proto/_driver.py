@@ -7,7 +7,10 @@ and from then on every object ID it mints is ``number << 40 | n`` with ``n`` cou
 1, so IDs never collide between drivers and stay valid across a head restart. A task-many
 takes ``results`` consecutive IDs. Answers from the head become decisions for the runtime:
 `ObjectValue` (inline), `ObjectLocated` (on a worker: `fetch` brings it, in parts past one
-frame) and `ObjectFailed`. The driver never blocks; `submit` and friends queue frames.
+frame) and `ObjectFailed`. A fetch that fails where the object was asks the head where it is
+now (a claim, outside a resume): adopted off a draining worker that has since left, it is
+fetched from its new place, and fails only if the head still places it where it was. The
+driver never blocks; `submit` and friends queue frames.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from ._events import (
     Address,
     Cancel,
     Checkpoint,
+    Claim,
     Covered,
     Error,
     Event,
@@ -113,6 +117,9 @@ class Driver:
         #: What a new head needs to hear to resume this driver (`_ledger`).
         self._ledger = Ledger()
         self._fetching: dict[int, Address] = {}  # object -> where we fetch it from
+        #: Objects whose fetch failed where they were, asked of the head again (a claim):
+        #: object -> (where the fetch failed, why).
+        self._relocating: dict[int, tuple[Address, str]] = {}
         self._asks: dict[int, int] = {}  # every checkpoint ask not answered -> its actor
         self._requests = [0, 0]  # stats and timeline requests not answered
         #: Whether the head link is up (False from a lost head until `start` again).
@@ -247,6 +254,7 @@ class Driver:
 
     def release(self, oid: int) -> None:
         self._located.pop(oid, None)
+        self._relocating.pop(oid, None)
         self._ledger.released(oid)
         self._send(Release(oid))
 
@@ -491,6 +499,14 @@ class Driver:
                 return  # released: an answer to what a resume sent before the release
             if first is not False or oid in self._located:
                 self._located[oid] = event.address
+            relocating = self._relocating.pop(oid, None)
+            if relocating is not None and oid in self._located:
+                if relocating[0] == event.address:
+                    self._links.queue(ObjectFailed(oid, relocating[1]))  # still there
+                else:
+                    self._fetching[oid] = event.address
+                    self._fetcher.request(oid, event.address)
+                return
             if first is not False:  # else it moved: later fetches go to the new place
                 queue(ObjectLocated(oid, event.address))
         elif isinstance(event, Error):
@@ -499,6 +515,10 @@ class Driver:
                 queue(Refused(event.message))
                 return
             oid = event.object_id
+            if self._relocating.pop(oid, None) is not None:
+                self._located.pop(oid, None)  # asked where it is now: it is lost
+                queue(ObjectFailed(oid, event.message))
+                return
             if oid in self._asks:
                 del self._asks[oid]
                 if oid in self._asked:
@@ -556,6 +576,19 @@ class Driver:
                 self._fetching[oid] = moved
                 self._fetcher.request(oid, moved)
                 return
+            if (
+                moved is not None
+                and source is not None
+                and self.connected_to_head
+                and not self._resuming
+                and oid not in self._relocating
+            ):
+                # It may have moved with the news still on its way (a drained worker that
+                # left): ask the head where it is now, and fail only if it is still there.
+                self._relocating[oid] = (source, why)
+                self._links.send(HEAD_LINK, Claim(oid))
+                return
+            self._relocating.pop(oid, None)
             self._links.queue(ObjectFailed(oid, why))
         else:
             self._links.queue(ObjectValue(oid, value))

@@ -19,7 +19,9 @@ is the same driver on a new connection: the old connection is dropped and everyt
 owned moves to the new one, and what it sends again that the head already has is answered
 from what the head knows instead of run twice; at resumed, what it held or owned on the old
 connection and did not name again (released, killed while the link was down) goes. A
-resume under a number another driver holds (from another epoch) is refused.
+resume under a number another driver holds (from another epoch) is refused. A claim from a
+driver that is not resuming asks where an object it holds lives now (its fetch failed where
+it was): the head answers it again.
 
 Liveness: the head notes when it last read from each worker; one silent for
 ``liveness_ns`` (SIGSTOP, a hung host, a link cut without a reset: workers send a
@@ -281,7 +283,16 @@ class Recovery(Actors):
             obj.error = event.message
 
     def _on_claim(self, peer: Peer, event: Claim) -> None:
+        """A resuming driver's claim; or, from one that is not resuming, the question where
+        an object it holds lives now (a fetch failed where it was): answered again."""
         oid = event.object_id
+        if not peer.resuming:
+            obj = self._objects.get(oid)
+            if obj is None or obj.owner != peer.link or not obj.held:
+                self._links.send(peer.link, Error(oid, f"object {oid:#x} is unknown to the head"))
+            else:
+                self._answer_again(obj)  # (one waiting for its worker is answered then)
+            return
         if self._resent(peer, oid) or not self._check_new_ids(peer, oid, 1):
             return
         obj = self._objects[oid] = TrackedObject(oid, peer.link, None)
