@@ -9,11 +9,18 @@ answers an error and leaves the state alone.
 
 `SimActors.disk` is the checkpoint store: `CheckpointActor` writes (state, per-caller
 newest) under (actor, calls) and removes that actor's checkpoints older than ``keep``;
-a `StartActor` that restores must find exactly the checkpoint it names. Each piece of actor
-work runs when the sim's `step` picks it (one at a time, in order, per worker), and every
-rule the cores owe a binding is asserted as it runs: a checkpoint covers exactly the calls
-run before it, the call at position N of an actor is always the same call, a call run again
-(replayed after a restore) answers exactly as it did the first time.
+a `StartActor` that restores must find exactly the checkpoint it names, or, for
+`RESTORE_NEWEST` (a head restarted), the newest there is (`no_checkpoint` if none). Each piece
+of actor work runs when the sim's `step` picks it (one at a time, in order, per worker), and
+every rule the cores owe a binding is asserted as it runs: a checkpoint covers exactly the
+calls sent before it, the call at position N of an actor is always the same call, a call run
+again (replayed after a restore) answers exactly as it did the first time.
+
+A checkpoint's name (the calls it covers, in the head's numbering: ``label``) counts every
+call the head sent to the actor since it was built, run or not: after a head restart a call
+the restored checkpoint already includes (its ID at most the checkpoint's newest for its
+caller) is not run (`Worker.call_covered`) but takes its place in the numbering, so a name
+may exceed the calls the state has really seen (``count``).
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ class Snapshot:
     total: int
     count: int  # calls run
     last: dict[int, int]  # caller (driver number) -> its newest call ID run
+    label: int = -1  # the calls it covers in the head's numbering (-1: ``count``)
 
 
 @dataclass
@@ -83,9 +91,13 @@ class Instance:
     total: int
     count: int = 0
     last: dict[int, int] = field(default_factory=dict)
+    label: int = 0  # calls the head sent it, in its numbering (see the module docstring)
+    #: The newest call per caller the checkpoint it was restored from includes.
+    restored: dict[int, int] = field(default_factory=dict)
+    head: object = None  # the head it was built for
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.total, self.count, dict(self.last))
+        return Snapshot(self.total, self.count, dict(self.last), self.label)
 
 
 class SimActors:
@@ -110,6 +122,12 @@ class SimActors:
         self.starts: list[tuple[int, int | None]] = []  # (actor, covers) per StartActor run
         self.checkpoints: list[tuple[int, int, str | None]] = []  # (actor, calls, failure)
         self.stopped: list[int] = []
+        #: (actor, the checkpoint it came from or None) per restore of the newest one.
+        self.restored_newest: list[tuple[int, int | None]] = []
+        self.covered_calls: list[int] = []  # calls not run: the restored state had them
+        self.zombie_calls = 0  # calls run by an incarnation its head left behind
+        #: Answers of calls run before a head restart, run again after it (`_redecide`).
+        self.former: dict[int, list[bytes | None]] = {}
         self.strays = 0  # calls and checkpoints for an actor not built on their worker
 
     def where(self) -> str:
@@ -124,6 +142,13 @@ class SimActors:
         ]
         assert len(hosts) <= 1, f"{self.where()}: actor {actor_id:#x} lives on {len(hosts)}"
         return hosts[0] if hosts else None
+
+    def zombie(self, w: SimWorker) -> bool:
+        """Whether the head has lost ``w`` while ``w`` does not know it yet."""
+        pipe = self.sim.ends.get((id(w.core), dp.HEAD_LINK))
+        if pipe is None or pipe.target is not self.sim.head:
+            return True
+        return self.sim.head.worker_address(pipe.link) != w.address
 
     def run(self, w: SimWorker) -> None:
         """Run ``w``'s next piece of actor work and report it to its worker core."""
@@ -155,22 +180,57 @@ class SimActors:
             if bytes(work.argument) == FAIL_CREATE:
                 w.core.actor_started(actor, "ValueError: the sim constructor raised")
                 return
-            w.hosted = Instance(actor, from_u64(bytes(work.argument)))
+            w.hosted = Instance(actor, from_u64(bytes(work.argument)), head=self.sim.head)
         else:
             if self.restore_failure is not None:
                 w.core.actor_started(actor, self.restore_failure)
                 return
             kept = self.disk.get(actor, {})
-            snapshot = kept.get(work.covers)
+            covers = work.covers
+            if covers == dp.RESTORE_NEWEST:
+                if not kept:
+                    self.restored_newest.append((actor, None))
+                    w.core.actor_started(actor, "no checkpoint", no_checkpoint=True)
+                    return
+                covers = max(kept)
+                self.restored_newest.append((actor, covers))
+            snapshot = kept.get(covers)
+            if snapshot is None and self.zombie(w):
+                # Work the head sent before it lost this worker (silent, or cut off): the
+                # actor lives elsewhere now, and may be gone with its checkpoints.
+                w.core.actor_started(actor, "OSError: the sim's checkpoint is not there")
+                return
             assert snapshot is not None, (
                 f"{self.where()}: actor {actor:#x} restored from the checkpoint covering "
-                f"{work.covers} calls, which "
-                + ("was deleted" if (actor, work.covers) in self.written else "was never written")
+                f"{covers} calls, which "
+                + ("was deleted" if (actor, covers) in self.written else "was never written")
                 + f" (on disk: {sorted(kept)})"
             )
-            assert snapshot.count == work.covers
-            w.hosted = Instance(actor, snapshot.total, snapshot.count, dict(snapshot.last))
+            label = snapshot.label if snapshot.label >= 0 else snapshot.count
+            assert label == covers
+            w.hosted = Instance(
+                actor,
+                snapshot.total,
+                snapshot.count,
+                dict(snapshot.last),
+                label,
+                dict(snapshot.last),
+                self.sim.head,
+            )
+            if work.covers == dp.RESTORE_NEWEST:
+                w.core.actor_started(actor, None, covers=covers)
+                return
         w.core.actor_started(actor, None)
+
+    def _redecide(self, actor: int, position: int) -> None:
+        """A head restarted: the calls from ``position`` on, which the state it restored
+        did not have, are numbered again in the order the drivers resend them, which may
+        interleave callers otherwise than before (each caller's own order stays)."""
+        order = self.order.get(actor, {})
+        for later in [p for p in order if p >= position]:
+            oid = order.pop(later)
+            if oid in self.outcomes:
+                self.former.setdefault(oid, []).append(self.outcomes.pop(oid))
 
     def _call(self, w: SimWorker, work: dp.CallActor) -> None:
         sim = self.sim
@@ -185,6 +245,12 @@ class SimActors:
             )
             return
         caller = oid >> dp.ID_BITS
+        if oid <= inst.restored.get(caller, 0):
+            # The checkpoint it was restored from includes this call: not run again.
+            inst.label += 1
+            self.covered_calls.append(oid)
+            w.core.call_covered(oid)
+            return
         last = inst.last.get(caller, 0)
         assert oid > last, (
             f"{self.where()}: actor {inst.actor_id:#x} ran call {oid:#x} of driver {caller} "
@@ -192,12 +258,24 @@ class SimActors:
         )
         inst.last[caller] = oid
         inst.count += 1
+        inst.label += 1
+        value = from_u64(bytes(work.argument))
+        if inst.head is not sim.head or self.zombie(w):
+            # The work of an incarnation its head has left behind (a head restarted, or
+            # lost this worker, and the actor lives elsewhere): its answers go nowhere.
+            if work.method_id != RAISE:
+                inst.total = (inst.total + value) & MASK
+            self.zombie_calls += 1
+            w.core.task_done(oid, [b""], started, started)
+            return
         at = self.order.setdefault(inst.actor_id, {}).setdefault(inst.count, oid)
+        if at != oid and any(a == inst.actor_id for a, _ in self.restored_newest):
+            self._redecide(inst.actor_id, inst.count)
+            at = self.order[inst.actor_id][inst.count] = oid
         assert at == oid, (
             f"{self.where()}: actor {inst.actor_id:#x}'s call {inst.count} was {at:#x}, "
             f"and is {oid:#x} now"
         )
-        value = from_u64(bytes(work.argument))
         outcome: bytes | None
         if work.method_id == RAISE:
             outcome = None
@@ -222,9 +300,9 @@ class SimActors:
             self.strays += 1
             w.core.checkpointed(actor, work.calls, f"actor {actor:#x} is not built here")
             return
-        assert inst.count == work.calls, (
+        assert inst.label == work.calls, (
             f"{self.where()}: the checkpoint of actor {actor:#x} said to cover {work.calls} "
-            f"calls comes after {inst.count} calls ran"
+            f"calls comes after {inst.label} calls were sent ({inst.count} ran)"
         )
         failure = self.failing
         if failure is None and self.failure_rate and self.sim.rng.random() < self.failure_rate:
@@ -232,7 +310,17 @@ class SimActors:
         self.checkpoints.append((actor, work.calls, failure))
         if failure is None:
             kept = self.disk.setdefault(actor, {})
-            kept[work.calls] = inst.snapshot()
+            snapshot = inst.snapshot()
+            had = kept.get(work.calls)
+            assert had is None or (had.total, had.count, had.last) == (
+                snapshot.total,
+                snapshot.count,
+                snapshot.last,
+            ), (
+                f"{self.where()}: actor {actor:#x}'s checkpoint covering {work.calls} calls "
+                f"was written again with another state ({had} then {snapshot})"
+            )
+            kept[work.calls] = snapshot
             self.written.add((actor, work.calls))
             for calls in list(kept):
                 # Only what is older than the restore point the frame names goes: a

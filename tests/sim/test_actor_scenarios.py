@@ -74,7 +74,7 @@ class ActorScenario(Scenario):
     def __init__(self, seed: int) -> None:
         # `Scenario`'s fields, with more workers: an actor takes a whole one.
         deep = (seed // 7) % 2 == 1
-        self.sim = Sim(
+        self.sim = self.make_sim(
             seed,
             workers=2 + seed % 3,
             drivers=1 + (seed // 3) % 3,
@@ -104,6 +104,9 @@ class ActorScenario(Scenario):
         self.calls: dict[int, CallInfo] = {}
         self.asks: dict[int, tuple[SimDriver, int]] = {}
         self.killed: set[int] = set()
+
+    def make_sim(self, seed: int, **kwargs: int | bool) -> Sim:
+        return Sim(seed, **kwargs)  # type: ignore[arg-type]
 
     # -- actor traffic ---------------------------------------------------------------------
 
@@ -250,6 +253,8 @@ class ActorScenario(Scenario):
             self.check_status()
         self.replace()
         sim.settle()
+        # With no head restart, no call ever reaches an actor whose state already has it.
+        assert not self.actors.covered_calls, f"seed {sim.seed}: calls covered"
         self.check_calls()
         self.check_created()
         self.check_orders()
@@ -402,12 +407,16 @@ class ActorScenario(Scenario):
         sim.settle()
         live = [a for a in sim.head.actors() if a.state is not _DEAD]
         assert not live, f"seed {sim.seed}: actors outlive their drivers' kill"
+        self.check_checkpoints_removed()
+        assert not any(w.alive and w.hosted is not None for w in sim.workers)
+
+    def check_checkpoints_removed(self) -> None:
         for actor in self.killed:
             # Killed on a worker: its checkpoints go. (One killed while it waited for a
             # worker, or given up, keeps them: no worker hosts it to remove them.)
             if actor in self.actors.stopped:
-                assert actor not in self.actors.disk, f"seed {sim.seed}: {actor:#x} on disk"
-        assert not any(w.alive and w.hosted is not None for w in sim.workers)
+                where = f"seed {self.sim.seed}: {actor:#x} on disk"
+                assert actor not in self.actors.disk, where
 
     def check_values(self) -> None:
         """`Scenario.check_values`, for the task objects only."""

@@ -1,0 +1,343 @@
+"""Seeded scenarios with recovery faults: `test_actor_scenarios`' task graphs and actors, on
+a `RecoverySim` whose head restarts, whose workers lose their head link and rejoin, drain,
+or go silent past the head's liveness timeout, and whose drivers lose their head link and
+resume, each at random steps. No process crashes here: nothing is lost for good, so every
+outcome must be the one a run without faults gives:
+
+* every get (a task's result, fetched or inline; an actor call's answer) returns the
+  value a fault-free run computes (tasks are pure; a call answers the actor's state after
+  it, in one order that keeps each caller's), and every held object is answered once;
+* every live actor's final state is the sum of all its calls, each applied once; the
+  calls ran in one order, and a checkpoint covers exactly the calls sent before it;
+* after every release the head tracks nothing, runs nothing, and no live worker keeps an
+  object (`Scenario.check_clean`), and every worker told to drain leaves.
+
+One exception is allowed and counted: an actor call whose answer was lost with a head that
+restarted, after a checkpoint that includes the call was written (it must not run twice),
+fails saying so.
+
+``DISTA_RECOVERY_SIM_SEEDS`` sets how many seeds run (default 1000).
+Replay one seed: ``python -m tests.sim.test_recovery_scenarios SEED [-v]``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+import dista_proto as dp
+from dista_proto._head_actors import DEFAULT_ACTOR_KEEP_BYTES
+from dista_proto._head_records import ActorState
+
+from .actors import ADD, MASK, RAISE, RAISED, Instance, answer_count, result_of
+from .cluster import Sim, SimDriver, SimWorker
+from .recovery import GRACE_NS, LIVENESS_NS, RecoverySim
+from .test_actor_scenarios import ActorScenario
+
+SEEDS = int(os.environ.get("DISTA_RECOVERY_SIM_SEEDS", "1000"))
+BATCH = 50
+_DEAD = ActorState.DEAD
+LOST_ANSWER = "its answer was lost"
+
+
+class RecoveryScenario(ActorScenario):
+    sim: RecoverySim
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        rng, sim = self.rng, self.sim
+        sim.head.max_retries = 1000  # faults are not crashes: nothing gives up
+        # No kept-call budgets: a cut actor cannot be rebuilt exactly after a restart.
+        sim.head.actor_keep_bytes = DEFAULT_ACTOR_KEEP_BYTES
+        for d in sim.drivers:
+            d.core.keep_bytes = dp.DEFAULT_KEEP_BYTES
+        self.crashes_left = 0
+        self.fault_rate = rng.choice([0.01, 0.03, 0.08])
+        self.faults_left = rng.randrange(1, 8)
+        self.restarts_left = rng.choice([0, 1, 1, 2, 3])
+        kinds = ["restart", "cut_worker", "cut_driver", "drain", "silence"]
+        self.kinds = [k for k in kinds if rng.random() < 0.7] or [rng.choice(kinds)]
+        self.lost_answers = 0
+        self.reordered = 0
+        self.leaked_checkpoints = 0
+
+    def make_sim(self, seed: int, **kwargs: int | bool) -> Sim:
+        return RecoverySim(seed, jump_rate=[0.0, 0.01, 0.05][seed % 3], **kwargs)
+
+    # -- faults ----------------------------------------------------------------------------
+
+    def usable(self) -> list[SimWorker]:
+        return [w for w in self.sim.workers if w.alive and not w.core.draining]
+
+    def dead(self, actor: int) -> bool:
+        """Dead at the head, or, a head later, killed or failed before (the new head
+        never heard of it)."""
+        info = self.records[actor]
+        return (
+            super().dead(actor)
+            or actor in self.killed
+            or actor in info.owner.failed
+            or info.owner in self.gone  # its driver died, and it with it
+        )
+
+    def live_actors(self) -> list[int]:
+        return [a for a in self.records if not self.dead(a)]
+
+    def create(self, d: SimDriver) -> None:
+        if len(self.live_actors()) < len(self.usable()):
+            super().create(d)
+
+    def fault(self) -> None:
+        sim, rng = self.sim, self.rng
+        kind = rng.choice(self.kinds)
+        joined = [w for w in sim.workers if sim.joined(w)]
+        self.faults_left -= 1
+        if kind == "restart" and self.restarts_left:
+            self.restarts_left -= 1
+            sim.restart_head()
+        elif kind == "cut_worker" and joined:
+            sim.cut(rng.choice(joined).core, reset=rng.random() < 0.5)
+        elif kind == "cut_driver":
+            drivers = [d for d in sim.drivers if d not in self.gone]
+            sim.cut(rng.choice(drivers).core, reset=rng.random() < 0.5)
+        elif kind == "drain":
+            candidates = [w for w in joined if not w.core.draining]
+            if candidates:
+                sim.drain(rng.choice(candidates))
+                self.owed += 1  # a supervisor starts another worker, now or later
+                if rng.random() < 0.6 or not self.usable():
+                    self.replace()  # (no worker at all would fail tasks after 10 s)
+        elif kind == "silence" and joined:
+            duration = rng.randrange(LIVENESS_NS * 5 // 4, LIVENESS_NS + GRACE_NS // 2)
+            sim.silence(rng.choice(joined), duration)
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        sim, rng = self.sim, self.rng
+        sim.settle()
+        for step in range(rng.randrange(30, 100)):
+            if step == self.leave_at and len(sim.drivers) - len(self.gone) > 1:
+                leaving = rng.choice([d for d in sim.drivers if d not in self.gone])
+                self.gone.append(leaving)
+                sim.disconnect(leaving)
+            d = rng.choice([d for d in sim.drivers if d not in self.gone])
+            roll = rng.random()
+            if roll < 0.3:
+                self.submit(d)
+            elif roll < 0.36:
+                self.release_some(d)
+            elif roll < 0.39:
+                self.cancel_some(d)
+            elif roll < 0.47:
+                self.create(d)
+            elif roll < 0.77:
+                self.call(d)
+            elif roll < 0.87:
+                self.burst(d)
+            elif roll < 0.95:
+                self.ask(d)
+            elif roll < 0.97:
+                self.kill(d)
+            elif self.owed:
+                self.replace()
+            for _ in range(rng.randrange(0, 30)):
+                if self.faults_left and rng.random() < self.fault_rate:
+                    self.fault()
+                self.actors.check_restore_points()
+                if not sim.step():
+                    break
+            for driver in sim.drivers:
+                self.check_budget(driver)
+            self.check_status()
+        self.replace()
+        sim.settle()
+        self.check_back()
+        self.check_calls()
+        self.check_created()
+        self.check_orders()
+        self.check_final_states()
+        self.check_covered()
+        self.kill_all()
+        self.check_values()
+        self.check_gets()
+        self.check_drained()
+        self.check_timeline()
+        self.crashed = True  # tasks may have run twice (a worker or head lost mid-run)
+        self.check_clean()
+        if sim.seed % 2:
+            self.check_stop()
+
+    # -- invariants ------------------------------------------------------------------------
+
+    def check_back(self) -> None:
+        """Every machine is back: drivers resumed, workers joined, nothing waits."""
+        sim = self.sim
+        where = f"seed {sim.seed}"
+        assert not sim.away and not sim.frozen and not sim.timers, where
+        for d in sim.drivers:
+            if d not in self.gone:
+                assert d.core.connected_to_head, f"{where}: driver {d.index} is not back"
+                assert not d.core.closed_reason, f"{where}: {d.core.closed_reason}"
+
+    def check_calls(self) -> None:
+        """Each call answered once to its caller, with what the actor answered; a call run
+        before a head restart and again after it (not covered by a checkpoint) may answer
+        as it did the first time (callers interleaved otherwise: counted); one whose answer
+        was lost with a head may fail saying so (counted)."""
+        seed = self.sim.seed
+        outcomes, former = self.actors.outcomes, self.actors.former
+        for oid, call in self.calls.items():
+            d = call.caller
+            if d in self.gone:
+                continue
+            kinds = d.answers.get(oid)
+            count = answer_count(kinds)
+            where = f"seed {seed}: call {oid:#x} of driver {d.index} to {call.actor_id:#x}"
+            if oid in d.live:
+                assert count == 1, f"{where} answered {count} times: {kinds}"
+            else:  # released: an answer after the release is not sent
+                assert count <= 1, f"{where} answered {count} times: {kinds}"
+            if not kinds:
+                continue
+            if kinds[0] == "failed":
+                failed = d.failed[oid]
+                if failed == RAISED:
+                    ran = [outcomes.get(oid, b""), *former.get(oid, [])]
+                    assert call.method == RAISE and None in ran, where
+                elif LOST_ANSWER in failed:
+                    assert self.sim.restarts, f"{where}: {failed} with no restart"
+                    self.lost_answers += 1
+                else:
+                    assert f"actor {call.actor_id:#x}" in failed, f"{where}: {failed}"
+                    assert self.dead(call.actor_id), f"{where} failed ({failed}), actor lives"
+            elif oid in d.got:
+                got = d.got[oid]
+                assert oid in outcomes or oid in former, f"{where}: answered, never run"
+                if got != outcomes.get(oid):
+                    assert got in former.get(oid, []), f"{where}: wrong value"
+                    self.reordered += 1
+
+    def check_orders(self) -> None:
+        """One order per actor, each caller's calls in the order it sent them, no call
+        twice; each answer the state after its call. Positions an incarnation left
+        behind by its head filled (a zombie, whose checkpoint a new head restored from) are
+        not recorded: past such a gap only the order is checked."""
+        seed = self.sim.seed
+        for actor, order in self.actors.order.items():
+            info = self.records[actor]
+            positions = sorted(order)
+            oids = [order[p] for p in positions]
+            assert len(set(oids)) == len(oids), f"seed {seed}: a call ran twice in {actor:#x}"
+            total = info.initial
+            newest: dict[int, int] = {}
+            for at, oid in zip(positions, oids, strict=True):
+                call = self.calls[oid]
+                assert call.actor_id == actor
+                assert oid > newest.get(call.caller.index, 0), f"seed {seed}: out of order"
+                newest[call.caller.index] = oid
+                if positions[:at] != list(range(1, at + 1)):
+                    continue  # past a gap: the state there is not known here
+                if call.method == ADD:
+                    total = (total + call.value) & MASK
+                    expected: bytes | None = result_of(total, call.value)
+                else:
+                    expected = None
+                assert self.actors.outcomes[oid] == expected, f"seed {seed}: {oid:#x}'s answer"
+
+    def check_final_states(self) -> None:
+        """A live actor holds the sum of every call made to it, each applied once; it saw
+        every call the head numbered (run, or already in the checkpoint it came from)."""
+        seed = self.sim.seed
+        for record in self.sim.head.actors():
+            if record.state is _DEAD:
+                continue
+            actor = record.actor_id
+            info = self.records[actor]
+            where = f"seed {seed}: actor {actor:#x}"
+            assert record.state is ActorState.READY, f"{where} is {record.state}: {record.why}"
+            host = self.actors.host(actor)
+            assert host is not None and isinstance(host.hosted, Instance), f"{where}: no host"
+            inst = host.hosted
+            assert inst.label == record.seq, f"{where}: saw {inst.label} of {record.seq} calls"
+            mine = [c for c in self.calls.values() if c.actor_id == actor]
+            if not any(c.caller in self.gone for c in mine):
+                assert inst.count == len(mine), f"{where} ran {inst.count} of {len(mine)} calls"
+                expected = info.initial
+                for c in mine:
+                    if c.method == ADD:
+                        expected = (expected + c.value) & MASK
+                assert inst.total == expected, f"{where}: state {inst.total}, not {expected}"
+            assert inst.count >= len(self.actors.order.get(actor, {}))
+
+    def check_values(self) -> None:
+        """Held task objects resolve to their fault-free values (failures: cancels only)."""
+        self.crashed = False
+        super().check_values()
+
+    def check_gets(self) -> None:
+        """Every value any driver got equals the fault-free one."""
+        seed = self.sim.seed
+        outcomes = self.actors.outcomes
+        for d in self.sim.drivers:
+            for oid, value in d.got.items():
+                if oid in d.expected and d.expected[oid] is not None:
+                    assert value == d.expected[oid], f"seed {seed}: {oid:#x} got a wrong value"
+                elif oid in self.calls and outcomes.get(oid) is not None:
+                    assert value == outcomes[oid] or value in self.actors.former.get(oid, []), (
+                        f"seed {seed}: call {oid:#x} got a wrong value"
+                    )
+
+    def check_checkpoints_removed(self) -> None:
+        """Killed where a head hosted it, an actor's checkpoints go; one killed while its
+        driver's head link was down (a new head never hears of it) keeps them: counted."""
+        self.leaked_checkpoints = sum(1 for a in self.killed if a in self.actors.disk)
+
+    def check_drained(self) -> None:
+        sim = self.sim
+        for w in sim.workers:
+            if w.core.draining:
+                assert not w.alive, f"seed {sim.seed}: draining {w.address} never left"
+
+
+def run_seed(seed: int) -> RecoveryScenario:
+    scenario = RecoveryScenario(seed)
+    try:
+        scenario.run()
+    except AssertionError as e:
+        log = "\n  ".join(scenario.sim.log[-12:])
+        raise AssertionError(f"{e}\n  (last faults and timers:\n  {log})") from None
+    return scenario
+
+
+@pytest.mark.parametrize("start", range(0, SEEDS, BATCH))
+def test_recovery_seeds(start: int) -> None:
+    failures = []
+    for seed in range(start, min(start + BATCH, SEEDS)):
+        try:
+            run_seed(seed)
+        except AssertionError as e:
+            failures.append(
+                f"seed {seed}: {e} (replay: python -m tests.sim.test_recovery_scenarios {seed})"
+            )
+    assert failures == []
+
+
+if __name__ == "__main__":
+    verbose = "-v" in sys.argv
+    for arg in sys.argv[1:]:
+        if arg == "-v":
+            continue
+        began = time.perf_counter()
+        done = run_seed(int(arg))
+        sim = done.sim
+        print(
+            f"seed {arg}: ok ({time.perf_counter() - began:.2f} s; {sim.restarts} restarts, "
+            f"{sim.cuts} cuts, {sim.silenced} silent, {sim.drains} drains, "
+            f"{done.lost_answers} lost answers, {done.reordered} reordered)"
+        )
+        if verbose:
+            print("\n".join(sim.log))
