@@ -56,6 +56,8 @@ def status_text(
         lines.append(f"by-value tasks (any worker runs them): queued {portable}")
     for worker in sorted(workers, key=lambda w: str(w.address)):
         state = "draining" if worker.draining else "ready"
+        if worker.draining and worker.why:
+            state += f" ({worker.why})"  # what its drain waits for
         if worker.actor is not None:
             state += f", kept for actor {worker.actor.actor_id:#x}"
         busy = len(worker.running)
