@@ -18,7 +18,9 @@ traffic). Its faults, each one call:
   link, which the worker notices once the link moves again: it rejoins.
 * `drain`: a worker is told to stop (``Worker.drain``); it leaves once the head says stop.
 
-A worker that exits (`Exit`: told to stop) is gone: its object server with it.
+A worker that exits (`Exit`: told to stop) is gone: its object server with it. With
+``manual`` set (rule tests), a machine that lost its head waits in `lost` for the test to
+`reconnect` it.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ class RecoverySim(Sim):
         self.cuts = 0
         self.drains = 0
         self.exits: list[SimWorker] = []
+        #: Rule tests: machines that lost their head wait here for `reconnect`.
+        self.manual = False
+        self.lost: list[dp.Worker | dp.Driver] = []
 
     def where(self) -> str:
         return f"seed {self.seed}"
@@ -162,6 +167,10 @@ class RecoverySim(Sim):
             return
         if id(core) in self.away:
             return
+        if self.manual:
+            assert isinstance(core, (dp.Worker, dp.Driver))
+            self.lost.append(core)
+            return
         self.away.add(id(core))
         delay = self.rng.randrange(0, MAX_DELAY_NS)
         self.note(f"{self._name(core)} lost its head; connects again in {delay} ns")
@@ -169,6 +178,8 @@ class RecoverySim(Sim):
 
     def reconnect(self, core: object) -> None:
         self.away.discard(id(core))
+        if core in self.lost:
+            self.lost.remove(core)  # type: ignore[arg-type]
         machine = self._machine(core)
         if machine is None or (isinstance(machine, SimWorker) and not machine.alive):
             return
@@ -208,14 +219,14 @@ class RecoverySim(Sim):
 
     # -- faults ----------------------------------------------------------------------------
 
-    def restart_head(self) -> dp.Head:
+    def restart_head(self, first_number: int = 0) -> dp.Head:
         """The head dies and a new one (another epoch) takes its address."""
         old = self.head
         self.restarts += 1
         epoch = old.epoch + 1 + self.rng.randrange(1 << 20)
         new = dp.Head(
             epoch=epoch,
-            first_number=self.rng.randrange(1, 1 << 24),
+            first_number=first_number or self.rng.randrange(1, 1 << 24),
             worker_slots=old.worker_slots,
             prefetch=old.prefetch,
             max_retries=old.max_retries,
@@ -246,17 +257,19 @@ class RecoverySim(Sim):
                         from_head = pipe
         return to_head, from_head
 
-    def cut(self, core: dp.Worker | dp.Driver, reset: bool) -> bool:
-        """``core``'s head link breaks both ways (``reset``: bytes on their way are lost)."""
+    def cut(self, core: dp.Worker | dp.Driver, reset: bool, head_sees: bool = True) -> bool:
+        """``core``'s head link breaks both ways (``reset``: bytes on their way are lost);
+        with ``head_sees`` False only ``core`` notices (the head's side stays half open)."""
         to_head, from_head = self._head_pipes(core)
         if to_head is None or from_head is None or to_head.closed or from_head.closed:
             return False
         self.cuts += 1
         self.note(f"{self._name(core)}'s head link is {'reset' if reset else 'closed'}")
+        broken = (to_head, from_head) if head_sees else (from_head,)
         for key, pipe in list(self.ends.items()):
-            if pipe is to_head or pipe is from_head:
+            if any(pipe is b for b in broken):
                 del self.ends[key]
-        for pipe in (to_head, from_head):
+        for pipe in broken:
             pipe.closed = True
             if reset:
                 pipe.chunks.clear()
@@ -281,6 +294,15 @@ class RecoverySim(Sim):
         held = self.frozen.pop(id(w.core), [])
         if w.alive:
             self.pipes.extend(p for p in held if p not in self.pipes)
+
+    def add_driver(self) -> SimDriver:
+        """A new driver connects to the head (it says hello: run `settle` for its welcome)."""
+        d = SimDriver(self, len(self.drivers))
+        self.drivers.append(d)
+        self._connect_to_head(d.core)
+        d.core.start(self.now)
+        self._run_decisions(d.core)
+        return d
 
     def drain(self, w: SimWorker) -> None:
         self.drains += 1
