@@ -118,6 +118,8 @@ class Worker(ActorHosting):
         self._beat_at: int | None = None
         self._hellos = 0  # a hello after the first rejoins, with holding
         self._adopting: dict[int, Address] = {}  # object -> the draining worker it comes from
+        self._actor_calls: dict[int, int] = {}
+        self._stale_calls: dict[int, int] = {}
 
     # -- the binding's side -------------------------------------------------------------------
 
@@ -211,6 +213,7 @@ class Worker(ActorHosting):
         if self.actor:
             self._links.queue(StopActor(self.actor, False))  # its checkpoints stay
             self.actor = 0
+        self._forget_actor_work()
         self._links.queue(HeadLost(why))
 
     def decisions(self) -> list[Decision]:
@@ -372,6 +375,8 @@ class Worker(ActorHosting):
 
     def task_done(self, oid: int, values: Sequence[Bytes], started: int, ended: int) -> None:
         """The task whose first result is ``oid`` returned ``values``, one per result."""
+        if self._actor_calls and self._stale_call(oid):
+            return
         job = self._jobs.pop(oid, None)
         if job is None:
             return
@@ -379,7 +384,7 @@ class Worker(ActorHosting):
         if len(values) != results:
             self._jobs[oid] = job
             why = f"the task returned {len(values)} values for its {results} results"
-            self.task_failed(oid, why, started, ended)
+            self._failed(oid, why, started, ended)
             return
         send = self._links.send
         send(HEAD_LINK, Span(oid, arrived, started, ended))
@@ -393,6 +398,11 @@ class Worker(ActorHosting):
 
     def task_failed(self, oid: int, message: str, started: int, ended: int) -> None:
         """The task whose first result is ``oid`` raised: every result fails with ``message``."""
+        if self._actor_calls and self._stale_call(oid):
+            return
+        self._failed(oid, message, started, ended)
+
+    def _failed(self, oid: int, message: str, started: int, ended: int) -> None:
         job = self._jobs.pop(oid, None)
         if job is None:
             return

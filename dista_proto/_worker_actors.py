@@ -11,7 +11,12 @@ Each frame becomes one decision (`StartActor`, `CallActor`, `CheckpointActor`,
 `StopActor`) in arrival order; the binding runs them one at a time in that order and
 reports back (`actor_started`, `task_done`/`task_failed` for calls, `checkpointed`). A call
 or checkpoint for an actor this worker does not host gets an error frame, as does a second
-actor. `Worker` inherits this; the state it reads is the worker's own.
+actor. Work handed to the binding before the head link was lost is the old incarnation's:
+its reports, which come before any for later work (one per piece, in order), are dropped, so
+that a worker that rejoined and hosts the actor again does not answer the new head with
+them (a restore answered with a stale start, a checkpoint the new head never asked for, a
+call's answer from the old state). `Worker` inherits this; the state it reads is the
+worker's own.
 """
 
 from __future__ import annotations
@@ -41,6 +46,15 @@ class ActorHosting:
     _jobs: dict[int, tuple[int, int]]  # first result ID -> (results, arrived)
     #: The actor this worker hosts (0: none).
     actor = 0
+    #: Actor work handed to the binding and not reported yet: starts and checkpoints
+    #: (counted), calls (ID -> count); and of those, the ones handed out before the head
+    #: link was lost (`_forget_actor_work`), whose reports are dropped.
+    _starts = 0
+    _checkpoints = 0
+    _stale_starts = 0
+    _stale_checkpoints = 0
+    _actor_calls: dict[int, int]
+    _stale_calls: dict[int, int]
 
     def _on_actor_event(self, event: Event, now: int) -> bool:
         """Take an actor frame from the head; False if ``event`` is not one."""
@@ -48,8 +62,10 @@ class ActorHosting:
             if event.actor_id != self.actor or not self.actor:
                 self._not_here(event.object_id, event.actor_id)
                 return True
-            self._jobs[event.object_id] = (1, now)
-            call = CallActor(event.object_id, event.task_id, event.actor_id, event.argument, now)
+            oid = event.object_id
+            self._jobs[oid] = (1, now)
+            self._actor_calls[oid] = self._actor_calls.get(oid, 0) + 1
+            call = CallActor(oid, event.task_id, event.actor_id, event.argument, now)
             self._links.queue(call)
         elif isinstance(event, (ActorCreate, ActorRestore)):
             actor = event.object_id
@@ -58,6 +74,7 @@ class ActorHosting:
                 self._links.send(HEAD_LINK, Error(actor, why))
                 return True
             self.actor = actor
+            self._starts += 1
             if isinstance(event, ActorCreate):
                 self._links.queue(StartActor(actor, event.task_id, event.argument))
             else:
@@ -68,6 +85,7 @@ class ActorHosting:
                 why = f"actor {actor:#x} is not on this worker"
                 self._links.send(HEAD_LINK, Checkpointed(actor, event.task_id, why))
                 return True
+            self._checkpoints += 1
             self._links.queue(CheckpointActor(actor, event.task_id, event.restore_covers))
         elif isinstance(event, ActorKill):
             if event.object_id == self.actor and self.actor:
@@ -92,6 +110,10 @@ class ActorHosting:
         """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
         the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
         ``no_checkpoint`` says there is none (the head sends actor-create then)."""
+        self._starts = max(self._starts - 1, 0)
+        if self._stale_starts:
+            self._stale_starts -= 1
+            return  # a start from before the head was lost
         if error is None:
             payload = b"" if covers is None else covers.to_bytes(8, "little")
             self._links.send(HEAD_LINK, Result(actor, payload))
@@ -103,10 +125,41 @@ class ActorHosting:
 
     def call_covered(self, oid: int) -> None:
         """The checkpoint the actor was restored from includes call ``oid``: not run."""
+        if self._stale_call(oid):
+            return
         if self._jobs.pop(oid, None) is not None:
             why = f"actor call {oid:#x} is in the checkpoint the actor was restored from"
             self._links.send(HEAD_LINK, Error(oid, why, ERROR_COVERED))
 
     def checkpointed(self, actor: int, calls: int, failure: str | None) -> None:
         """The binding wrote ``actor``'s checkpoint covering ``calls`` calls, or could not."""
+        self._checkpoints = max(self._checkpoints - 1, 0)
+        if self._stale_checkpoints:
+            self._stale_checkpoints -= 1
+            return  # asked for by the head that was lost
         self._links.send(HEAD_LINK, Checkpointed(actor, calls, failure))
+
+    def _stale_call(self, oid: int) -> bool:
+        """A report for call ``oid`` came: whether it is one handed out before the head was
+        lost (dropped; a call the new head sent here again is reported after it)."""
+        count = self._actor_calls.get(oid)
+        if count is None:
+            return False  # a task's
+        if count > 1:
+            self._actor_calls[oid] = count - 1
+        else:
+            del self._actor_calls[oid]
+        stale = self._stale_calls.get(oid)
+        if not stale:
+            return False
+        if stale > 1:
+            self._stale_calls[oid] = stale - 1
+        else:
+            del self._stale_calls[oid]
+        return True
+
+    def _forget_actor_work(self) -> None:
+        """The head link is lost: the actor work the binding still has is the old head's."""
+        self._stale_starts = self._starts
+        self._stale_checkpoints = self._checkpoints
+        self._stale_calls = dict(self._actor_calls)
