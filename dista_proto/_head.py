@@ -561,6 +561,8 @@ class Head(Recovery):
         self.running -= 1
         task.worker = None
         task.withdrawing = False
+        if task.sources:
+            self._sources_done(task)
         if not task.dropped:
             arrived, started, ended = task.span
             self._timeline.append(

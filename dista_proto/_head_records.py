@@ -154,6 +154,7 @@ class TaskRecord:
         "registry",
         "results",
         "retries",
+        "sources",
         "span",
         "spare",
         "spare_ns",
@@ -200,6 +201,9 @@ class TaskRecord:
         self.spare_ns = 0  # its estimate, counted in its worker's `prefetched` meanwhile
         self.blocked = False  # waiting on other objects: its slot is lent meanwhile
         self.withdrawing = False  # asked back from its worker (to run where one idles)
+        #: Other workers its stored inputs were on when it was sent (task-inputs): they
+        #: fetch from there, so a draining one waits for it before it leaves.
+        self.sources: tuple[Peer, ...] = ()
 
     @property
     def live(self) -> bool:

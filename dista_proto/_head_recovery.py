@@ -513,7 +513,37 @@ class Recovery(Actors):
                     else:
                         obj.waiters.append(task)
             return
+        before = task.sources
         super()._dispatch(task, worker, cost)
+        if task.event is None and task.state is TaskState.RUNNING:
+            task.sources = tuple(
+                obj.holder
+                for obj in task.inputs
+                if obj.state is _STORED and obj.holder is not None and obj.holder is not worker
+            )
+        if before:  # sent before (and withdrawn, or its worker lost): not read from there
+            for source in before:
+                if source.draining and source not in task.sources:
+                    self._maybe_release_drained(source)
+
+    def _sources_done(self, task: TaskRecord) -> None:
+        """``task`` no longer fetches its inputs (it answered, or left its worker): a
+        draining worker it read from may leave now."""
+        sources, task.sources = task.sources, ()
+        for source in sources:
+            if source.draining:
+                self._maybe_release_drained(source)
+
+    def _read_from(self, worker: Peer) -> bool:
+        """Whether a task sent elsewhere may still fetch an input from ``worker``: a task
+        sent with its inputs' locations fetches them before it runs, so a draining worker
+        that left at once (its objects adopted meanwhile) failed it."""
+        return any(
+            worker in t.sources
+            for peer in self._peers.values()
+            if peer.role == Role.WORKER and peer is not worker
+            for t in peer.running.values()
+        )
 
     # -- timers ----------------------------------------------------------------------------
 
@@ -598,6 +628,7 @@ class Recovery(Actors):
             and worker.actor is None
             and not any(p is worker for p in self._adopting.values())
             and not any(p is worker for p, _ in self._unclaimed.values())
+            and not self._read_from(worker)
         ):
             # (One still adopting objects, told to drain meanwhile, waits for them: they
             # then move on from it; one that rejoined a new head draining waits for its
