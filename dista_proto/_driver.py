@@ -495,8 +495,10 @@ class Driver:
         elif isinstance(event, Located):
             oid = event.object_id
             first = self._ledger.answered(oid, event.address)
-            if first is None and self.resumes:
-                return  # released: an answer to what a resume sent before the release
+            if first is None:
+                # Released: where it lies is nobody's business (an answer to what a resume
+                # sent before the release, or a move off a draining worker that crossed it).
+                return
             if first is not False or oid in self._located:
                 self._located[oid] = event.address
             relocating = self._relocating.pop(oid, None)
