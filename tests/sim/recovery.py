@@ -72,6 +72,7 @@ class RecoverySim(Sim):
         self.heads = [self.head]  # every head so far (so that no id() is ever reused)
         self.log: list[str] = []  # faults and timers, for failure messages
         self.away: set[int] = set()  # id() of cores waiting to connect again
+        self.dead: set[int] = set()  # id() of drivers that died
         self.restarts = 0
         self.silenced = 0
         self.cuts = 0
@@ -165,7 +166,7 @@ class RecoverySim(Sim):
         machine = self._machine(core)
         if machine is None or (isinstance(machine, SimWorker) and not machine.alive):
             return
-        if id(core) in self.away:
+        if id(core) in self.away or id(core) in self.dead:
             return
         if self.manual:
             assert isinstance(core, (dp.Worker, dp.Driver))
@@ -176,8 +177,15 @@ class RecoverySim(Sim):
         self.note(f"{self._name(core)} lost its head; connects again in {delay} ns")
         self.after(delay, f"{self._name(core)} connects again", lambda: self.reconnect(core))
 
+    def disconnect(self, d: SimDriver) -> None:
+        """A driver process dies (for good: it never connects again)."""
+        self.dead.add(id(d.core))
+        super().disconnect(d)
+
     def reconnect(self, core: object) -> None:
         self.away.discard(id(core))
+        if id(core) in self.dead:
+            return
         if core in self.lost:
             self.lost.remove(core)  # type: ignore[arg-type]
         machine = self._machine(core)
