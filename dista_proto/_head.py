@@ -310,6 +310,7 @@ class Head(Recovery):
         if role == Role.WORKER:
             assert hello.address is not None
             peer.address = hello.address
+            self._replace_worker(peer)
             peer.heard = self._now
             peer.free = self.worker_slots
             peer.spare = self.prefetch

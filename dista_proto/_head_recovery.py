@@ -29,7 +29,9 @@ Liveness: the head notes when it last read from each worker; one silent for
 stored is not failed at once but waits ``recovery_grace_ns`` for it to rejoin with holding.
 So does what a worker stored whose connection was lost for a reason the binding does not
 know (a reset link: the worker rejoins this same head); one the binding says is dead (a
-supervisor saw its process end) fails at once.
+supervisor saw its process end) fails at once. A worker saying hello with the address of one
+still connected is that worker rejoining before the loss of its old connection reached the
+head: the old connection is lost then.
 
 Drain: a worker that says drain takes no more work; each object it holds is adopted by
 another worker (adopt, adopted), its actor moves to another worker (restored from its
@@ -466,6 +468,18 @@ class Recovery(Actors):
                 self._stale[oid] = worker
                 return
         self._links.send(worker.link, Free(oid))
+
+    def _replace_worker(self, worker: Peer) -> None:
+        """``worker`` says hello with the address of a worker still connected: the same
+        worker, rejoining before its old connection's loss reached the head (a reset). The
+        old connection is lost now, what it stored waiting for the holding that follows: its
+        free of a copy the old connection held deleted the only one."""
+        for old in list(self._peers.values()):
+            if old is not worker and old.role == Role.WORKER and old.address == worker.address:
+                why = "the same worker connected again"
+                self._to_limbo(old, f"{old.name} connected again")
+                self._links.close(old.link, why)
+                self._lose(old, why)
 
     def _attach(self, obj: TrackedObject, worker: Peer) -> None:
         obj.state = _STORED
