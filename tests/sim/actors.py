@@ -128,6 +128,7 @@ class SimActors:
         self.zombie_calls = 0  # calls run by an incarnation its head left behind
         #: Answers of calls run before a head restart, run again after it (`_redecide`).
         self.former: dict[int, list[bytes | None]] = {}
+        self.positions: dict[int, int] = {}  # call ID -> its position in ``order``
         self.strays = 0  # calls and checkpoints for an actor not built on their worker
 
     def where(self) -> str:
@@ -149,6 +150,13 @@ class SimActors:
         if pipe is None or pipe.target is not self.sim.head:
             return True
         return self.sim.head.worker_address(pipe.link) != w.address
+
+    def superseded(self, w: SimWorker, actor: int) -> bool:
+        """Whether the head no longer has ``actor`` on ``w`` (moved on, or ended)."""
+        record = next((a for a in self.sim.head.actors() if a.actor_id == actor), None)
+        if record is None or record.state is ActorState.DEAD or record.worker is None:
+            return True
+        return record.worker.address != w.address
 
     def run(self, w: SimWorker) -> None:
         """Run ``w``'s next piece of actor work and report it to its worker core."""
@@ -195,9 +203,9 @@ class SimActors:
                 covers = max(kept)
                 self.restored_newest.append((actor, covers))
             snapshot = kept.get(covers)
-            if snapshot is None and self.zombie(w):
-                # Work the head sent before it lost this worker (silent, or cut off): the
-                # actor lives elsewhere now, and may be gone with its checkpoints.
+            if snapshot is None and (self.zombie(w) or self.superseded(w, actor)):
+                # Work the head sent before it lost this worker (silent, or cut off), or
+                # moved the actor on: it lives elsewhere now, or is gone with its checkpoints.
                 w.core.actor_started(actor, "OSError: the sim's checkpoint is not there")
                 return
             assert snapshot is not None, (
@@ -229,6 +237,7 @@ class SimActors:
         order = self.order.get(actor, {})
         for later in [p for p in order if p >= position]:
             oid = order.pop(later)
+            self.positions.pop(oid, None)
             if oid in self.outcomes:
                 self.former.setdefault(oid, []).append(self.outcomes.pop(oid))
 
@@ -268,10 +277,16 @@ class SimActors:
             self.zombie_calls += 1
             w.core.task_done(oid, [b""], started, started)
             return
-        at = self.order.setdefault(inst.actor_id, {}).setdefault(inst.count, oid)
-        if at != oid and any(a == inst.actor_id for a, _ in self.restored_newest):
-            self._redecide(inst.actor_id, inst.count)
-            at = self.order[inst.actor_id][inst.count] = oid
+        order = self.order.setdefault(inst.actor_id, {})
+        at = order.setdefault(inst.count, oid)
+        was = self.positions.setdefault(oid, inst.count)
+        if (at != oid or was != inst.count) and any(
+            a == inst.actor_id for a, _ in self.restored_newest
+        ):
+            # Numbered again after a head restart (it, or another call, at a new place).
+            self._redecide(inst.actor_id, min(inst.count, was))
+            at = order[inst.count] = oid
+            self.positions[oid] = inst.count
         assert at == oid, (
             f"{self.where()}: actor {inst.actor_id:#x}'s call {inst.count} was {at:#x}, "
             f"and is {oid:#x} now"
