@@ -26,7 +26,10 @@ cut. The head's kept calls are bounded as drivers' are: past ``actor_keep_bytes`
 for a checkpoint; if checkpoints fail, it cuts the oldest and the actor can no longer be
 rebuilt until a checkpoint covers them (one cut while it waits to be rebuilt fails then).
 A call to an actor that is gone is a failed object, and its caller hears once that the
-actor is gone.
+actor is gone. After a head restart a call to an actor this head does not know yet waits for
+its owner to resume and create it again (`_head_recovery`), and a driver resuming on this
+same head is answered again what its old connection missed (its create's answer, its calls',
+covered, that an actor is gone).
 `Head` inherits this; the state it reads is the head's own.
 """
 
