@@ -401,8 +401,13 @@ class Recovery(Actors):
         for entry in event.entries:
             oid = entry.object_id
             obj = self._objects.get(oid)
-            if obj is not None and (oid in self._claims or oid in self._limbo):
-                # Claimed, or stored on a worker that went silent: here it is.
+            if (
+                obj is not None
+                and obj.state is _PENDING
+                and (oid in self._claims or oid in self._limbo)
+            ):
+                # Claimed, or stored on a worker that went silent: here it is. (One answered
+                # meanwhile, an actor call run again elsewhere, is a stale copy below.)
                 self._claims.pop(oid, None)
                 self._limbo.pop(oid, None)
                 self._attach(obj, worker)
