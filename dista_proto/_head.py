@@ -602,6 +602,8 @@ class Head(Recovery):
     def _settle(self, task: TaskRecord) -> None:
         """``task`` will never answer again: release its inputs and its hold on its results."""
         task.state = _DONE
+        if task.sources:
+            self._sources_done(task)
         objects = self._objects
         for oid in range(task.oid, task.oid + task.results):
             obj = objects.get(oid)

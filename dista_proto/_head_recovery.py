@@ -684,8 +684,11 @@ class Recovery(Actors):
 
     def _on_adopted(self, adopter: Peer, event: Adopted) -> None:
         self._adopted(adopter, event)
-        if adopter.draining:
-            self._maybe_release_drained(adopter)  # it drains too: what it adopted moves on
+        # A draining worker waits for adoptions of its objects, and one adopting waits for
+        # its own: either may leave now (the object may have gone meanwhile, released).
+        for peer in list(self._peers.values()):
+            if peer.draining and peer.role == Role.WORKER:
+                self._maybe_release_drained(peer)
 
     def _adopted(self, adopter: Peer, event: Adopted) -> None:
         oid = event.object_id
