@@ -208,8 +208,7 @@ class Recovery(Actors):
         for actor in self._actors.values():
             if actor.owner == was:
                 actor.owner = now
-                if actor.state is not ActorState.DEAD:
-                    unconfirmed.add(actor.actor_id)
+                unconfirmed.add(actor.actor_id)  # (a dead one: its news may be lost too)
             if was in actor.callers:
                 actor.callers.discard(was)
                 if actor.state is not ActorState.DEAD:
@@ -314,8 +313,12 @@ class Recovery(Actors):
         for oid in sorted(unconfirmed or ()):
             actor = self._actors.get(oid)
             if actor is not None:
-                if actor.owner == peer.link and actor.state is not ActorState.DEAD:
+                if actor.owner != peer.link:
+                    continue
+                if actor.state is not ActorState.DEAD:
                     self._end_actor(actor, f"actor {oid:#x} was killed by {peer.name}")
+                else:  # it ended while the link was down: the news went with the old one
+                    self._links.send(peer.link, Error(oid, actor.why))
                 continue
             obj = self._objects.get(oid)
             if obj is not None and obj.owner == peer.link and obj.held:
