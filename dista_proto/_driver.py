@@ -194,6 +194,8 @@ class Driver:
                 self._fetched(oid, value, why)
 
     def decisions(self) -> list[Decision]:
+        for oid in self._ledger.take_releases():
+            self._send(Release(oid))  # held back until the task taking it was answered
         return self._links.decisions()
 
     def _send(self, event: Event) -> None:
@@ -255,8 +257,8 @@ class Driver:
     def release(self, oid: int) -> None:
         self._located.pop(oid, None)
         self._relocating.pop(oid, None)
-        self._ledger.released(oid)
-        self._send(Release(oid))
+        if not self._ledger.released(oid):
+            self._send(Release(oid))
 
     def cancel(self, oid: int, force: bool = False) -> None:
         """Fail ``oid``'s task with "cancelled"; with ``force`` also end the worker running

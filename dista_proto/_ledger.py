@@ -8,7 +8,9 @@ every call it still keeps: those answered too, after their answers".
 
 An object is needed while the driver holds it, and also after its release while an
 unfinished task of the driver's takes it as input (the new head must know it to run that
-task). A task's frame is kept while one of its results is needed and unanswered; it is
+task). Such a release is not sent to the head until that task is answered (`released`,
+`take_releases`): a head that forgot the input once the task ran, with the task's answer
+then lost with it, left a new head nothing to run the task again with. A task's frame is kept while one of its results is needed and unanswered; it is
 sent again in place of those results. The first answer to an object counts: one arriving
 again (a task the new head ran twice) is dropped, except that a new location replaces the
 old one (an object adopted off a draining worker).
@@ -58,6 +60,7 @@ class Ledger:
         "_frames",
         "_left",
         "_released",
+        "_releasing",
         "_users",
     )
 
@@ -70,6 +73,7 @@ class Ledger:
         self._first: dict[int, int] = {}  # a task-many's later results -> its first
         self._users: dict[int, int] = {}  # object -> unfinished task-afters taking it
         self._released: set[int] = set()  # released, but kept for a task that takes it
+        self._releasing: list[int] = []  # of those, ones whose tasks are answered now
         self._creates: dict[int, ActorCreate] = {}  # live actors this driver made
         self._cancelled: set[int] = set()  # tasks in ``_frames`` the driver cancelled
 
@@ -125,11 +129,19 @@ class Ledger:
         """Whether ``oid`` is needed and not answered yet."""
         return oid in self._answers and self._answers[oid] is _PENDING
 
-    def released(self, oid: int) -> None:
+    def released(self, oid: int) -> bool:
+        """The driver released ``oid``: True if the head must not hear it yet (an
+        unfinished task of ours takes it: it goes once that task is answered)."""
         if self._users.get(oid):
-            self._released.add(oid)  # an unfinished task of ours takes it: keep it
-            return
+            self._released.add(oid)
+            return True
         self._drop(oid)
+        return False
+
+    def take_releases(self) -> list[int]:
+        """Releases held back that may go now (their tasks are answered)."""
+        out, self._releasing = self._releasing, []
+        return out
 
     def cancel(self, oid: int) -> None:
         """The driver cancelled the task ``oid`` is a result of: it is not sent again."""
@@ -181,9 +193,7 @@ class Ledger:
             if frame is not None:
                 out.append(frame)
                 results = _results(frame)
-                releases.extend(
-                    i for i in range(oid, oid + results) if i not in answers or i in self._released
-                )
+                releases.extend(i for i in range(oid, oid + results) if i not in answers)
                 continue
             if first.get(oid, -1) in frames:
                 continue  # its task is sent again
@@ -193,8 +203,6 @@ class Ledger:
                     out.append(Claim(oid))  # its answer was on its way: the head has it
                 continue  # an actor call not answered: sent with the calls
             out.append(Claim(oid) if isinstance(answer, Address) else answer)
-            if oid in self._released:
-                releases.append(oid)
         for call in kept:
             out.append(call)
             if call.object_id not in answers:
@@ -247,6 +255,7 @@ class Ledger:
                 users.pop(i, None)
                 if i in self._released:
                     self._released.discard(i)
+                    self._releasing.append(i)
                     self._drop(i)
 
     def _drop(self, oid: int) -> None:
