@@ -20,8 +20,6 @@ Exceptions, allowed and counted, each a limit of the design (not of this run):
   drivers resend them, which may interleave callers otherwise than the first time: a call
   answered before the restart may have answered what another order gives (``reordered``;
   the final state is the same sum);
-* a task-after whose answer was lost with a head after that head had freed an input the
-  driver released fails, the new head finding that input nowhere (``lost_inputs``);
 * checkpoints of an actor killed while its driver's head link was down stay on disk
   (``leaked_checkpoints``).
 
@@ -72,7 +70,6 @@ class RecoveryScenario(ActorScenario):
         self.lost_answers = 0
         self.reordered = 0
         self.leaked_checkpoints = 0
-        self.lost_inputs = 0
 
     def make_sim(self, seed: int, **kwargs: int | bool) -> Sim:
         return RecoverySim(seed, jump_rate=[0.0, 0.01, 0.05][seed % 3], **kwargs)
@@ -292,24 +289,9 @@ class RecoveryScenario(ActorScenario):
             assert inst.count >= sum(1 for p in order if p <= inst.count)
 
     def check_values(self) -> None:
-        """Held task objects resolve to their fault-free values (failures: cancels only,
-        and one counted exception: a task-after whose answer was lost with a head after that
-        head had freed an input the driver released, so that the new head cannot run it
-        again)."""
+        """Held task objects resolve to their fault-free values (failures: cancels only)."""
         self.crashed = False
-        for d in self.sim.drivers:
-            for oid in d.live:
-                if self.lost_input(d, oid):
-                    self.uncertain.add(oid)
-                    self.lost_inputs += 1
         super().check_values()
-
-    def lost_input(self, d: SimDriver, oid: int) -> bool:
-        failed = d.failed.get(oid, "")
-        if "after the head restarted, no worker reported holding it" not in failed:
-            return False
-        inputs = self.inputs.get(oid, [])
-        return bool(self.sim.restarts) and any(i not in d.live for i in inputs)
 
     def check_gets(self) -> None:
         """Every value any driver got equals the fault-free one."""
