@@ -345,9 +345,12 @@ class Recovery(Actors):
         oid = event.object_id
         obj = self._objects.get(oid)
         mine = obj is not None and obj.owner == peer.link
-        if mine and oid in self._parked_calls:
-            self._confirmed(peer, oid)
-            return True  # parked already: the same driver, sending it again
+        if oid in self._parked_calls:
+            # Parked already: the same driver sending it again (its object perhaps released
+            # and forgotten meanwhile: it would be parked, and run, twice).
+            if mine:
+                self._confirmed(peer, oid)
+            return True
         answered = peer.resuming and mine and obj is not None and obj.task is None
         if not answered:
             if not self._check_new_ids(peer, oid, 1):
