@@ -118,8 +118,13 @@ class RecoveryScenario(ActorScenario):
                 if rng.random() < 0.6 or not self.usable():
                     self.replace()  # (no worker at all would fail tasks after 10 s)
         elif kind == "silence" and joined:
+            # Not one whose objects still wait for its holding: silent again, it would stay
+            # away past the grace, and they fail (as they should: not a fault-free run).
+            limbo = " ".join(why for why, _ in sim.head._limbo.values())
+            ready = [w for w in joined if str(w.address) not in limbo]
             duration = rng.randrange(LIVENESS_NS * 5 // 4, LIVENESS_NS + GRACE_NS // 2)
-            sim.silence(rng.choice(joined), duration)
+            if ready:
+                sim.silence(rng.choice(ready), duration)
 
     # -- the run ---------------------------------------------------------------------------
 
