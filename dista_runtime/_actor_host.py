@@ -19,11 +19,12 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Coroutine
+from collections import OrderedDict, deque
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
 
 import dista_proto as dp
+from dista_proto.frame import Bytes
 
 from ._actor import method_table
 from ._errors import message_from_exception
@@ -38,6 +39,11 @@ __all__ = ["ACTOR_WORK", "ActorHost"]
 #: The decisions `ActorHost` carries out.
 ACTOR_WORK: Final = (dp.StartActor, dp.CallActor, dp.CheckpointActor, dp.StopActor)
 _Work = dp.StartActor | dp.CallActor | dp.CheckpointActor | dp.StopActor
+#: Answers of recent calls this worker keeps, past the actor's end on it: after a head
+#: restart a call its restored checkpoint covers is answered from here instead of failing
+#: as lost (its first answer may have died in the old head's buffers).
+_ANSWERS_KEPT: Final = 4096
+_ANSWER_BYTES_KEPT: Final = 64 << 20
 _NO_STORE: Final = (
     "no checkpoint store: set DISTA_CHECKPOINT_URI (a directory, file:///path, or an fsspec "
     "URL such as s3://bucket/prefix) in the workers' environment"
@@ -60,6 +66,9 @@ class ActorHost:
         self._instance: object = None
         self._methods: dict[int, tuple[str, bool]] = {}  # method ID -> (name, async)
         self._covers: dict[int, int] = {}  # caller number -> newest call of its it ran
+        #: Recent calls' answers (values, or the failure), oldest first, bounded.
+        self._answers: OrderedDict[int, tuple[int, Sequence[Bytes] | str]] = OrderedDict()
+        self._answer_bytes = 0
         self._classes: dict[bytes, type] = {}  # by-value classes, by digest
         self._store: CheckpointStore | None = None
         self._store_error = ""
@@ -171,8 +180,18 @@ class ActorHost:
         caller = oid >> dp.ID_BITS
         if oid <= self._covers.get(caller, 0):
             # The checkpoint this actor came back from has it (a call resent after a head
-            # restart): running it again would apply it twice.
-            self._report(lambda: self.core.call_covered(oid))
+            # restart): running it again would apply it twice. Its answer, if kept here,
+            # still reaches its caller.
+            kept = self._answers.get(oid)
+            answer = None if kept is None else kept[1]
+            if answer is None:
+                self._report(lambda: self.core.call_covered(oid))
+            elif isinstance(answer, str):
+                why = answer
+                self._report(lambda: self.core.task_failed(oid, why, 0, 0))
+            else:
+                values = answer
+                self._report(lambda: self.core.task_done(oid, values, 0, 0))
             return
         started = time.time_ns()
         self._covers[caller] = oid
@@ -194,10 +213,23 @@ class ActorHost:
         except BaseException as e:  # one call's failure, whatever it raised
             error = message_from_exception(e)
             ended = time.time_ns()
+            self._keep_answer(oid, error)
             self._report(lambda: self.core.task_failed(oid, error, started, ended))
             return
         ended = time.time_ns()
+        self._keep_answer(oid, values)
         self._report(lambda: self.core.task_done(oid, values, started, ended))
+
+    def _keep_answer(self, oid: int, answer: Sequence[Bytes] | str) -> None:
+        size = len(answer) if isinstance(answer, str) else sum(len(v) for v in answer)
+        answers = self._answers
+        answers[oid] = (size, answer)
+        self._answer_bytes += size
+        while answers and (
+            len(answers) > _ANSWERS_KEPT or self._answer_bytes > _ANSWER_BYTES_KEPT
+        ):
+            old, _ = answers.popitem(last=False)[1]
+            self._answer_bytes -= old
 
     def _on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run ``coro`` on the worker's loop and wait for it here."""

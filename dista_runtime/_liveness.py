@@ -9,9 +9,14 @@ from __future__ import annotations
 import os
 from typing import Final
 
+from ._reconnect import reconnect_timeout
+
 __all__ = [
     "DRAIN_ENV",
     "LIVENESS_ENV",
+    "MIN_LIVENESS_S",
+    "check_all",
+    "check_liveness",
     "drain_timeout",
     "heartbeat_ns",
     "liveness_s",
@@ -21,6 +26,9 @@ __all__ = [
 #: reads it; a worker beats several times within it).
 LIVENESS_ENV: Final = "DISTA_LIVENESS_TIMEOUT"
 DEFAULT_LIVENESS_S: Final = 30.0
+#: The shortest liveness timeout a head takes. Workers beat every second, faster when their
+#: own DISTA_LIVENESS_TIMEOUT is short: below about 5 s, give the workers the same setting.
+MIN_LIVENESS_S: Final = 2.0
 #: Seconds a draining worker waits for its objects to be adopted before it leaves anyway.
 DRAIN_ENV: Final = "DISTA_DRAIN_TIMEOUT"
 DEFAULT_DRAIN_S: Final = 120.0
@@ -45,11 +53,30 @@ def liveness_s() -> float:
 
 
 def heartbeat_ns() -> int:
-    """How often this worker tells the head it is alive: a sixth of the liveness timeout,
-    at most 5 s, so a few lost or late beats never make a live worker look silent."""
+    """How often this worker tells the head it is alive: every second (a 25-byte frame), or
+    a sixth of this process's liveness timeout if that is shorter, so that a head given a
+    short timeout by flag alone (its workers not told) still hears them in time."""
     liveness = liveness_s()
-    beat = 5.0 if liveness == 0 else min(5.0, liveness / 6)
+    beat = 1.0 if liveness == 0 else min(1.0, liveness / 6)
     return int(beat * 1e9)
+
+
+def check_liveness(seconds: float) -> float:
+    """A head's liveness timeout: 0 (off) or at least `MIN_LIVENESS_S`."""
+    if seconds != 0 and seconds < MIN_LIVENESS_S:
+        raise ValueError(
+            f"the liveness timeout must be 0 (off) or at least {MIN_LIVENESS_S:g} s, not "
+            f"{seconds:g} (workers beat every second)"
+        )
+    return seconds
+
+
+def check_all() -> None:
+    """Read every setting now, so that a bad one is a clear error at start, not a
+    traceback when it is first needed (a drain, a lost head)."""
+    check_liveness(liveness_s())
+    drain_timeout()
+    reconnect_timeout()
 
 
 def drain_timeout() -> float:

@@ -68,9 +68,28 @@ def _run(args: argparse.Namespace, start: Callable[[Loop], Latch[T]], stop: Any 
 # -- head ------------------------------------------------------------------------------------
 
 
+def _settings_ok(role: str, liveness: float | None = None) -> bool:
+    """Every DISTA_* setting of recovery read now: a bad one is one clear line, at start."""
+    from ._liveness import check_all, check_liveness
+
+    try:
+        check_all()
+        if liveness is not None:
+            check_liveness(liveness)
+    except ValueError as e:
+        print(f"dista {role}: {e}", file=sys.stderr)
+        return False
+    return True
+
+
 def cmd_head(args: argparse.Namespace) -> int:
     from .head_host import HeadHost, start_head
 
+    if not _settings_ok("head", args.liveness_timeout):
+        return 2
+    if args.recovery_grace < 0:
+        print("dista head: --recovery-grace must be at least 0 seconds", file=sys.stderr)
+        return 2
     _tune_process()
     heads: list[HeadHost] = []
 
@@ -113,6 +132,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from ._supervise import EXIT_NO_HEAD, EXIT_STOPPED, signal_ready
 
     _die_with_parent(args.parent)
+    if not _settings_ok("worker"):
+        return 2
     if args.processes > 1:
         return _worker_processes(args)
     if args.greenlets:
@@ -217,6 +238,9 @@ def _worker_processes(args: argparse.Namespace) -> int:
     )
 
     def stop(signum: int, frame: object) -> None:
+        if stopping:
+            # A second signal: the children leave now, drained or not.
+            supervisor.send_signal(signal.SIGTERM)
         stopping.append(signum)
         done.set()
 
@@ -459,15 +483,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="a worker not heard from for this long (stopped, hung, cut off) is treated as "
         "lost: its tasks run elsewhere, and what it stored waits for it to rejoin "
-        "(default: DISTA_LIVENESS_TIMEOUT, else 30; 0 turns this off)",
+        "(default: DISTA_LIVENESS_TIMEOUT, else 30; 0 turns this off; at least 2; workers "
+        "beat every second, so below about 5 s give them DISTA_LIVENESS_TIMEOUT too)",
     )
     p.add_argument(
         "--recovery-grace",
         type=float,
         default=dp.RECOVERY_GRACE_NS / 1e9,
         metavar="SECONDS",
-        help="after a restart, how long a driver's claim of an object waits for the worker "
-        "holding it to rejoin, and a silent worker's objects for it to come back (default "
+        help="how long what a lost peer left behind waits for it to come back: a worker's "
+        "stored objects (it may rejoin with them), a driver's tasks and objects (it may "
+        "resume), and after a head restart, claims and holdings for each other (default "
         f"{dp.RECOVERY_GRACE_NS / 1e9:g})",
     )
     _loop_option(p)
@@ -477,7 +503,11 @@ def parser() -> argparse.ArgumentParser:
         "worker",
         help="run workers for a head",
         description="Run worker processes that execute the tasks of the "
-        "modules given with --import.",
+        "modules given with --import. SIGTERM drains a worker: what it stores moves to "
+        "other workers and it leaves when the head says so (DISTA_DRAIN_TIMEOUT, 120 s, at "
+        "most); a second SIGTERM or Ctrl-C leaves at once. A lost head is dialed again for "
+        "DISTA_RECONNECT_TIMEOUT (60 s), and the worker rejoins with what it stores. Give "
+        "workers the head's DISTA_LIVENESS_TIMEOUT when it is under about 5 s.",
     )
     _head_option(p)
     _import_option(p, "a module defining tasks (repeat, or separate with commas)")

@@ -48,9 +48,13 @@ class DriverHost(Engine):
         A driver that loses that head later dials it again and resumes (`_reconnect`)."""
         self._where = format_head(host, port)
         if self.session.core.role == dp.Role.DRIVER:
-            self._reconnect = Reconnect(
-                self, (host, port), self._resume, self._give_up, self._resuming
-            )
+            try:
+                self._reconnect = Reconnect(
+                    self, (host, port), self._resume, self._give_up, self._resuming
+                )
+            except ValueError as e:  # a bad DISTA_RECONNECT_TIMEOUT: say so from init
+                self._fail(str(e))
+                return self.welcomed
         self._timer = self.loop.call_later(timeout, self._too_late, timeout)
         self.loop.dial(self, dp.HEAD_LINK, host, port, timeout)
         return self.welcomed
