@@ -336,6 +336,20 @@ class Driver:
         mark = KILL_FORCE if force else KILL_AFTER_CALLS if after_calls else 0
         self._send(ActorKill(actor_id, mark))
 
+    def leave(self) -> None:
+        """The driver is done (a clean shutdown): cancel its unfinished tasks, release what
+        it holds and end its actors now. The head cannot tell a driver that left from one
+        whose link dropped (it keeps those for a resume), so a driver that knows says so."""
+        if not self.connected_to_head or self._resuming or self.role != Role.DRIVER:
+            return
+        tasks, held, actors = self._ledger.leaving()
+        for actor in actors:
+            self._send(ActorKill(actor))
+        for oid in tasks:
+            self._send(Cancel(oid))
+        for oid in held:
+            self._send(Release(oid))
+
     def kept(self, actor_id: int) -> int:
         """How many calls to ``actor_id`` this driver keeps (not yet covered)."""
         kept = self._kept.get(actor_id)

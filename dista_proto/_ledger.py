@@ -164,6 +164,11 @@ class Ledger:
                 )
         return out
 
+    def leaving(self) -> tuple[list[int], list[int], list[int]]:
+        """For a driver that is done: its unfinished tasks, every object it needs, and its
+        live actors."""
+        return sorted(self._frames), sorted(self._answers), sorted(self._creates)
+
     # -- resuming ------------------------------------------------------------------------
 
     def frames(

@@ -145,6 +145,14 @@ class Session(ActorSession):
         if self._actor_drops:
             self._drain_actor_drops()
 
+    def leave(self) -> list[IODecision]:
+        """A clean shutdown: tell the head to drop what this driver owns (`Driver.leave`)."""
+        with self._lock:
+            if self.closed:
+                return []
+            self.core.leave()
+            return self._decide([])
+
     def close(self, why: str) -> None:
         fire: list[Callable[[], object]] = []
         with self._lock:

@@ -152,6 +152,7 @@ class DriverHost(Engine):
         """Leave the cluster (on the loop): every wait on this session ends."""
         if self._reconnect is not None:
             self._reconnect.cancel()
+        self.act(self.session.leave())  # written before the close: a transport flushes first
         self.session.close("the driver shut down")
         self.close_all()
         self.exited.set("the driver shut down")
