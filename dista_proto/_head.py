@@ -451,7 +451,10 @@ class Head(Recovery):
     def _submit(
         self, peer: Peer, oid: int, task_id: int, results: int, event: Task | TaskMany | None
     ) -> TaskRecord | None:
-        if self._resent(peer, oid, results) or not self._check_new_ids(peer, oid, results):
+        # A resuming driver's frames may be ones this head has: checked only for them.
+        if (peer.resuming and self._resent(peer, oid, results)) or not self._check_new_ids(
+            peer, oid, results
+        ):
             return None
         registry = ANYWHERE if task_id & TASK_ID_MASK in self._portable else peer.registry
         task = TaskRecord(oid, task_id, peer.link, registry, results, event, self._now)

@@ -1,4 +1,4 @@
-"""How long silence and drains may last: the settings the head and workers share.
+"""How long silence, lost heads and drains may last: the recovery settings, read in one way.
 
 Kept apart from the hosts so that reading them imports nothing else: a head must not import
 the worker's machinery (a gevent worker patches its process before that machinery loads).
@@ -9,17 +9,17 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from ._reconnect import reconnect_timeout
-
 __all__ = [
     "DRAIN_ENV",
     "LIVENESS_ENV",
     "MIN_LIVENESS_S",
+    "RECONNECT_ENV",
     "check_all",
     "check_liveness",
     "drain_timeout",
     "heartbeat_ns",
     "liveness_s",
+    "reconnect_timeout",
 ]
 
 #: Seconds after which a head treats a worker it has not heard from as lost (the head
@@ -31,6 +31,9 @@ DEFAULT_LIVENESS_S: Final = 30.0
 MIN_LIVENESS_S: Final = 2.0
 #: Seconds a draining worker waits for its objects to be adopted before it leaves anyway.
 DRAIN_ENV: Final = "DISTA_DRAIN_TIMEOUT"
+#: Seconds a driver or worker dials a lost head again before it gives up.
+RECONNECT_ENV: Final = "DISTA_RECONNECT_TIMEOUT"
+DEFAULT_RECONNECT_S: Final = 60.0
 DEFAULT_DRAIN_S: Final = 120.0
 
 
@@ -77,6 +80,11 @@ def check_all() -> None:
     check_liveness(liveness_s())
     drain_timeout()
     reconnect_timeout()
+
+
+def reconnect_timeout() -> float:
+    """``DISTA_RECONNECT_TIMEOUT`` (60 s if unset)."""
+    return _seconds(RECONNECT_ENV, DEFAULT_RECONNECT_S)
 
 
 def drain_timeout() -> float:

@@ -12,7 +12,6 @@ in the workers' and drivers' output without turning logging on.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -20,32 +19,17 @@ from typing import Any, Final
 import dista_proto as dp
 
 from ._address import format_head
+from ._liveness import RECONNECT_ENV as ENV
+from ._liveness import reconnect_timeout
 from .engine import Engine
 
-__all__ = ["ENV", "Reconnect", "reconnect_timeout"]
+__all__ = ["Reconnect"]
 
-#: The environment variable bounding how long a lost head is dialed again, in seconds.
-ENV: Final = "DISTA_RECONNECT_TIMEOUT"
-DEFAULT_TIMEOUT_S: Final = 60.0
 _FIRST_S: Final = 0.1
 _MAX_S: Final = 0.5
 _DIAL_S: Final = 5.0
 _SAY_EVERY_S: Final = 10.0
 _SETTLE_S: Final = 2.0
-
-
-def reconnect_timeout() -> float:
-    """``DISTA_RECONNECT_TIMEOUT`` in seconds (60 if unset); a clear error if malformed."""
-    raw = os.environ.get(ENV, "")
-    if not raw:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{ENV} must be a number of seconds, not {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"{ENV} must be at least 0 seconds, not {raw!r}")
-    return value
 
 
 class Reconnect:

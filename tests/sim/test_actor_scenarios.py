@@ -215,6 +215,16 @@ class ActorScenario(Scenario):
     # -- the run ---------------------------------------------------------------------------
 
     def run(self) -> None:
+        self.traffic()
+        self.checks()
+
+    def inject(self) -> None:
+        """Between steps: maybe a fault (here, a crash of an actor's worker)."""
+        if self.crashes_left and self.rng.random() < 0.03:
+            self.crash_actor_worker()
+
+    def traffic(self) -> None:
+        """Random work from the drivers, with `inject` between the steps."""
         sim, rng = self.sim, self.rng
         sim.settle()
         for step in range(rng.randrange(30, 100)):
@@ -243,8 +253,7 @@ class ActorScenario(Scenario):
             elif self.owed:
                 self.replace()
             for _ in range(rng.randrange(0, 30)):
-                if self.crashes_left and rng.random() < 0.03:
-                    self.crash_actor_worker()
+                self.inject()
                 self.actors.check_restore_points()
                 if not sim.step():
                     break
@@ -253,6 +262,9 @@ class ActorScenario(Scenario):
             self.check_status()
         self.replace()
         sim.settle()
+
+    def checks(self) -> None:
+        sim = self.sim
         # With no head restart, no call ever reaches an actor whose state already has it.
         assert not self.actors.covered_calls, f"seed {sim.seed}: calls covered"
         self.check_calls()

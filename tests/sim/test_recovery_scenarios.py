@@ -128,45 +128,12 @@ class RecoveryScenario(ActorScenario):
 
     # -- the run ---------------------------------------------------------------------------
 
-    def run(self) -> None:
-        sim, rng = self.sim, self.rng
-        sim.settle()
-        for step in range(rng.randrange(30, 100)):
-            if step == self.leave_at and len(sim.drivers) - len(self.gone) > 1:
-                leaving = rng.choice([d for d in sim.drivers if d not in self.gone])
-                self.gone.append(leaving)
-                sim.disconnect(leaving)
-            d = rng.choice([d for d in sim.drivers if d not in self.gone])
-            roll = rng.random()
-            if roll < 0.3:
-                self.submit(d)
-            elif roll < 0.36:
-                self.release_some(d)
-            elif roll < 0.39:
-                self.cancel_some(d)
-            elif roll < 0.47:
-                self.create(d)
-            elif roll < 0.77:
-                self.call(d)
-            elif roll < 0.87:
-                self.burst(d)
-            elif roll < 0.95:
-                self.ask(d)
-            elif roll < 0.97:
-                self.kill(d)
-            elif self.owed:
-                self.replace()
-            for _ in range(rng.randrange(0, 30)):
-                if self.faults_left and rng.random() < self.fault_rate:
-                    self.fault()
-                self.actors.check_restore_points()
-                if not sim.step():
-                    break
-            for driver in sim.drivers:
-                self.check_budget(driver)
-            self.check_status()
-        self.replace()
-        sim.settle()
+    def inject(self) -> None:
+        if self.faults_left and self.rng.random() < self.fault_rate:
+            self.fault()
+
+    def checks(self) -> None:
+        sim = self.sim
         self.check_back()
         self.check_calls()
         self.check_created()
