@@ -819,6 +819,12 @@ class Head(Recovery):
         """Whether the head still counts references for ``oid`` (for tests and status)."""
         return oid in self._objects
 
+    def greeted(self, link: int) -> bool:
+        """Whether ``link`` has said hello; a link the head does not know counts as greeted,
+        so a binding evicting the oldest un-greeted connection never picks a gone one."""
+        peer = self._peers.get(link)
+        return peer is None or peer.role is not None
+
     def worker_address(self, link: int) -> Address | None:
         peer = self._peers.get(link)
         return peer.address if peer is not None and peer.role == Role.WORKER else None
