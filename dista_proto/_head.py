@@ -88,6 +88,12 @@ from ._head_records import (
 )
 from ._head_recovery import LIVENESS_NS, RECOVERY_GRACE_NS, Recovery
 from ._head_scheduling import ANYWHERE
+from ._head_security import (
+    HelloWatch,
+    hello_refusal,
+    may_stop,
+    useful_roles,
+)
 from ._head_status import status_text
 from ._links import Links
 from ._roles import Role
@@ -106,6 +112,10 @@ WORKER_SLOTS: Final = 2
 PREFETCH: Final = 32
 #: Times a task is retried after losing its worker (a task ID may carry its own limit).
 MAX_RETRIES: Final = 3
+#: A link that has not said hello this long after connecting is closed.
+HELLO_DEADLINE_NS: Final = 10_000_000_000
+#: A link that has not said hello and read nothing this long is closed.
+HELLO_IDLE_NS: Final = 5_000_000_000
 
 _PENDING: Final = ObjState.PENDING
 _INLINE: Final = ObjState.INLINE
@@ -136,6 +146,8 @@ class Head(Recovery):
         actor_keep_bytes: int = DEFAULT_ACTOR_KEEP_BYTES,
         liveness_ns: int = LIVENESS_NS,
         recovery_grace_ns: int = RECOVERY_GRACE_NS,
+        hello_deadline_ns: int = HELLO_DEADLINE_NS,
+        hello_idle_ns: int = HELLO_IDLE_NS,
     ) -> None:
         if not 1 <= first_number < NUMBER_SPACE:
             raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
@@ -186,6 +198,7 @@ class Head(Recovery):
         self._adopting: dict[int, Peer] = {}
         self._adopt_tries: dict[int, int] = {}
         self._tick_at = 0
+        self._hello_watch = HelloWatch(hello_deadline_ns, hello_idle_ns)
 
     # -- the binding's side -------------------------------------------------------------------
 
@@ -197,7 +210,23 @@ class Head(Recovery):
             assert conn is not None
             conn.land(None, self._allocate)
         self._peers[link] = Peer(link)
+        self._hello_watch.opened(link, now)
         return link
+
+    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+        """The peer on ``link`` proved a certificate granting ``roles`` (call before reading
+        any byte). False if those roles may do nothing at a head: the head has forgotten the
+        link and the binding closes it. Otherwise its hello and stop are bounded by them."""
+        peer = self._peers.get(link)
+        if peer is None:
+            return False
+        if not useful_roles(roles):
+            self._peers.pop(link)
+            self._hello_watch.done(link)
+            self._links.forget(link)
+            return False
+        peer.roles = roles
+        return True
 
     def receive_data(self, link: int, data: Bytes, now: int) -> None:
         """Bytes read from ``link``."""
@@ -210,6 +239,8 @@ class Head(Recovery):
         if peer is None:
             return
         peer.heard = self._now
+        if peer.role is None:
+            self._hello_watch.heard(link, self._now)
         peers = self._peers
         for event in events:
             if peers.get(link) is not peer:
@@ -241,6 +272,7 @@ class Head(Recovery):
         self._now = now
         peer = self._peers.get(link)
         self._links.forget(link)
+        self._hello_watch.done(link)
         if peer is None:
             return
         if why is None:
@@ -265,17 +297,28 @@ class Head(Recovery):
 
     def next_deadline(self) -> int | None:
         """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
-        scheduling = super().next_deadline()
-        recovery = self._recovery_deadline()
-        if recovery is None or scheduling is None:
-            return scheduling if recovery is None else recovery
-        return min(scheduling, recovery)
+        times = [
+            t
+            for t in (
+                super().next_deadline(),
+                self._recovery_deadline(),
+                self._hello_watch.next_deadline(),
+            )
+            if t is not None
+        ]
+        return min(times) if times else None
 
     def on_timer(self, now: int) -> None:
         """Time passed: tasks and actors that waited out their grace fail, silent workers
         are lost, claims and holdings that waited out theirs end (`_head_recovery`)."""
         super().on_timer(now)
         self._on_recovery_timer(now)
+        self._hello_watch.due(now, self._no_hello)
+
+    def _no_hello(self, link: int, why: str) -> None:
+        """``link`` waited out its hello deadline or idle time (`HelloWatch`)."""
+        if self._peers.pop(link, None) is not None:
+            self._links.close(link, why)
 
     @property
     def drivers(self) -> int:
@@ -305,6 +348,11 @@ class Head(Recovery):
 
     def _on_hello(self, peer: Peer, hello: Hello) -> None:
         role = Role(hello.role)
+        self._hello_watch.done(peer.link)
+        refusal = hello_refusal(peer.roles, role)
+        if refusal is not None:
+            self._refuse(peer, refusal)
+            return
         peer.role = role
         peer.registry = hello.registry_hash
         if role == Role.WORKER:
@@ -427,7 +475,11 @@ class Head(Recovery):
         elif isinstance(event, Timeline):
             self._links.send(peer.link, Timeline(tuple(r for _, r in self._timeline)))
         elif isinstance(event, Stop):
-            self._stop("stopped by an observer")
+            refusal = may_stop(peer.roles)
+            if refusal is not None:
+                self._refuse(peer, refusal)
+            else:
+                self._stop("stopped by an observer")
 
     # -- submission ----------------------------------------------------------------------------
 

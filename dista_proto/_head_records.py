@@ -55,12 +55,14 @@ class Peer:
         "heard",
         "holds",
         "idle",
+        "inline",
         "link",
         "number",
         "prefetched",
         "registry",
         "resuming",
         "role",
+        "roles",
         "running",
         "spare",
         "unconfirmed",
@@ -93,6 +95,11 @@ class Peer:
         #: resumed, those it released or killed meanwhile go).
         self.unconfirmed: set[int] | None = None
         self.why = ""  # what a draining worker waits for (status)
+        #: The role words of the peer's certificate (`Head.authenticated`); None: plain TCP,
+        #: unrestricted.
+        self.roles: frozenset[str] | None = None
+        #: A driver's: bytes of its inline results the head keeps (its cap's count).
+        self.inline = 0
 
     @property
     def name(self) -> str:

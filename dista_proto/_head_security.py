@@ -1,0 +1,172 @@
+"""The head's security rules that need no other state: what a certificate's roles allow, the
+texts of refusals, and the watch on links that have not said hello.
+
+A binding that authenticates its peers (TLS) gives the head the role words of each peer's
+certificate; the head then bounds what the peer may claim in its hello and whether it may
+stop the cluster. A link never given roles (plain TCP) is unrestricted. The rules and texts
+are in docs/protocol.md, "Security rules".
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Final
+
+from ._roles import Role
+
+__all__ = [
+    "CERT_ROLES",
+    "HelloWatch",
+    "foreign_text",
+    "hello_refusal",
+    "inline_cap_text",
+    "may_stop",
+    "useful_roles",
+]
+
+#: The role words a certificate may carry.
+CERT_ROLES: Final = frozenset({"head", "worker", "driver", "observer", "stop", "admin"})
+#: The certificate roles that allow each hello role; ``admin`` allows everything.
+_HELLO_NEEDS: Final[dict[Role, frozenset[str]]] = {
+    Role.WORKER: frozenset({"worker", "admin"}),
+    Role.DRIVER: frozenset({"driver", "admin"}),
+    # A driver inside a worker process uses its worker's certificate.
+    Role.CLIENT: frozenset({"driver", "worker", "admin"}),
+    # Status and timeline: a driver may look at its cluster.
+    Role.OBSERVER: frozenset({"observer", "driver", "admin"}),
+}
+_STOP_NEEDS: Final = frozenset({"stop", "admin"})
+#: Roles that may say some hello at a head; without one of them a link may do nothing there
+#: (``stop`` alone cannot say hello, and stop comes only after an observer's hello).
+_USEFUL: Final = frozenset().union(*_HELLO_NEEDS.values())
+
+
+def useful_roles(roles: frozenset[str]) -> bool:
+    """Whether a peer with these certificate roles may do anything at a head."""
+    return not roles.isdisjoint(_USEFUL)
+
+
+def _grants(roles: frozenset[str]) -> str:
+    known = sorted(roles & CERT_ROLES)
+    return ", ".join(known) if known else "no role"
+
+
+def hello_refusal(roles: frozenset[str] | None, role: Role) -> str | None:
+    """Why a peer with ``roles`` may not say hello as ``role``, or None if it may."""
+    if roles is None or not roles.isdisjoint(_HELLO_NEEDS[role]):
+        return None
+    return (
+        f"this connection's certificate grants {_grants(roles)}; "
+        f"it may not say hello as a{'n' if role == Role.OBSERVER else ''} {role.name.lower()}"
+    )
+
+
+def may_stop(roles: frozenset[str] | None) -> str | None:
+    """Why a peer with ``roles`` may not stop the head, or None if it may."""
+    if roles is None or not roles.isdisjoint(_STOP_NEEDS):
+        return None
+    return (
+        f"this connection's certificate grants {_grants(roles)}; it may not stop the head "
+        "(stop needs a certificate with the stop or admin role)"
+    )
+
+
+def foreign_text(oid: int) -> str:
+    """The refusal of another driver's object named by a driver."""
+    return f"object {oid:#x} is not this driver's: a driver may only use objects it holds"
+
+
+def inline_cap_text(oid: int, number: int, cap: int) -> str:
+    """The error for an inline result past its driver's cap."""
+    return (
+        f"object {oid:#x}: driver {number} keeps {_size(cap)} of inline results in the head, "
+        "its cap (DISTA_HEAD_INLINE_CAP): release refs it no longer needs"
+    )
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} bytes"
+
+
+def _seconds(ns: int) -> str:
+    return f"{ns / 1e9:g} s"
+
+
+class HelloWatch:
+    """Links that have not said hello yet, closed after ``deadline_ns`` since they connected
+    or ``idle_ns`` without a byte (0: that check is off).
+
+    Two deques, each in time order because time only moves forward: one entry per link at
+    connect, and one per read before its hello (a hello is at most 46 bytes, so a link adds
+    a bounded number). Entries of links that said hello since, or read again, are dropped
+    when they reach the front: the cost is O(1) amortized per link.
+    """
+
+    def __init__(self, deadline_ns: int, idle_ns: int) -> None:
+        if deadline_ns < 0 or idle_ns < 0:
+            raise ValueError("hello_deadline_ns and hello_idle_ns must be >= 0 (0: off)")
+        self.deadline_ns = deadline_ns
+        self.idle_ns = idle_ns
+        self._opened: deque[tuple[int, int]] = deque()  # (link, connected at)
+        self._heard: deque[tuple[int, int]] = deque()  # (link, read at)
+        self._last: dict[int, int] = {}  # un-greeted link -> when it last read
+
+    def opened(self, link: int, now: int) -> None:
+        if self.deadline_ns or self.idle_ns:
+            self._last[link] = now
+            if self.deadline_ns:
+                self._opened.append((link, now))
+            if self.idle_ns:
+                self._heard.append((link, now))
+
+    def heard(self, link: int, now: int) -> None:
+        """``link`` read bytes (call only before its hello)."""
+        if link in self._last and self._last[link] != now:
+            self._last[link] = now
+            if self.idle_ns:
+                self._heard.append((link, now))
+
+    def done(self, link: int) -> None:
+        """``link`` said hello, or is gone: no longer watched."""
+        self._last.pop(link, None)
+
+    def watching(self, link: int) -> bool:
+        return link in self._last
+
+    def next_deadline(self) -> int | None:
+        self._prune()
+        times = []
+        if self._opened:
+            times.append(self._opened[0][1] + self.deadline_ns)
+        if self._heard:
+            times.append(self._heard[0][1] + self.idle_ns)
+        return min(times) if times else None
+
+    def _prune(self) -> None:
+        last = self._last
+        opened, heard = self._opened, self._heard
+        while opened and opened[0][0] not in last:
+            opened.popleft()
+        while heard and last.get(heard[0][0]) != heard[0][1]:
+            heard.popleft()
+
+    def due(self, now: int, close: Callable[[int, str], None]) -> None:
+        """Call ``close(link, why)`` for every watched link past its deadline or idle time."""
+        last = self._last
+        opened, heard = self._opened, self._heard
+        while opened and (opened[0][0] not in last or opened[0][1] + self.deadline_ns <= now):
+            link, _ = opened.popleft()
+            if link in last:
+                del last[link]
+                close(link, f"no hello within {_seconds(self.deadline_ns)}")
+        while heard and (
+            last.get(heard[0][0]) != heard[0][1] or heard[0][1] + self.idle_ns <= now
+        ):
+            link, at = heard.popleft()
+            if last.get(link) == at:
+                del last[link]
+                close(link, f"no hello, and nothing read for {_seconds(self.idle_ns)}")
