@@ -53,6 +53,8 @@ INSTALL_HINT: Final = "pip install 'dista[tls]'"
 CA_CERT: Final = "ca.pem"
 CA_KEY: Final = "ca.key"
 DEFAULT_DAYS: Final = 365
+#: A hundred years: well inside X.509's dates (up to 9999), and longer than anyone needs.
+MAX_DAYS: Final = 36500
 #: The quick-start CA outlives its first certificates, so that more can be issued later.
 CA_DAYS: Final = 3650
 #: Certificates start this long before now: a peer whose clock is a little behind accepts them.
@@ -133,11 +135,13 @@ def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
 
 def _validity(days: int, not_before: dt.datetime | None) -> tuple[dt.datetime, dt.datetime]:
     """[now - CLOCK_SKEW, now + days], or [not_before, not_before + days] when given."""
-    if days < 1:
-        raise ValueError(f"a certificate must be valid for at least 1 day, not {days}")
+    if not 1 <= days <= MAX_DAYS:
+        raise ValueError(f"a certificate is valid for 1 to {MAX_DAYS} days, not {days}")
     if not_before is None:
         now = dt.datetime.now(dt.UTC)
         return now - CLOCK_SKEW, now + dt.timedelta(days=days)
+    if not_before.tzinfo is None:  # compared with the CA's end below, which is in UTC
+        not_before = not_before.replace(tzinfo=dt.UTC)
     return not_before, not_before + dt.timedelta(days=days)
 
 
@@ -268,10 +272,11 @@ def _alt_names(sans: Sequence[str]) -> list[x509.GeneralName]:
 
 
 def sans_for(roles: Sequence[str], extra: Sequence[str] = ()) -> tuple[str, ...]:
-    """The SANs a certificate with ``roles`` gets: loopback names for a head or worker (the
-    ends others dial), then ``extra``."""
-    local = LOCAL_SANS if {HEAD, WORKER} & set(roles) else ()
-    return tuple(dict.fromkeys([*local, *extra]))
+    """The SANs a quick-start certificate with ``roles`` gets: for a head or a worker (the
+    ends others dial), the loopback names and then ``extra``; for the others, none."""
+    if not {HEAD, WORKER} & set(roles):
+        return ()
+    return tuple(dict.fromkeys([*LOCAL_SANS, *extra]))
 
 
 def load_ca(directory: str | os.PathLike[str]) -> CA:
@@ -342,7 +347,9 @@ def write_issued(
     ]
     if existing and not force:
         raise FileExistsError(f"{existing[0]} exists: pass --force to replace it")
-    cert_pem, key_pem = issue(load_ca(folder), name, words, days=days, sans=sans_for(words, sans))
+    # SANs asked for by name go on whatever the roles.
+    alt = [*sans_for(words, sans), *sans]
+    cert_pem, key_pem = issue(load_ca(folder), name, words, days=days, sans=alt)
     return _write_pair(folder, name, cert_pem, key_pem)
 
 
@@ -377,8 +384,10 @@ def _days(text: str) -> int:
         days = int(text)
     except ValueError:
         days = 0
-    if days < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days, 1 or more")
+    if not 1 <= days <= MAX_DAYS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number of days, 1 to {MAX_DAYS}"
+        )
     return days
 
 
@@ -418,7 +427,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=[],
         metavar="NAME",
         help="a DNS name or IP address for head and worker certificates, for those who turn "
-        "hostname checks on (repeat; localhost, 127.0.0.1 and ::1 are always there)",
+        "hostname checks on (repeat; localhost, 127.0.0.1 and ::1 are always there; with "
+        "--issue, on that certificate whatever its roles)",
     )
     p.add_argument(
         "--force", action="store_true", help="replace an existing CA (or --issue NAME pair)"

@@ -167,6 +167,22 @@ def test_head_and_worker_certificates_pass_hostname_checks(tls_dir: Path, tmp_pa
     assert refused_by_verification(seen.client, "Hostname mismatch")
 
 
+def test_only_head_and_worker_certificates_name_hosts(tls_dir: Path) -> None:
+    from cryptography import x509
+
+    def names(role: str) -> list[str]:
+        cert = x509.load_pem_x509_certificate((tls_dir / f"{role}.pem").read_bytes())
+        try:
+            alt = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+        except x509.ExtensionNotFound:
+            return []
+        return [str(name.value) for name in alt.value]
+
+    for server in ("head", "worker"):
+        assert names(server) == ["localhost", "127.0.0.1", "::1", "10.1.2.3", "node1.example"]
+    assert names("driver") == names("observer") == []
+
+
 def test_a_certificate_from_another_ca_is_refused(tls_dir: Path, tmp_path: Path) -> None:
     ca = (tls_dir / "ca.pem").read_bytes()
     intruder = certs.issue(certs.make_ca("another cluster", days=30), "intruder", ["admin"])
@@ -240,7 +256,8 @@ def test_issue_needs_a_ca(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         (["--issue", "ca", "--roles", "admin"], "not 'ca'"),
         (["--issue", "../x", "--roles", "admin"], "bad certificate name"),
         (["--san", "not a name!"], "neither an IP address nor a DNS name"),
-        (["--days", "0"], "1 or more"),
+        (["--days", "0"], "1 to 36500"),
+        (["--days", "99999"], "1 to 36500"),
     ],
 )
 def test_bad_arguments_exit_2_saying_what_to_fix(
@@ -256,6 +273,17 @@ def test_bad_arguments_exit_2_saying_what_to_fix(
     if "unknown role" in says:
         assert all(word in err for word in ROLE_WORDS)
     assert list(tmp_path.iterdir()) == []  # checked before anything is written
+
+
+def test_a_certificate_ends_no_later_than_its_ca() -> None:
+    from cryptography import x509
+
+    ca = certs.make_ca("short-lived", days=10)
+    naive_start = dt.datetime.now() - dt.timedelta(days=1)  # taken as UTC
+    for start in (None, naive_start):
+        pem, _ = certs.issue(ca, "w", ["worker"], days=365, not_before=start)
+        end = x509.load_pem_x509_certificate(pem).not_valid_after_utc
+        assert end == ca.certificate.not_valid_after_utc
 
 
 def test_the_api_names_the_valid_roles() -> None:
