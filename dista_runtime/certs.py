@@ -309,7 +309,8 @@ def write_quickstart(
     existing = [folder / n for n in (CA_CERT, CA_KEY) if (folder / n).exists()]
     if existing and not force:
         raise FileExistsError(
-            f"{existing[0]} exists: pass --force to replace the CA and every certificate it signed"
+            f"{existing[0]} exists: pass --force to make a new CA and quick-start "
+            "certificates (every certificate the old CA signed stops working)"
         )
     # A name of its own, so that two clusters' CAs are told apart in errors and by OpenSSL.
     ca = make_ca(f"dista cluster CA {os.urandom(4).hex()}", days=max(days, CA_DAYS))
