@@ -11,6 +11,7 @@ once against `Loop`. `docs/bindings.md` is the guide.
 from __future__ import annotations
 
 from ._address import format_head, listen_socket, parse_head, socket_address, unix_path
+from ._admission import AcceptErrors
 from ._errors import DistaError
 from ._joined import Cluster
 from .engine import HIGH_WATER, LOW_WATER, Engine, Link, Stream, nodelay
@@ -32,6 +33,7 @@ __all__ = [
     "Background",
     "CallQueue",
     "Cluster",
+    "AcceptErrors",
     "Connections",
     "DistaError",
     "Engine",

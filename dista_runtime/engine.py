@@ -39,6 +39,8 @@ import dista_proto as dp
 from dista_proto.frame import Bytes
 
 from .loop import Connections, Latch, Loop
+from ._admission import Admission
+from ._limits import Limits
 
 __all__ = [
     "HIGH_WATER",
@@ -106,11 +108,14 @@ class Engine:
     # -- the core's side (subclasses) -------------------------------------------------------
 
     def accept(self) -> int:
-        """A connection came in (`Loop.listen`): the core's link number for it."""
+        """A connection came in (`Loop.listen`): the core's link number for it (passed
+        through `inbound`, so that it counts against the caps)."""
         raise NotImplementedError
 
     def lost(self, link: int) -> list[dp.Decision]:
         raise NotImplementedError
+        #: The caps on incoming connections (`limit`), kept when each is attached.
+        self.admission: Admission | None = None
 
     def opened(self, link: int) -> list[dp.Decision]:
         """A connection asked for with `Connect` is up."""
@@ -122,6 +127,10 @@ class Engine:
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         """Where to read ``link``'s next bytes (the core's `get_buffer`)."""
         raise NotImplementedError
+    def greeted(self, link: int) -> bool:
+        """Whether ``link`` said hello: one that has not may be closed for a newer one."""
+        return True
+
 
     def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
         """``nbytes`` were read into the view `get_buffer` gave for ``link``."""
@@ -156,15 +165,30 @@ class Engine:
             return
         self._backlog.pop(link, None)
         self._close_after.discard(link)
+    def limit(self, limits: Limits) -> None:
+        """Keep ``limits`` on the connections `accept` takes (`dista_runtime._admission`)."""
+        self.admission = Admission(limits, self.greeted, self.log, self.name, self.loop.call_later)
+
+    def inbound(self, link: int) -> int:
+        """``link`` came in through a listener: it counts against the caps."""
+        if self.admission is not None:
+            self.admission.expect(link)
+        return link
+
         self.resume(link)
         self.act(self.lost(link))
 
     def on_updated(self, link: int, nbytes: int) -> None:
         decisions = self.updated(link, nbytes)
         if decisions:
+        if self.admission is not None and not self.admission.admit(link, transport):
+            self.act(self.lost(link))  # refused before a byte was read: the core forgets it
+            return
             self.act(decisions, link)
 
     def resume(self, link: int) -> None:
+        if self.admission is not None:
+            self.admission.release(link)
         if link in self._backlog and self._pump(link):
             return  # more waits: the transport is over the mark again
         self.paused.discard(link)

@@ -27,6 +27,7 @@ from typing import Final
 
 import dista_proto as dp
 
+from ._limits import Limits, limits_from_env
 from ._liveness import liveness_s
 from ._memory import allocate, ready
 from ._registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
@@ -91,7 +92,10 @@ class HeadHost(Engine):
         return self.listener.address
 
     def accept(self) -> int:
-        return self.head.connection_made(time.time_ns())
+        return self.inbound(self.head.connection_made(time.time_ns()))
+
+    def greeted(self, link: int) -> bool:
+        return self.head.greeted(link)
 
     def attach(self, link: int, transport: Stream) -> None:
         super().attach(link, transport)
@@ -201,6 +205,7 @@ def start_head(
     """A head on ``loop`` listening on ``host:port`` (or an already bound ``sock``).
 
     ``local`` makes it stop itself and its workers when its last driver disconnects.
+    limits: Limits | None = None,
     ``worker_slots`` is how many tasks each worker gets at once: more than one hides the
     round trip between a result and the next task. ``prefetch`` is how many more a worker
     may get when they are known to be short (their recent runs took at most 0.5 ms), so that
@@ -210,7 +215,8 @@ def start_head(
     driver's registry before they fail saying that none has it. ``liveness`` is how long
     a worker may be silent before it is treated as lost (default ``DISTA_LIVENESS_TIMEOUT``,
     30 s; 0: never); ``recovery_grace`` how long, after a head restart, claims and holdings
-    wait for each other, and a silent worker's objects for it to come back.
+    wait for each other, and a silent worker's objects for it to come back. ``limits``
+    bound the connections it takes (default: the ``DISTA_*`` variables, `_limits`).
     """
     if liveness is None:
         liveness = liveness_s()
@@ -232,3 +238,4 @@ def start_head(
     host_ = HeadHost(loop, head, why_lost)
     host_.listener = loop.listen(host_, host, port, sock)
     return host_
+    host_.limit(limits if limits is not None else limits_from_env())

@@ -20,6 +20,7 @@ import dista_proto as dp
 from ._address import format_head, unix_path
 from ._context import Context, clear, install
 from ._liveness import DRAIN_ENV, LIVENESS_ENV, drain_timeout, heartbeat_ns
+from ._limits import Limits, limits_from_env
 from ._memory import allocate, ready
 from ._reconnect import Reconnect
 from ._registry import snapshot
@@ -186,7 +187,14 @@ class WorkerHost(Engine):
             self.done.fail(ConnectionError(reason))
 
     def accept(self) -> int:
-        return self.core.connection_made(time.time_ns())
+        return self.inbound(self.core.connection_made(time.time_ns()))
+
+    def greeted(self, link: int) -> bool:
+        # A fetcher says no hello: the core says whether it has sent a whole frame, once
+        # it can; until then every fetcher counts as greeted (new ones past the cap are
+        # refused rather than old ones closed).
+        greeted = getattr(self.core, "greeted", None)
+        return True if greeted is None else bool(greeted(link))
 
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return ready(self.core.get_buffer(link, sizehint))
@@ -218,8 +226,10 @@ def start_worker(
     The registry is whatever tasks this process has imported by now. ``host`` is where the
     object server listens and what the head tells fetchers (default: the interface that
     reaches the head; loopback for a head on loopback). ``client`` gives tasks a session of
-    their own, so that they can submit tasks and read refs.
+    their own, so that they can submit tasks and read refs. ``limits`` bound the
+    connections its object server takes (default: the ``DISTA_*`` variables, `_limits`).
     """
+    limits: Limits | None = None,
     bind = host or advertised_host(head_host)
     _, registry = snapshot()
     sock = socket.create_server((bind, 0))
@@ -241,6 +251,7 @@ def start_worker(
         return worker
     # The client first: a task may submit work as soon as the head knows this worker.
     worker.connect_client(worker.join_head)
+    worker.limit(limits if limits is not None else limits_from_env())
     return worker
 
 
