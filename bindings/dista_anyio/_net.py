@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import socket
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from typing import Any
 import anyio
 import sniffio
 
-from dista_runtime.binding import Connections, socket_address, unix_path
+from dista_runtime.binding import AcceptErrors, Connections, socket_address, unix_path
 from dista_runtime.sockets import SocketStream
 
 __all__ = ["Server", "dial", "serve"]
@@ -97,15 +96,16 @@ class Server:
         loop.group.start_soon(self._accept, loop, engine)
 
     async def _accept(self, loop: Any, engine: Connections) -> None:
+        errors = AcceptErrors(engine, loop.call_later)
         while self._sock.fileno() >= 0:  # until `close`
             try:
                 await anyio.wait_readable(self._sock)
                 conn, _ = self._sock.accept()
             except (anyio.ClosedResourceError, BlockingIOError, ConnectionAbortedError):
                 continue
-            except OSError as e:  # out of descriptors or memory: give it a moment
-                logging.getLogger("dista.anyio").warning("dista: cannot accept: %s", e)
-                await anyio.sleep(1)
+            except OSError as e:  # out of descriptors or memory: rest (logged once a second)
+                if rest := errors.failed(e):
+                    await anyio.sleep(rest)
                 continue
             serve(loop, engine, engine.accept(), conn)
 
