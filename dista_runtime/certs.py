@@ -409,7 +409,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         f"private) and a certificate and key per role ({quick}, each with its .key) for a "
         "quick start; then start every process with --tls-dir DIR, or DISTA_TLS_DIR=DIR. "
         "A certificate's roles bound what its holder may do: the observer's may also stop "
-        "the cluster. With --issue, add one more pair from the CA in DIR, e.g. a read-only "
+        "the cluster. Another machine needs ca.pem and the pairs of the roles it runs; "
+        "ca.key only issues more certificates: keep it on one. With --issue, add one more pair from the CA in DIR, e.g. a read-only "
         "observer (--issue status --roles observer) or an admin (--roles admin). Needs the "
         f"cryptography package: {INSTALL_HINT}.",
     )
@@ -480,12 +481,9 @@ def _summary(folder: Path, issued: str | None, roles: Sequence[str]) -> None:
         what = f"roles {', '.join(grants)}" if grants else "the cluster CA (keep ca.key private)"
         print(f"  {name + '.pem':<14} {name + '.key':<14} {what}{_until(folder / f'{name}.pem')}")
     if issued:
-        # --tls-dir picks DIR/ROLE.pem and DIR/ROLE.key for a process's role.
-        role = next((r for r in roles if r in QUICKSTART_ROLES), "ROLE")
-        print(
-            f"To use it with --tls-dir, copy {CA_CERT} and this pair to a directory of "
-            f"their own as {role}.pem and {role}.key."
-        )
+        # --tls-dir alone picks DIR/ROLE.pem for a process's role: name this pair instead.
+        pair = f"--tls-cert {folder / issued}.pem --tls-key {folder / issued}.key"
+        print(f"Use it with --tls-dir {folder} {pair} (or DISTA_TLS_CERT and DISTA_TLS_KEY).")
     else:
         print(f"Start every process with --tls-dir {folder}, or DISTA_TLS_DIR={folder}.")
 
