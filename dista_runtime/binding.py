@@ -30,10 +30,10 @@ from .loop import (
 __all__ = [
     "HIGH_WATER",
     "LOW_WATER",
+    "AcceptErrors",
     "Background",
     "CallQueue",
     "Cluster",
-    "AcceptErrors",
     "Connections",
     "DistaError",
     "Engine",

@@ -38,9 +38,9 @@ from typing import Any, ClassVar, Final, Protocol
 import dista_proto as dp
 from dista_proto.frame import Bytes
 
-from .loop import Connections, Latch, Loop
 from ._admission import Admission
 from ._limits import Limits
+from .loop import Connections, Latch, Loop
 
 __all__ = [
     "HIGH_WATER",
@@ -104,6 +104,8 @@ class Engine:
         self._blocked: dict[int, set[int]] = {}  # slow link -> links not read because of it
         self._backlog: dict[int, deque[Bytes]] = {}  # link -> what waits for its transport
         self._close_after: set[int] = set()  # links to close once their backlog is written
+        #: The caps on incoming connections (`limit`), kept when each is attached.
+        self.admission: Admission | None = None
 
     # -- the core's side (subclasses) -------------------------------------------------------
 
@@ -112,10 +114,12 @@ class Engine:
         through `inbound`, so that it counts against the caps)."""
         raise NotImplementedError
 
+    def greeted(self, link: int) -> bool:
+        """Whether ``link`` said hello: one that has not may be closed for a newer one."""
+        return True
+
     def lost(self, link: int) -> list[dp.Decision]:
         raise NotImplementedError
-        #: The caps on incoming connections (`limit`), kept when each is attached.
-        self.admission: Admission | None = None
 
     def opened(self, link: int) -> list[dp.Decision]:
         """A connection asked for with `Connect` is up."""
@@ -127,10 +131,6 @@ class Engine:
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         """Where to read ``link``'s next bytes (the core's `get_buffer`)."""
         raise NotImplementedError
-    def greeted(self, link: int) -> bool:
-        """Whether ``link`` said hello: one that has not may be closed for a newer one."""
-        return True
-
 
     def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
         """``nbytes`` were read into the view `get_buffer` gave for ``link``."""
@@ -152,19 +152,6 @@ class Engine:
 
     # -- streams ----------------------------------------------------------------------------
 
-    def attach(self, link: int, transport: Stream) -> None:
-        if self.exited.done():
-            # A peer that connected as the role exited (a worker started late, joining a
-            # head that is stopping): nobody will read it, so close it now.
-            transport.close()
-            return
-        self.transports[link] = transport
-
-    def detach(self, link: int) -> None:
-        if self.transports.pop(link, None) is None:
-            return
-        self._backlog.pop(link, None)
-        self._close_after.discard(link)
     def limit(self, limits: Limits) -> None:
         """Keep ``limits`` on the connections `accept` takes (`dista_runtime._admission`)."""
         self.admission = Admission(limits, self.greeted, self.log, self.name, self.loop.call_later)
@@ -175,20 +162,33 @@ class Engine:
             self.admission.expect(link)
         return link
 
+    def attach(self, link: int, transport: Stream) -> None:
+        if self.exited.done():
+            # A peer that connected as the role exited (a worker started late, joining a
+            # head that is stopping): nobody will read it, so close it now.
+            transport.close()
+            return
+        if self.admission is not None and not self.admission.admit(link, transport):
+            self.act(self.lost(link))  # refused before a byte was read: the core forgets it
+            return
+        self.transports[link] = transport
+
+    def detach(self, link: int) -> None:
+        if self.admission is not None:
+            self.admission.release(link)
+        if self.transports.pop(link, None) is None:
+            return
+        self._backlog.pop(link, None)
+        self._close_after.discard(link)
         self.resume(link)
         self.act(self.lost(link))
 
     def on_updated(self, link: int, nbytes: int) -> None:
         decisions = self.updated(link, nbytes)
         if decisions:
-        if self.admission is not None and not self.admission.admit(link, transport):
-            self.act(self.lost(link))  # refused before a byte was read: the core forgets it
-            return
             self.act(decisions, link)
 
     def resume(self, link: int) -> None:
-        if self.admission is not None:
-            self.admission.release(link)
         if link in self._backlog and self._pump(link):
             return  # more waits: the transport is over the mark again
         self.paused.discard(link)

@@ -19,8 +19,8 @@ import dista_proto as dp
 
 from ._address import format_head, unix_path
 from ._context import Context, clear, install
-from ._liveness import DRAIN_ENV, LIVENESS_ENV, drain_timeout, heartbeat_ns
 from ._limits import Limits, limits_from_env
+from ._liveness import DRAIN_ENV, LIVENESS_ENV, drain_timeout, heartbeat_ns
 from ._memory import allocate, ready
 from ._reconnect import Reconnect
 from ._registry import snapshot
@@ -220,6 +220,7 @@ def start_worker(
     host: str | None = None,
     threads: int = 1,
     client: bool = True,
+    limits: Limits | None = None,
 ) -> WorkerHost:
     """Serve the head at ``head_host:head_port`` on ``loop`` until it stops us.
 
@@ -229,7 +230,6 @@ def start_worker(
     their own, so that they can submit tasks and read refs. ``limits`` bound the
     connections its object server takes (default: the ``DISTA_*`` variables, `_limits`).
     """
-    limits: Limits | None = None,
     bind = host or advertised_host(head_host)
     _, registry = snapshot()
     sock = socket.create_server((bind, 0))
@@ -238,6 +238,7 @@ def start_worker(
         registry_hash=registry, address=address, allocate=allocate, heartbeat_ns=heartbeat_ns()
     )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))
+    worker.limit(limits if limits is not None else limits_from_env())
     try:
         worker.listener = loop.listen(worker, bind, address.port, sock)
     except BaseException:
@@ -251,7 +252,6 @@ def start_worker(
         return worker
     # The client first: a task may submit work as soon as the head knows this worker.
     worker.connect_client(worker.join_head)
-    worker.limit(limits if limits is not None else limits_from_env())
     return worker
 
 
