@@ -201,11 +201,11 @@ def start_head(
     no_worker_grace: float = dp.NO_WORKER_GRACE_NS / 1e9,
     liveness: float | None = None,
     recovery_grace: float = dp.RECOVERY_GRACE_NS / 1e9,
+    limits: Limits | None = None,
 ) -> HeadHost:
     """A head on ``loop`` listening on ``host:port`` (or an already bound ``sock``).
 
     ``local`` makes it stop itself and its workers when its last driver disconnects.
-    limits: Limits | None = None,
     ``worker_slots`` is how many tasks each worker gets at once: more than one hides the
     round trip between a result and the next task. ``prefetch`` is how many more a worker
     may get when they are known to be short (their recent runs took at most 0.5 ms), so that
@@ -236,6 +236,6 @@ def start_head(
         recovery_grace_ns=int(recovery_grace * 1e9),
     )
     host_ = HeadHost(loop, head, why_lost)
+    host_.limit(limits if limits is not None else limits_from_env())
     host_.listener = loop.listen(host_, host, port, sock)
     return host_
-    host_.limit(limits if limits is not None else limits_from_env())
