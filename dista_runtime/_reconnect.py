@@ -98,7 +98,7 @@ class Reconnect:
         self._timer = None
         self._reset = False
         self.attempts += 1
-        self.engine.loop.dial(self.engine, dp.HEAD_LINK, *self.head, _DIAL_S)
+        self.engine.dial(dp.HEAD_LINK, *self.head, _DIAL_S)
 
     def dialed(self, error: str) -> None:
         """The engine's head link dial ended (``error`` empty: connected)."""

@@ -14,7 +14,8 @@ from ._address import format_head, listen_socket, parse_head, socket_address, un
 from ._admission import AcceptErrors
 from ._errors import DistaError
 from ._joined import Cluster
-from .engine import HIGH_WATER, LOW_WATER, Engine, Link, Stream, nodelay
+from ._tls import HANDSHAKE_TIMEOUT_S
+from .engine import ACCEPT_LATER, HIGH_WATER, LOW_WATER, Engine, Link, Stream, nodelay
 from .joining import begin, joined
 from .loop import (
     Background,
@@ -28,6 +29,8 @@ from .loop import (
 )
 
 __all__ = [
+    "ACCEPT_LATER",
+    "HANDSHAKE_TIMEOUT_S",
     "HIGH_WATER",
     "LOW_WATER",
     "AcceptErrors",

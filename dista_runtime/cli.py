@@ -90,6 +90,8 @@ def cmd_head(args: argparse.Namespace) -> int:
     if args.recovery_grace < 0:
         print("dista head: --recovery-grace must be at least 0 seconds", file=sys.stderr)
         return 2
+    if not _bind_ok("dista head", args.host):
+        return 2
     _tune_process()
     heads: list[HeadHost] = []
 
@@ -133,6 +135,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     _die_with_parent(args.parent)
     if not _settings_ok("worker"):
+        return 2
+    if args.host is not None and not _bind_ok("dista worker", args.host):
         return 2
     if args.processes > 1:
         return _worker_processes(args)
@@ -404,6 +408,69 @@ def _import_option(p: argparse.ArgumentParser, text: str) -> None:
     )
 
 
+def _tls_options(p: argparse.ArgumentParser, role: str, listens: bool = False) -> None:
+    g = p.add_argument_group(
+        "TLS",
+        "mutual TLS on every connection (make the files with `dista certs DIR`); the "
+        "DISTA_TLS_DIR, DISTA_TLS_CA, DISTA_TLS_CERT and DISTA_TLS_KEY variables do the same",
+    )
+    g.add_argument(
+        "--tls-dir",
+        metavar="DIR",
+        help=f"use DIR/ca.pem and this role's DIR/{role}.pem and DIR/{role}.key",
+    )
+    g.add_argument("--tls-ca", metavar="PEM", help="the cluster's CA certificate (over --tls-dir)")
+    g.add_argument("--tls-cert", metavar="PEM", help="this process's certificate (over --tls-dir)")
+    g.add_argument("--tls-key", metavar="KEY", help="its private key (over --tls-dir)")
+    if listens:
+        g.add_argument(
+            "--insecure",
+            action="store_true",
+            help="listen beyond loopback without TLS (refused otherwise): anyone who can "
+            "reach the port can run code on the cluster",
+        )
+    p.set_defaults(tls_role=role)
+
+
+def _apply_tls(args: argparse.Namespace) -> bool:
+    """The TLS flags as DISTA_TLS_* (so that child processes share them), checked now: a
+    missing file is one line and exit 2."""
+    from ._tls import INSECURE_ENV, tls_for
+
+    role = getattr(args, "tls_role", None)
+    if role is None:
+        return True
+    for flag, name in (
+        ("tls_dir", "DISTA_TLS_DIR"),
+        ("tls_ca", "DISTA_TLS_CA"),
+        ("tls_cert", "DISTA_TLS_CERT"),
+        ("tls_key", "DISTA_TLS_KEY"),
+    ):
+        value = getattr(args, flag, None)
+        if value:
+            os.environ[name] = os.path.abspath(value)
+    if getattr(args, "insecure", False):
+        os.environ[INSECURE_ENV] = "1"
+    try:
+        tls_for(role)
+    except ValueError as e:
+        print(f"dista {args.command}: {e}", file=sys.stderr)
+        return False
+    return True
+
+
+def _bind_ok(who: str, host: str) -> bool:
+    """Beyond loopback only with TLS or --insecure (the role warns of that as it starts)."""
+    from ._tls import check_bind, tls_for
+
+    try:
+        check_bind(who, host, tls_for(who.split()[-1]))
+    except ValueError as e:
+        print(f"{who}: {e}", file=sys.stderr)
+        return False
+    return True
+
+
 def _loop_option(p: argparse.ArgumentParser) -> None:
     from .loops import LOOPS
 
@@ -496,6 +563,7 @@ def parser() -> argparse.ArgumentParser:
         "resume), and after a head restart, claims and holdings for each other (default "
         f"{dp.RECOVERY_GRACE_NS / 1e9:g})",
     )
+    _tls_options(p, "head", listens=True)
     _loop_option(p)
     p.set_defaults(func=cmd_head)
 
@@ -533,6 +601,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    _tls_options(p, "worker", listens=True)
     _loop_option(p)
     p.set_defaults(func=cmd_worker)
 
@@ -556,6 +625,7 @@ def parser() -> argparse.ArgumentParser:
                 "a module defining tasks, to name them module.function "
                 "(repeat, or separate with commas; unnamed tasks show their hash)",
             )
+        _tls_options(p, "observer")
         _loop_option(p)
         p.set_defaults(func=func)
 
@@ -568,13 +638,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("script", help="the Python script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     p.add_argument("--workers", type=int, help="worker processes (default: one per core)")
+    _tls_options(p, "driver")
     _loop_option(p)
     p.set_defaults(func=cmd_run)
+
+    from .certs import add_parser as add_certs
+
+    add_certs(sub)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if not _apply_tls(args):
+        return 2
     try:
         code: int = args.func(args)
         sys.stdout.flush()  # here, so that a closed pipe is caught below

@@ -16,6 +16,7 @@ from ._memory import allocate, ready
 from ._reconnect import Reconnect
 from ._session import Hooks, Session
 from ._session_actors import keep_bytes
+from ._tls import tls_for
 from .engine import Engine
 from .loop import Latch, Loop
 
@@ -27,11 +28,14 @@ class DriverHost(Engine):
     (or failed with a `ConnectionError` saying why not)."""
 
     role_name = "driver"
+    tls_role = "driver"
 
     def __init__(
         self, loop: Loop, registry_hash: int, role: dp.Role, hooks: Hooks | None = None
     ) -> None:
         super().__init__(loop)
+        if role == dp.Role.CLIENT:  # a task's client shows its worker's certificate
+            self.tls = tls_for("worker")
         core = dp.Driver(
             registry_hash=registry_hash, role=role, allocate=allocate, keep_bytes=keep_bytes()
         )
@@ -42,6 +46,7 @@ class DriverHost(Engine):
         self._where = ""
         self._timer: Any = None
         self._reconnect: Reconnect | None = None
+        self._tls_failure = ""
 
     def join(self, host: str, port: int, timeout: float) -> Latch[None]:
         """Connect to the head at ``host:port`` and say hello; `welcomed` tells the end.
@@ -56,7 +61,7 @@ class DriverHost(Engine):
                 self._fail(str(e))
                 return self.welcomed
         self._timer = self.loop.call_later(timeout, self._too_late, timeout)
-        self.loop.dial(self, dp.HEAD_LINK, host, port, timeout)
+        self.dial(dp.HEAD_LINK, host, port, timeout)
         return self.welcomed
 
     def start(self) -> Latch[None]:
@@ -141,9 +146,26 @@ class DriverHost(Engine):
     def lost(self, link: int) -> list[dp.Decision]:
         out: list[dp.Decision] = list(self.session.lost(link))
         if self.session.closed:  # the head connection went
-            self._fail(self.session.closed)
+            why = self.session.closed
+            if link == dp.HEAD_LINK and not self.welcomed.done() and "refused" not in why:
+                why = f"the head at {self._where} closed the connection before welcoming us"
+                why += self._tls_hint
+            self._fail(why)
             self.exited.set(self.session.closed)
         return out
+
+    @property
+    def _tls_hint(self) -> str:
+        if self._tls_failure:
+            return f" (TLS: {self._tls_failure})"
+        if self.tls is None:
+            return "; if it runs with TLS, give this process its certificates (DISTA_TLS_DIR)"
+        return "; it may not take this process's certificate (another CA's, or expired)"
+
+    def tls_failed(self, link: int, stream: Any, why: str) -> None:
+        if link == dp.HEAD_LINK:
+            self._tls_failure = why
+        super().tls_failed(link, stream, why)
 
     def opened(self, link: int) -> list[dp.Decision]:
         return list(self.session.connected(link))

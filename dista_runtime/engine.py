@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections import deque
 from collections.abc import Iterable
 from typing import Any, ClassVar, Final, Protocol
@@ -40,9 +41,11 @@ from dista_proto.frame import Bytes
 
 from ._admission import Admission
 from ._limits import Limits
+from ._tls import TLS, dialed_ok, expected_role, peer_roles, tls_for
 from .loop import Connections, Latch, Loop
 
 __all__ = [
+    "ACCEPT_LATER",
     "HIGH_WATER",
     "LOW_WATER",
     "PEER_LABEL",
@@ -63,6 +66,9 @@ SLICE: Final = 1 << 20
 _PROTOCOL_ERROR: Final = "protocol error"
 #: A stream's extra info: how to name its peer in a log line, when not by its address.
 PEER_LABEL: Final = "dista_peer_label"
+#: A `Link` made for a listener's connection before it has a link number: it takes one
+#: from ``engine.accept()`` when the connection is made (after a TLS handshake).
+ACCEPT_LATER: Final = -1
 #: How long opening a connection the core asks for (`Connect`: an object server) may take.
 DIAL_TIMEOUT_S: Final = 10.0
 
@@ -89,6 +95,9 @@ class Engine:
     """The streams of one core on ``loop``; subclasses say where the core reads and what it
     decides. ``exited`` is settled with the reason when the core exits."""
 
+    #: Whose certificate this engine shows in TLS (head, worker, driver, observer): its
+    #: pair in ``DISTA_TLS_DIR``; "" for one that needs none.
+    tls_role: ClassVar[str] = ""
     #: Who this engine is in its log lines ("dista head: ...", logger ``dista.head``); by
     #: default the name of the module defining the subclass (``_head`` gives "head").
     role_name: ClassVar[str] = ""
@@ -104,6 +113,10 @@ class Engine:
         self._blocked: dict[int, set[int]] = {}  # slow link -> links not read because of it
         self._backlog: dict[int, deque[Bytes]] = {}  # link -> what waits for its transport
         self._close_after: set[int] = set()  # links to close once their backlog is written
+        #: Mutual TLS for this role (`_tls`), from DISTA_TLS_* (--tls-dir sets them).
+        self.tls: TLS | None = tls_for(self.tls_role) if self.tls_role else None
+        self._dialed: set[int] = set()  # links we connected (their peer shows its role)
+        self._tls_refusals = _Throttle()
         #: The caps on incoming connections (`limit`), kept when each is attached.
         self.admission: Admission | None = None
 
@@ -140,7 +153,7 @@ class Engine:
 
     def connect(self, link: int, address: dp.Address) -> None:
         """Open a connection for ``link`` to ``address`` (the core's `Connect`)."""
-        self.loop.dial(self, link, address.host, address.port, DIAL_TIMEOUT_S)
+        self.dial(link, address.host, address.port, DIAL_TIMEOUT_S)
 
     def dialed(self, link: int, error: str) -> None:
         """`Loop.dial` for ``link`` ended: attached (``error`` empty), or failed."""
@@ -176,6 +189,7 @@ class Engine:
     def detach(self, link: int) -> None:
         if self.admission is not None:
             self.admission.release(link)
+        self._dialed.discard(link)
         if self.transports.pop(link, None) is None:
             return
         self._backlog.pop(link, None)
@@ -234,6 +248,55 @@ class Engine:
             else:
                 self.other(d)
 
+    # -- TLS ----------------------------------------------------------------------------------
+
+    def dial(self, link: int, host: str, port: int, timeout: float) -> None:
+        """Connect ``link`` to ``host:port`` (`Loop.dial`); in TLS, its peer must show the
+        role expected there (the head for the head link, else a worker)."""
+        self._dialed.add(link)
+        self.loop.dial(self, link, host, port, timeout)
+
+    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+        """Whether the peer of ``link``, which came in and showed a certificate granting
+        ``roles``, may stay (its core says; a role that listens for nobody refuses)."""
+        return False
+
+    def secured(self, link: int, stream: Any) -> None:
+        roles = peer_roles(stream)
+        if link in self._dialed:
+            head = link == dp.HEAD_LINK
+            if dialed_ok(roles, head):
+                return
+            why = f"it is not a {expected_role(head)}"
+        elif self.authenticated(link, roles):
+            return
+        else:
+            why = f"that role may not connect to a {self.name}"
+        granted = ", ".join(sorted(roles)) or "no role"
+        self._tls_refusals.note(
+            self.log,
+            f"dista {self.name}: refused peer %s (link %d): its certificate grants "
+            f"{granted}: {why}",
+            self._peer(stream),
+            link,
+        )
+        stream.close()
+
+    def tls_failed(self, link: int, stream: Any, why: str) -> None:
+        self._tls_refusals.note(
+            self.log,
+            f"dista {self.name}: TLS handshake with %s (link %d) failed: {why}",
+            self._peer(stream),
+            link,
+        )
+
+    @staticmethod
+    def _peer(transport: Any) -> str:
+        label: str = transport.get_extra_info(PEER_LABEL) or peer_name(
+            transport.get_extra_info("peername")
+        )
+        return label
+
     def refused(self, link: int, transport: Stream, reason: str) -> None:
         """The core closes ``link`` for the peer's bad input: one line, no traceback."""
         peer = transport.get_extra_info(PEER_LABEL) or peer_name(
@@ -289,7 +352,13 @@ class Link:
         if limits is not None:
             limits(high=HIGH_WATER, low=LOW_WATER)
         nodelay(transport.get_extra_info("socket"))
+        if self.link == ACCEPT_LATER:
+            # A TLS listener's connection counts once its handshake is done: one that
+            # fails it never reaches the core (asyncio tells its protocol nothing then).
+            self.link = self.engine.accept()
         self.engine.attach(self.link, transport)
+        if transport.get_extra_info("ssl_object") is not None:
+            self.engine.secured(self.link, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.engine.get_buffer(self.link, sizehint)
@@ -308,6 +377,25 @@ class Link:
 
     def resume_writing(self) -> None:
         self.engine.resume(self.link)
+
+
+class _Throttle:
+    """One log line a second at most, the first at once and then a count of the rest: a
+    flood of refused peers must not become a flood of lines."""
+
+    def __init__(self) -> None:
+        self._last = -1.0
+        self._skipped = 0
+
+    def note(self, log: logging.Logger, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._last < 1.0:
+            self._skipped += 1
+            return
+        if self._skipped:
+            message += f" (and {self._skipped} more like it in the last second)"
+        self._last, self._skipped = now, 0
+        log.warning(message, *args)
 
 
 def nodelay(sock: Any) -> None:

@@ -16,6 +16,7 @@ than "connection lost".
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import signal
@@ -27,11 +28,13 @@ from typing import Final
 
 import dista_proto as dp
 
+from ._address import socket_address
 from ._limits import Limits, limits_from_env
 from ._liveness import liveness_s
 from ._memory import allocate, ready
 from ._registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
 from ._timer import PulledTimer
+from ._tls import check_bind, tls_for
 from .engine import Engine, Stream
 from .loop import Latch, Listener, Loop
 
@@ -69,6 +72,7 @@ class HeadHost(Engine):
     stopped listening and its last frames are flushed."""
 
     role_name = "head"
+    tls_role = "head"
 
     def __init__(
         self, loop: Loop, head: dp.Head, why_lost: Callable[[int], str | None] | None = None
@@ -96,6 +100,9 @@ class HeadHost(Engine):
 
     def greeted(self, link: int) -> bool:
         return self.head.greeted(link)
+
+    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+        return self.head.authenticated(link, roles)
 
     def attach(self, link: int, transport: Stream) -> None:
         super().attach(link, transport)
@@ -220,6 +227,10 @@ def start_head(
     """
     if liveness is None:
         liveness = liveness_s()
+    where = socket_address(sock)[0] if sock is not None else host
+    warning = check_bind("dista head", where, tls_for("head"))  # ValueError: refused
+    if warning:
+        logging.getLogger("dista.head").warning("%s", warning)
     rng = random.SystemRandom()
     head = dp.Head(
         epoch=rng.getrandbits(63),

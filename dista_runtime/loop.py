@@ -67,6 +67,8 @@ class Connections(Protocol):
     #: Links whose stream is over its high-water mark (a stream adds its link when it
     #: passes the mark, and calls `resume` when it drains below the low one).
     paused: set[int]
+    #: Mutual TLS for every connection (`dista_runtime._tls.TLS`), or None for plain TCP.
+    tls: Any
 
     def accept(self) -> int:
         """A connection came in: its link number."""
@@ -94,6 +96,15 @@ class Connections(Protocol):
 
     def resume(self, link: int) -> None:
         """``link``'s stream drained below its low-water mark: write to it again."""
+        ...
+
+    def secured(self, link: int, stream: Any) -> None:
+        """``link``'s TLS handshake is done: its peer's certificate is known (the engine
+        closes the link, before any frame is read, if its role may not be here)."""
+        ...
+
+    def tls_failed(self, link: int, stream: Any, why: str) -> None:
+        """``link``'s TLS handshake failed (no certificate, another CA's, an expired one)."""
         ...
 
 

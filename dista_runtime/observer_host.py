@@ -23,6 +23,7 @@ class ObserverHost(Engine):
     """``answer`` is settled with the head's answer (None for stop, which has none)."""
 
     role_name = "observer"
+    tls_role = "observer"
 
     def __init__(self, loop: Loop, request: Request, where: str, timeout: float) -> None:
         super().__init__(loop)
@@ -31,6 +32,7 @@ class ObserverHost(Engine):
         self.where = where
         self.answer: Latch[dp.Event | None] = Latch()
         self.answer.add_callback(self._done)
+        self._heard = False
         self._timer = loop.call_later(
             timeout, self._fail, f"no answer from the head at {where} in {timeout} s"
         )
@@ -41,10 +43,12 @@ class ObserverHost(Engine):
             return
         now = time.time_ns()
         self.core.start(now)
+        if isinstance(self.request, dp.Stop):
+            # A stop has no answer, and a head that refused our hello closes the link as
+            # one that stops does: a status first tells them apart.
+            self.core.ask(dp.Status(), now)
         self.core.ask(self.request, now)
         self.act(self.core.decisions())
-        if isinstance(self.request, dp.Stop):
-            self.answer.set(None)  # written: the head answers a stop with none
 
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return self.core.get_buffer(link, sizehint)
@@ -56,6 +60,10 @@ class ObserverHost(Engine):
     def lost(self, link: int) -> list[dp.Decision]:
         self.core.connection_lost(link, time.time_ns())
         out = self.core.decisions()
+        if isinstance(self.request, dp.Stop) and self._heard:
+            # The head took our hello (it answered the status), then closed: it stopped.
+            # A stop it refuses (a certificate without the stop grant) gets an error frame.
+            self.answer.set(None)
         self._fail(f"the head at {self.where} closed the connection without an answer")
         return out
 
@@ -64,7 +72,10 @@ class ObserverHost(Engine):
 
     def other(self, decision: dp.Decision) -> None:
         if isinstance(decision, dp.Answered):
-            self.answer.set(decision.answer)
+            if isinstance(self.request, dp.Stop):
+                self._heard = True  # the status before it (see `dialed`)
+            else:
+                self.answer.set(decision.answer)
         elif isinstance(decision, dp.Refused):
             self._fail(f"the head refused: {decision.reason}")
 
@@ -88,5 +99,5 @@ def ask(
     with the answer (None for stop), or a `ConnectionError` within ``timeout`` seconds."""
     where = format_head(host, port)
     observer = ObserverHost(loop, request, where, timeout)
-    loop.dial(observer, dp.HEAD_LINK, host, port, timeout)
+    observer.dial(dp.HEAD_LINK, host, port, timeout)
     return observer.answer

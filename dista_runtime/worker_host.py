@@ -10,6 +10,7 @@ reason the worker stopped.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from ._reconnect import Reconnect
 from ._registry import snapshot
 from ._session import Hooks
 from ._timer import PulledTimer
+from ._tls import check_bind, tls_for
 from .driver_host import DriverHost
 from .engine import Engine
 from .execution import Execution
@@ -46,6 +48,8 @@ __all__ = [
 CURRENT: WorkerHost | None = None
 #: How long the worker and its client session may take to reach the head.
 _JOIN_TIMEOUT_S: Final = 10.0
+#: Hosts that listen on every interface: never an address to tell fetchers.
+_ANY: Final = frozenset({"0.0.0.0", "", "::"})
 
 
 class WorkerHost(Engine):
@@ -53,6 +57,7 @@ class WorkerHost(Engine):
     the head has the worker's hello; ``done`` why the worker stopped."""
 
     role_name = "worker"
+    tls_role = "worker"
 
     def __init__(self, loop: Loop, core: dp.Worker, threads: int, head: tuple[str, int]) -> None:
         super().__init__(loop)
@@ -85,7 +90,7 @@ class WorkerHost(Engine):
 
     def join_head(self) -> None:
         """Say hello to the head (`dialed` goes on)."""
-        self.loop.dial(self, dp.HEAD_LINK, *self.head, _JOIN_TIMEOUT_S)
+        self.dial(dp.HEAD_LINK, *self.head, _JOIN_TIMEOUT_S)
 
     def dialed(self, link: int, error: str) -> None:
         if link != dp.HEAD_LINK:
@@ -196,6 +201,9 @@ class WorkerHost(Engine):
         greeted = getattr(self.core, "greeted", None)
         return True if greeted is None else bool(greeted(link))
 
+    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+        return self.core.authenticated(link, roles)
+
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return ready(self.core.get_buffer(link, sizehint))
 
@@ -231,9 +239,14 @@ def start_worker(
     connections its object server takes (default: the ``DISTA_*`` variables, `_limits`).
     """
     bind = host or advertised_host(head_host)
+    warning = check_bind("dista worker", bind, tls_for("worker"))  # ValueError: refused
+    if warning:
+        logging.getLogger("dista.worker").warning("%s", warning)
     _, registry = snapshot()
     sock = socket.create_server((bind, 0))
-    address = dp.Address(bind, sock.getsockname()[1])
+    # Listening on every interface, it tells fetchers the one that reaches the head.
+    advertise = advertised_host(head_host) if bind in _ANY else bind
+    address = dp.Address(advertise, sock.getsockname()[1])
     core = dp.Worker(
         registry_hash=registry, address=address, allocate=allocate, heartbeat_ns=heartbeat_ns()
     )

@@ -28,14 +28,16 @@ import anyio
 import sniffio
 
 from dista_runtime.binding import AcceptErrors, Connections, socket_address, unix_path
-from dista_runtime.sockets import SocketStream
+from dista_runtime.sockets import socket_stream
 
 __all__ = ["Server", "dial", "serve"]
 
 
-def serve(anyio_loop: Any, engine: Connections, link: int, sock: socket.socket) -> None:
-    """Attach ``sock`` to ``engine`` as ``link`` and start reading and writing it, in the
-    task group of ``anyio_loop`` (an `AnyioLoop`)."""
+def serve(
+    anyio_loop: Any, engine: Connections, link: int, sock: socket.socket, server_side: bool
+) -> None:
+    """Attach ``sock`` to ``engine`` as ``link`` (``server_side``: accepted) and start
+    reading and writing it, in the task group of ``anyio_loop`` (an `AnyioLoop`)."""
     wakes = [anyio.Event(), anyio.Event()]  # the reader task's, the writer's: one per wait
     native = sniffio.current_async_library() == "asyncio"
     loop: Any = asyncio.get_running_loop() if native else None
@@ -58,7 +60,10 @@ def serve(anyio_loop: Any, engine: Connections, link: int, sock: socket.socket) 
             loop.remove_reader(sock)
         anyio.notify_closing(sock)
 
-    stream = SocketStream(engine, link, sock, lambda: wakes[1].set(), wake_reader, closing)
+    wake_writer = lambda: wakes[1].set()
+    stream = socket_stream(
+        engine, link, sock, wake_writer, wake_reader, closing, server_side=server_side
+    )
     engine.attach(link, stream)
 
     async def pump(me: int, busy: Callable[[], object], ready: Any, work: Any) -> None:
@@ -107,7 +112,7 @@ class Server:
                 if rest := errors.failed(e):
                     await anyio.sleep(rest)
                 continue
-            serve(loop, engine, engine.accept(), conn)
+            serve(loop, engine, engine.accept(), conn, True)
 
     def close(self) -> None:
         anyio.notify_closing(self._sock)  # a closed socket's too: it knows none
@@ -125,7 +130,7 @@ async def dial(
     except OSError as e:  # TimeoutError is one
         engine.dialed(link, str(e) or type(e).__name__)
         return
-    serve(loop, engine, link, sock)
+    serve(loop, engine, link, sock, False)
     engine.dialed(link, "")
 
 

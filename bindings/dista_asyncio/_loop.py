@@ -14,7 +14,15 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from dista_runtime.binding import Connections, Link, listen_socket, socket_address, unix_path
+from dista_runtime.binding import (
+    ACCEPT_LATER,
+    HANDSHAKE_TIMEOUT_S,
+    Connections,
+    Link,
+    listen_socket,
+    socket_address,
+    unix_path,
+)
 
 __all__ = ["AsyncioLoop", "new_event_loop"]
 
@@ -33,14 +41,88 @@ class Reader(Link, asyncio.BufferedProtocol):
     __slots__ = ()
 
 
+class _SecuredReader(Reader):
+    """A `Reader` for a connection start_tls secures: what arrives between the handshake's
+    end and start_tls's return (a TLS 1.3 client's first frames ride with its Finished)
+    waits here until the connection is made and has a link."""
+
+    __slots__ = ("_early", "_scratch")
+
+    def __init__(self, engine: Connections) -> None:
+        super().__init__(engine, ACCEPT_LATER)
+        self._early = bytearray()
+        self._scratch = bytearray(64 << 10)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.transport is None:
+            return memoryview(self._scratch)
+        return super().get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.transport is None:
+            self._early += self._scratch[:nbytes]
+        else:
+            super().buffer_updated(nbytes)
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        early, self._early = memoryview(self._early), bytearray()
+        while early and self.transport is transport and not transport.is_closing():
+            view = super().get_buffer(len(early))
+            n = min(len(view), len(early))
+            view[:n] = early[:n]
+            early = early[n:]
+            super().buffer_updated(n)
+
+
+class _Handshake(asyncio.Protocol):
+    """A TLS listener's connection until its handshake is done (`loop.start_tls`), so that
+    a failed one is reported (asyncio's own TLS server drops it without a word) and never
+    reaches the core; then a `Reader` with a link of its own (`ACCEPT_LATER`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, engine: Connections) -> None:
+        self._loop = loop
+        self._engine = engine
+
+    def connection_made(self, transport: Any) -> None:
+        transport.pause_reading()  # the ClientHello is start_tls's to read
+        self._loop.create_task(self._secure(transport))
+
+    async def _secure(self, transport: Any) -> None:
+        reader = _SecuredReader(self._engine)
+        try:
+            secured = await self._loop.start_tls(
+                transport,
+                reader,
+                self._engine.tls.server,
+                server_side=True,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
+            )
+        except (OSError, TimeoutError, asyncio.CancelledError) as e:
+            transport.abort()
+            why = getattr(e, "reason", None) or str(e) or type(e).__name__
+            self._engine.tls_failed(ACCEPT_LATER, transport, why)
+            return
+        if secured is None:  # the peer went during the handshake
+            transport.abort()
+            return
+        reader.connection_made(secured)
+
+    def data_received(self, data: bytes) -> None:
+        pass  # none comes: reading is paused until start_tls takes over
+
+
 class _Listener:
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, engine: Connections):
         self.address = socket_address(sock)
         self._sock = sock
         self._closed = False
-        self._server = loop.create_task(
-            loop.create_server(lambda: Reader(engine, engine.accept()), sock=sock)
-        )
+        tls = engine.tls
+        if tls is None:
+            serving = loop.create_server(lambda: Reader(engine, engine.accept()), sock=sock)
+        else:
+            serving = loop.create_server(lambda: _Handshake(loop, engine), sock=sock)
+        self._server = loop.create_task(serving)
         self._server.add_done_callback(self._served)
 
     def _served(self, _: object) -> None:
@@ -82,11 +164,18 @@ class AsyncioLoop:
     ) -> None:
         path = unix_path(host)
         factory: Callable[[], Reader] = lambda: Reader(engine, link)
+        tls: dict[str, Any] = {}
+        if engine.tls is not None:  # identity is the certificate's role, not a host name
+            tls = {
+                "ssl": engine.tls.client,
+                "server_hostname": "",
+                "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S,
+            }
         try:
             if path is not None:
-                connecting = self.loop.create_unix_connection(factory, path)
+                connecting = self.loop.create_unix_connection(factory, path, **tls)
             else:
-                connecting = self.loop.create_connection(factory, host, port)
+                connecting = self.loop.create_connection(factory, host, port, **tls)
             await asyncio.wait_for(connecting, timeout)
         except (OSError, TimeoutError, OverflowError) as e:  # Overflow: a port over 65535
             engine.dialed(link, str(e) or type(e).__name__)
