@@ -6,14 +6,17 @@ flag, at start.
 Defaults, and why:
 
 - ``DISTA_MAX_CONNECTIONS`` / ``--max-connections``: the soft ``RLIMIT_NOFILE`` of the
-  process minus a reserve of an eighth of it (at least `FD_RESERVE`, 64), and at most
-  `MAX_CONNECTIONS_CEILING` (10,000); 1024 descriptors give 896. The reserve keeps
-  descriptors for what the process opens besides its peers (the listener, the event loop,
-  log and checkpoint files, an object server's dials to fetch from others), so that the cap
-  is met before ``accept`` fails with "Too many open files": then the runtime, not the
-  kernel, chooses who goes (the oldest connection that has not said hello; see
-  `dista_runtime._admission`). The ceiling bounds the memory the connections' buffers take
-  (a cluster of 10,000 peers is far beyond what one head schedules).
+  process minus a reserve, and at most `MAX_CONNECTIONS_CEILING` (10,000); 1024
+  descriptors give 768, 256 give 64. The reserve is an eighth of the limit (at least
+  `FD_RESERVE`, 64) for what the process opens besides its peers (the listener, the event
+  loop, log and checkpoint files, an object server's dials to fetch from others), plus
+  `ACCEPT_BATCH` (128) for connections accepted but not attached yet (asyncio accepts up to
+  100 at a time before it attaches any, and an evicted connection's descriptor is freed
+  only on the loop's next turn). So the cap is met before ``accept`` fails with "Too many
+  open files" (measured: with the eighth alone, a head under ``ulimit -n 256`` hit it during
+  a burst): then the runtime, not the kernel, chooses who goes (the oldest connection that
+  has not said hello; see `dista_runtime._admission`). The ceiling bounds the memory the
+  connections' buffers take (10,000 peers is far beyond what one head schedules).
 - ``DISTA_MAX_CONNECTIONS_PER_HOST`` / ``--max-connections-per-host``: 512 per peer
   address (IP; every Unix-socket peer counts as one host). A local cluster on loopback (a
   head, a worker process per core, their task sessions, a few drivers and ``dista
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from typing import Final
 
 __all__ = [
+    "ACCEPT_BATCH",
     "DEFAULT_HELLO_IDLE_S",
     "DEFAULT_HELLO_TIMEOUT_S",
     "DEFAULT_MAX_PER_HOST",
@@ -61,6 +65,8 @@ HELLO_IDLE_ENV: Final = "DISTA_HELLO_IDLE_TIMEOUT"
 MAX_CONNECTIONS_CEILING: Final = 10_000
 #: Descriptors kept for what is not a peer's connection, at least (see the docstring).
 FD_RESERVE: Final = 64
+#: Descriptors kept for connections accepted in one burst, before they are counted.
+ACCEPT_BATCH: Final = 128
 DEFAULT_MAX_PER_HOST: Final = 512
 DEFAULT_HELLO_TIMEOUT_S: Final = 10.0
 DEFAULT_HELLO_IDLE_S: Final = 5.0
@@ -105,7 +111,7 @@ def default_max_connections(soft_nofile: int | None = None) -> int:
             return MAX_CONNECTIONS_CEILING
     if soft_nofile < 0:
         return MAX_CONNECTIONS_CEILING
-    spare = soft_nofile - max(FD_RESERVE, soft_nofile // 8)
+    spare = soft_nofile - max(FD_RESERVE, soft_nofile // 8) - ACCEPT_BATCH
     return max(1, min(MAX_CONNECTIONS_CEILING, spare))
 
 
@@ -189,7 +195,7 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"connections taken in total; past it the oldest one that has not said hello "
         f"is closed for a new one, else the new one (default: {MAX_CONNECTIONS_ENV}, else "
-        f"the open-file limit less an eighth (at least {FD_RESERVE}), at most "
+        f"the open-file limit less an eighth (at least {FD_RESERVE}) and {ACCEPT_BATCH}, at most "
         f"{MAX_CONNECTIONS_CEILING:,})",
     )
     group.add_argument(

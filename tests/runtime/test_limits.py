@@ -11,6 +11,7 @@ reads its replies is no longer read, so the head stays small and serves the othe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import socket
@@ -185,14 +186,18 @@ def refusal(data: bytes) -> str:
     return event.message
 
 
-def still_open(sock: socket.socket) -> bool:
+def closed_with(sock: socket.socket) -> bytes | None:
+    """What the head sent ``sock`` before closing it, or None if it is still open."""
     sock.settimeout(0.05)
+    data = b""
     try:
-        return bool(sock.recv(1, socket.MSG_PEEK)) or False
+        while chunk := sock.recv(1 << 16):
+            data += chunk
     except TimeoutError:
-        return True
-    except OSError:
-        return False
+        return None
+    except ConnectionResetError:
+        pass
+    return data
 
 
 def lines(log: list[str], pattern: str) -> list[str]:
@@ -213,28 +218,31 @@ def test_per_host_cap_refuses_before_reading_and_logs_once(loop: str) -> None:
         socks = [h.connect() for _ in range(4)]
         time.sleep(0.2)
         refused = []
-        for _ in range(30):
+        for i in range(30):
             sock = h.connect()
             socks.append(sock)
-            sock.sendall(struct_header(F.KIND_HELLO, 1 << 30))
-            refused.append(answer(sock))
+            if i % 2:  # bytes the head never reads (the close may then reset the answer)
+                sock.sendall(struct_header(F.KIND_HELLO, 1 << 30))
+                with contextlib.suppress(ConnectionResetError):
+                    answer(sock)
+            else:
+                refused.append(answer(sock))
         for data in refused:
             assert refusal(data) == (
                 "the head refused the connection: over the cap of 4 from 127.0.0.1 "
                 "(DISTA_MAX_CONNECTIONS_PER_HOST)"
             )
-        assert all(still_open(s) for s in socks[:4])
+        assert all(closed_with(s) is None for s in socks[:4])
         time.sleep(1.3)  # the second line comes at the end of the second
     finally:
         for sock in socks:
             sock.close()
         log = h.close()
     assert lines(log, "refused peer") == [], log  # nothing of theirs was read
+    why = "over the cap of 4 from 127.0.0.1 (DISTA_MAX_CONNECTIONS_PER_HOST)"
     assert lines(log, "connections? refused") == [
-        "dista head: 1 connection refused: over the cap of 4 from 127.0.0.1 "
-        "(DISTA_MAX_CONNECTIONS_PER_HOST)",
-        "dista head: 29 connections refused in the last second: over the cap of 4 from "
-        "127.0.0.1 (DISTA_MAX_CONNECTIONS_PER_HOST)",
+        f"dista head: 1 connection refused: {why}",
+        f"dista head: 29 connections refused in the last second: {why}",
     ], log
 
 
@@ -253,19 +261,19 @@ def test_eviction_of_the_oldest_silent_connection_lets_a_real_driver_in(loop: st
     socks: list[socket.socket] = []
     h = Head(loop=loop, worker=True, DISTA_MAX_CONNECTIONS="16")
     try:
-        for _ in range(40):
-            socks.append(h.connect())
+        socks.extend(h.connect() for _ in range(40))
         time.sleep(0.3)
         driver = h.drive()
         assert driver.returncode == 0 and driver.stdout.strip() == "ok", driver.stderr
-        closed = [s for s in socks if not still_open(s)]
-        assert len(closed) >= 40 - 16 + 1  # the driver took the place of one more
-        oldest = socks[0]
-        oldest.setblocking(True)
-        assert refusal(answer(oldest)) == (
+        answers = [closed_with(s) for s in socks]
+        closed = [a for a in answers if a is not None]
+        # The worker and its task session hold 2 places; the driver took one more.
+        assert len(closed) >= 40 - 16 + 2 + 1, len(closed)
+        assert answers[0] is not None and refusal(answers[0]) == (
             "the head refused the connection: closed for a newer one at the cap of 16 "
             "connections (DISTA_MAX_CONNECTIONS): it had not said hello"
         )
+        assert answers[-1] is None  # the newest silent ones stay (until their hello deadline)
         time.sleep(1.2)
     finally:
         for sock in socks:
@@ -277,14 +285,14 @@ def test_eviction_of_the_oldest_silent_connection_lets_a_real_driver_in(loop: st
 
 @pytest.mark.skipif(not hasattr(dp.Head, "greeted"), reason="the head core has no greeted yet")
 def test_300_silent_connections_under_ulimit_256_leave_room_for_a_driver() -> None:
-    """The probe: a head under ``ulimit -n 256`` (its cap 192: 256 less 64 for files),
+    """The probe: a head under ``ulimit -n 256`` (its cap 64: 256 less 64 for files and 128
+    for a burst of accepts),
     300 silent connections, then a real driver runs its tasks; the head logs a handful of
     lines, not one per connection or per failed accept."""
     socks: list[socket.socket] = []
     h = Head(nofile=256, worker=True)
     try:
-        for _ in range(300):
-            socks.append(h.connect())
+        socks.extend(h.connect() for _ in range(300))
         time.sleep(0.5)
         driver = h.drive()
         assert driver.returncode == 0 and driver.stdout.strip() == "ok", driver.stderr
@@ -306,8 +314,7 @@ def test_accept_errors_are_logged_once_a_second(loop: str) -> None:
     h = Head(loop=loop, nofile=48, DISTA_MAX_CONNECTIONS="1000")
     try:
         start = time.monotonic()
-        for _ in range(120):
-            socks.append(h.connect())
+        socks.extend(h.connect() for _ in range(120))
         time.sleep(max(0.0, 3.5 - (time.monotonic() - start)))
         cpu = psutil.Process(h.process.pid).cpu_times()
     finally:
@@ -372,8 +379,8 @@ def test_a_flooder_that_never_reads_is_no_longer_read(loop: str) -> None:
 
 
 def test_defaults_follow_the_open_file_limit() -> None:
-    assert default_max_connections(1024) == 1024 - 128
-    assert default_max_connections(256) == 256 - 64
+    assert default_max_connections(1024) == 1024 - 128 - 128
+    assert default_max_connections(256) == 256 - 64 - 128
     assert default_max_connections(1 << 20) == MAX_CONNECTIONS_CEILING
     assert default_max_connections(10) == 1
     limits = limits_from_env()
