@@ -6,7 +6,8 @@ between hosts: to the driver, and to the `digest` tasks on the other worker. One
 the workload on a healthy network; the other pulls one worker's cable for 5 s in the
 middle of it, and checks that the driver still gets every result right, that the head
 noticed the worker was gone (``DISTA_LIVENESS_TIMEOUT=2``), and that the worker is
-connected again soon after its cable is back (``DISTA_RECONNECT_TIMEOUT``).
+connected again soon after its cable is back (``DISTA_RECONNECT_TIMEOUT``). Every link
+is mutual TLS (`dista certs`: plain TCP beyond loopback is refused without --insecure).
 
 Needs root and iproute2 (skipped otherwise, saying why).
 """
@@ -25,6 +26,14 @@ from pathlib import Path
 import pytest
 
 from tests.runtime import netns
+
+
+def write_tls(folder: Path) -> Path:
+    pytest.importorskip("cryptography", reason="dista certs needs the tls extra")
+    from dista_runtime.certs import write_quickstart
+
+    write_quickstart(folder)
+    return folder
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 7420
@@ -109,6 +118,9 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             driver = net.add_host("driver", 20)
         except netns.NetnsError as e:
             pytest.skip(f"cannot build the namespaces' network: {e}")
+        # Across hosts every process speaks mutual TLS (plain TCP beyond loopback is
+        # refused without --insecure): the cut and the rejoin below go through handshakes.
+        ENV["DISTA_TLS_DIR"] = str(write_tls(tmp_path / "tls"))
         processes: dict[str, netns.Process] = {}
         c = Cluster(net, head, workers, driver, processes)
         processes["head"] = net.spawn(
