@@ -262,6 +262,8 @@ class Engine:
         return False
 
     def secured(self, link: int, stream: Any) -> None:
+        if link not in self.transports:
+            return  # refused when attached (a connection cap): nothing to check
         roles = peer_roles(stream)
         if link in self._dialed:
             head = link == dp.HEAD_LINK
