@@ -605,6 +605,7 @@ class Head(Recovery):
             obj.holder = worker
             worker.holds.add(obj.oid)
             if obj.held:
+                self._grant(worker, obj.oid, obj.owner)
                 self._links.send(obj.owner, Located(obj.oid, worker.address))
         self._wake(obj)
 

@@ -54,6 +54,7 @@ class Peer:
         "free",
         "heard",
         "holds",
+        "host",
         "idle",
         "inline",
         "link",
@@ -75,6 +76,7 @@ class Peer:
         self.registry = 0
         self.number = 0  # drivers and clients
         self.address = NO_ADDRESS  # workers
+        self.host = ""  # the IPv4 address it connects from, for fetch grants (`Head.peer`)
         self.free = 0  # worker slots not running a task
         self.spare = 0  # prefetch slots, for tasks known to be short, not running one
         self.prefetched = 0  # estimated ns of the tasks in its prefetch slots

@@ -256,6 +256,7 @@ class Recovery(Actors):
         if state is _INLINE:
             self._links.send(obj.owner, Result(obj.oid, obj.value))
         elif state is _STORED and obj.holder is not None:
+            self._grant(obj.holder, obj.oid, obj.owner)
             self._links.send(obj.owner, Located(obj.oid, obj.holder.address))
         elif state is _FAILED:
             self._links.send(obj.owner, Error(obj.oid, obj.error))
@@ -418,6 +419,7 @@ class Recovery(Actors):
                 self._limbo.pop(oid, None)
                 self._attach(obj, worker)
                 if obj.held:
+                    self._grant(worker, oid, obj.owner)
                     self._links.send(obj.owner, Located(oid, worker.address))
                 continue
             if obj is not None:
@@ -686,6 +688,7 @@ class Recovery(Actors):
             adopter = adopters[i % len(adopters)]
             self._adopting[oid] = adopter
             self._adopt_tries[oid] = self._adopt_tries.get(oid, 0) + 1
+            self._grant(worker, oid, adopter.link)
             self._links.send(adopter.link, Adopt(oid, worker.address))
 
     def _on_adopted(self, adopter: Peer, event: Adopted) -> None:
@@ -724,6 +727,7 @@ class Recovery(Actors):
         obj.holder = adopter
         adopter.holds.add(oid)
         if obj.held:
+            self._grant(adopter, oid, obj.owner)
             self._links.send(obj.owner, Located(oid, event.address))
         self._maybe_release_drained(old)
 

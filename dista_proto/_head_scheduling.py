@@ -35,6 +35,7 @@ from ._events import (
     TaskMany,
 )
 from ._fairqueue import FairQueue
+from ._head_grants import Granting
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
 from ._links import Links
 
@@ -49,7 +50,7 @@ _QUEUED: Final = TaskState.QUEUED
 _RUNNING: Final = TaskState.RUNNING
 
 
-class Scheduling:
+class Scheduling(Granting):
     """The scheduling half of `Head`."""
 
     _links: Links
@@ -307,6 +308,7 @@ class Scheduling:
                 self._fail_tasks([(task, built)])
                 return
             frame: Task | TaskMany | TaskInputs = built
+            self._grant_inputs(task, worker)  # before it fetches them
         else:
             frame = event
         # A short task takes a prefetch slot while one fits, keeping slots for the rest.

@@ -103,6 +103,9 @@ _HEAD_TO_WORKER: Final = frozenset(
         F.KIND_ADOPT,
         # Our decision: the head may say why it refuses or drops any peer before closing.
         F.KIND_ERROR,
+        # Our extension: a grant, "the fetcher at this host may fetch this object"
+        # (docs/protocol.md, "Extensions: fetch grants").
+        F.KIND_LOCATED,
     }
 )
 _OBSERVER_TO_HEAD: Final = frozenset({F.KIND_HELLO, F.KIND_STATUS, F.KIND_STOP, F.KIND_TIMELINE})

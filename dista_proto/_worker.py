@@ -14,8 +14,10 @@ then one answer per result: a result frame inline, or, above ``inline_threshold`
 value stays in the store and a stored frame says its size. Fetches arriving at the object
 server are answered from where the value lies: one result frame, or part frames of the
 size the fetcher asked for; an empty fetch of an object too large for one frame gets an
-error frame. Free deletes; stop ends the worker. Actors are `ActorHosting`'s
-(`_worker_actors`).
+error frame. With ``check_fetches`` a fetch is served only to a fetcher the head granted
+the object to, or to a cluster member by TLS (`_grants`: the head's located frames to a
+worker are grants); others wait for a grant, then are refused. Free deletes; stop ends the
+worker. Actors are `ActorHosting`'s (`_worker_actors`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from ._events import (
     Holding,
     HoldingEntry,
     InlineInput,
+    Located,
     Part,
     Result,
     Span,
@@ -57,6 +60,7 @@ from ._events import (
     TaskMany,
 )
 from ._fetcher import Fetcher
+from ._grants import FETCH_GRANT_WAIT_NS, FETCH_IDLE_NS, FetchGate
 from ._links import Links
 from ._roles import Role
 from ._worker_actors import ActorHosting
@@ -93,6 +97,9 @@ class Worker(ActorHosting):
         allocate: Callable[[int], bytearray | memoryview] = bytearray,
         min_part: int = MIN_FETCH_PART,
         heartbeat_ns: int = HEARTBEAT_NS,
+        check_fetches: bool = False,
+        fetch_wait_ns: int = FETCH_GRANT_WAIT_NS,
+        fetch_idle_ns: int = FETCH_IDLE_NS,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -107,6 +114,13 @@ class Worker(ActorHosting):
         # The smallest part our object server cuts for a fetcher (tests lower it).
         self.min_part = min_part
         self._servers: set[int] = set()
+        # Who may fetch what: off (everyone) unless the binding knows its fetchers' hosts.
+        self._gate = FetchGate(
+            check=check_fetches,
+            wait_ns=fetch_wait_ns,
+            idle_ns=fetch_idle_ns,
+            own_host=address.host,
+        )
         self.store: dict[int, Bytes] = {}
         self._jobs: dict[int, tuple[int, int]] = {}  # first result ID -> (results, arrived)
         self._gathering: dict[int, _Gathering] = {}  # first result ID -> its inputs so far
@@ -152,7 +166,32 @@ class Worker(ActorHosting):
         """A fetcher connected to our object server: the link to use for it."""
         link = self._links.open(Role.OBJECT_SERVER)
         self._servers.add(link)
+        self._gate.opened(link, now)
         return link
+
+    @property
+    def check_fetches(self) -> bool:
+        """Whether fetches need the head's grant (or a member's certificate)."""
+        return self._gate.check
+
+    @check_fetches.setter
+    def check_fetches(self, value: bool) -> None:
+        self._gate.check = value
+
+    def peer(self, link: int, host: str) -> None:
+        """The host (IP address) at the other end of ``link``: for each object-server link
+        `connection_made` gave, the fetcher's; for `HEAD_LINK`, the head's, as this worker
+        sees it (a grant to loopback means that host)."""
+        if link == HEAD_LINK:
+            self._gate.head_host(host)
+        elif link in self._servers:
+            self._gate.peer(link, host)
+
+    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+        """Object-server ``link``'s TLS certificate carries ``roles``: whether it may fetch
+        (``worker`` or ``admin``: anything; ``driver``: what the head grants its host). On
+        False the binding closes the link before reading a frame."""
+        return link in self._servers and self._gate.authenticated(link, roles)
 
     def connected(self, link: int, now: int) -> None:
         """A link we asked for with `Connect` is up."""
@@ -176,9 +215,11 @@ class Worker(ActorHosting):
             for event in events:
                 self._on_head_event(event, now)
         elif link in self._servers:
+            if events:
+                self._gate.heard(link)
             for event in events:
                 if isinstance(event, Fetch):
-                    self._serve(link, event)
+                    self._admit(link, event, now)
         elif self._fetcher.owns(link):
             for oid, value, why in self._fetcher.receive(link, events):
                 self._fetched(oid, value, why)
@@ -192,6 +233,7 @@ class Worker(ActorHosting):
             self._head_lost("the head connection was lost")
         elif link in self._servers:
             self._servers.discard(link)
+            self._gate.closed(link)
         else:
             for oid, value, why in self._fetcher.lost(link, "connection lost"):
                 self._fetched(oid, value, why)
@@ -220,15 +262,28 @@ class Worker(ActorHosting):
         return self._links.decisions()
 
     def next_deadline(self) -> int | None:
-        """When `on_timer` has work to do: the next heartbeat, while joined."""
-        return self._beat_at
+        """When `on_timer` has work to do: the next heartbeat, while joined; a fetch's wait
+        for its grant running out; a silent object-server link's idle time."""
+        beat = self._beat_at
+        gate = self._gate.next_deadline()
+        if gate is None or (beat is not None and beat < gate):
+            return beat
+        return gate
 
     def on_timer(self, now: int) -> None:
-        """Time passed: tell the head we are alive (`SPAN_ALIVE`) when it is time."""
+        """Time passed: tell the head we are alive (`SPAN_ALIVE`) when it is time; refuse
+        fetches that waited out their grant; close links that stayed silent."""
         beat = self._beat_at
         if beat is not None and now >= beat:
             self._links.send(HEAD_LINK, Span(0, 0, 0, 0, SPAN_ALIVE))
             self._beat_at = now + self.heartbeat_ns
+        refused, silent = self._gate.expired(now)
+        for link, oid, why in refused:
+            self._links.send(link, Error(oid, why))
+        idle = self._gate.idle_ns / 1e9
+        for link in silent:
+            self._links.close(link, f"sent no complete frame in {idle:g} s")
+            self.connection_lost(link, now)
 
     # -- tasks ---------------------------------------------------------------------------------
 
@@ -252,6 +307,11 @@ class Worker(ActorHosting):
             self._free(event, now)
         elif isinstance(event, Adopt):
             self._adopt(event)
+        elif isinstance(event, Located):
+            # A grant: the head is about to tell the fetcher at this host where it lies.
+            held = event.object_id in self.store
+            for link, fetch in self._gate.grant(event.object_id, event.address.host, held):
+                self._serve(link, fetch)
         elif isinstance(event, Stop):
             self.stopped = True
             self._links.close(HEAD_LINK, "stopped by the head")
@@ -264,6 +324,7 @@ class Worker(ActorHosting):
         withdraw = event.mark == FREE_WITHDRAW
         if not withdraw:
             self.store.pop(oid, None)
+            self._gate.drop(oid)
         if oid not in self._jobs:
             return
         if oid in self._gathering:
@@ -412,6 +473,14 @@ class Worker(ActorHosting):
             self._links.send(HEAD_LINK, Error(oid + i, message))
 
     # -- the object server ---------------------------------------------------------------------
+
+    def _admit(self, link: int, fetch: Fetch, now: int) -> None:
+        verdict = self._gate.admit(link, fetch, now)
+        if verdict is None:
+            self._serve(link, fetch)
+        elif verdict:
+            self._links.send(link, Error(fetch.object_id, verdict))
+        # else it waits for the head's grant (`_on_head_event`) or its deadline (`on_timer`)
 
     def _serve(self, link: int, fetch: Fetch) -> None:
         oid = fetch.object_id

@@ -1,0 +1,247 @@
+"""Fetch grants: which fetcher a worker's object server answers.
+
+Theory of operation
+-------------------
+Object-server links carry no hello, so a fetcher is known by its host (the binding reports
+it with `FetchGate.peer`) and, over TLS, by its certificate's roles (`authenticated`). A
+cluster member (a `worker` or `admin` certificate) may fetch anything this server holds;
+any other fetcher may fetch an object only once the head has granted it to its host: before
+the head tells a fetcher where an object lies (located, task-inputs, adopt) it sends the
+holding worker a located frame (`Grant`) naming the fetcher's host, port 0. A grant to a
+loopback host means "the head's own machine": the head host this worker sees, or loopback.
+
+The grant races the fetch (they travel on different links), so a fetch the gate does not
+allow yet waits for one, up to ``wait_ns``; then it is refused with an error frame naming
+the object, and the link stays usable. Grants die with their object (`drop`). A link that
+sends no complete frame within ``idle_ns`` of connecting is closed (`expired`).
+
+Everything is bounded: grants only for objects in the store, at most `MAX_HOSTS` hosts per
+object, at most `MAX_WAITING_PER_LINK` waiting fetches per link and `MAX_WAITING` in all
+(past them a fetch is refused at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from ._events import Fetch
+
+__all__ = [
+    "FETCH_GRANT_WAIT_NS",
+    "FETCH_IDLE_NS",
+    "MEMBER_ROLES",
+    "FetchGate",
+    "canonical_host",
+    "is_loopback",
+]
+
+#: How long a fetch the head has not granted (yet) waits for the grant before it is refused.
+FETCH_GRANT_WAIT_NS: Final = 5_000_000_000
+#: An object-server link that sends no complete frame this long after connecting is closed.
+FETCH_IDLE_NS: Final = 10_000_000_000
+#: Certificate roles that make a fetcher a cluster member: it may fetch anything.
+MEMBER_ROLES: Final = frozenset({"worker", "admin"})
+#: Certificate roles that may fetch what the head granted to their host.
+_GRANTED_ROLES: Final = frozenset({"driver"})
+#: Hosts one object is granted to, at most (the oldest grant goes first).
+MAX_HOSTS: Final = 64
+#: Fetches waiting for a grant, per link and in all; past them a fetch is refused at once.
+MAX_WAITING_PER_LINK: Final = 256
+MAX_WAITING: Final = 16_384
+#: Marks a grant to the head's own machine (a loopback grant).
+_HEAD_MACHINE: Final = ""
+
+_WHY: Final = (
+    "only a peer the head told where the object lies, or a cluster member authenticated "
+    "by TLS, may fetch it"
+)
+
+
+def canonical_host(host: str) -> str:
+    """``host`` as grants compare it: lower case, without brackets, an IPv4-mapped IPv6
+    address as its IPv4 address."""
+    h = host.strip().lower()
+    if h.startswith("[") and h.endswith("]"):
+        h = h[1:-1]
+    if h.startswith("::ffff:") and "." in h:
+        h = h[7:]
+    return h
+
+
+def is_loopback(host: str) -> bool:
+    h = canonical_host(host)
+    return h.startswith("127.") or h in ("::1", "localhost")
+
+
+class _Link:
+    """What the gate knows of one object-server link."""
+
+    __slots__ = ("host", "member", "waiting")
+
+    def __init__(self) -> None:
+        self.host = ""  # canonical; "" until `peer`
+        self.member = False
+        self.waiting = 0
+
+
+class FetchGate:
+    """Grants, the fetches waiting for one, and idle links; see the module docstring."""
+
+    def __init__(self, *, check: bool, wait_ns: int, idle_ns: int, own_host: str) -> None:
+        if wait_ns < 0 or idle_ns < 0:
+            raise ValueError(f"wait_ns and idle_ns must be at least 0, not {wait_ns}, {idle_ns}")
+        self.check = check
+        self.wait_ns = wait_ns
+        self.idle_ns = idle_ns
+        self._own_host = canonical_host(own_host)
+        self._head_host = ""
+        self._links: dict[int, _Link] = {}
+        self._grants: dict[int, dict[str, None]] = {}  # object -> hosts, oldest first
+        # Waiting fetches in arrival order (so deadline order): key -> (link, fetch, until).
+        self._waiting: dict[int, tuple[int, Fetch, int]] = {}
+        self._next_key = 0
+        self._silent: dict[int, int] = {}  # link -> when it is closed, arrival order
+
+    # -- links ---------------------------------------------------------------------------
+
+    def opened(self, link: int, now: int) -> None:
+        self._links[link] = _Link()
+        if self.idle_ns:
+            self._silent[link] = now + self.idle_ns
+
+    def peer(self, link: int, host: str) -> None:
+        state = self._links.get(link)
+        if state is not None:
+            state.host = canonical_host(host)
+
+    def head_host(self, host: str) -> None:
+        """The host this worker's head link comes from, as this worker sees it."""
+        self._head_host = canonical_host(host)
+
+    def authenticated(self, link: int, roles: Iterable[str]) -> bool:
+        """A TLS fetcher's certificate roles: whether it may fetch at all."""
+        state = self._links.get(link)
+        if state is None:
+            return False
+        names = frozenset(roles)
+        if names & MEMBER_ROLES:
+            state.member = True
+            return True
+        return bool(names & _GRANTED_ROLES)
+
+    def heard(self, link: int) -> None:
+        """A complete frame came on ``link``: it is not a silent link."""
+        self._silent.pop(link, None)
+
+    def closed(self, link: int) -> None:
+        self._links.pop(link, None)
+        self._silent.pop(link, None)
+        if any(w[0] == link for w in self._waiting.values()):
+            self._waiting = {k: w for k, w in self._waiting.items() if w[0] != link}
+
+    # -- grants --------------------------------------------------------------------------
+
+    def grant(self, oid: int, host: str, held: bool) -> list[tuple[int, Fetch]]:
+        """The head grants ``oid`` to ``host``; ``held``: whether the store has it (a grant
+        for an object gone meanwhile is dropped). Returns the waiting fetches it lets in."""
+        if not held:
+            return []
+        key = _HEAD_MACHINE if is_loopback(host) else canonical_host(host)
+        hosts = self._grants.setdefault(oid, {})
+        hosts.pop(key, None)
+        hosts[key] = None
+        if len(hosts) > MAX_HOSTS:
+            del hosts[next(iter(hosts))]
+        if not self._waiting:
+            return []
+        let_in: list[tuple[int, Fetch]] = []
+        for k, (link, fetch, _) in list(self._waiting.items()):
+            if fetch.object_id == oid and self._allows(link, oid):
+                del self._waiting[k]
+                self._links[link].waiting -= 1
+                let_in.append((link, fetch))
+        return let_in
+
+    def drop(self, oid: int) -> None:
+        """``oid`` left the store: its grants go with it."""
+        self._grants.pop(oid, None)
+
+    def _allows(self, link: int, oid: int) -> bool:
+        state = self._links.get(link)
+        if state is None:
+            return False
+        if state.member:
+            return True
+        hosts = self._grants.get(oid)
+        if not hosts or not state.host:
+            return False
+        host = state.host
+        if host in hosts:
+            return True
+        # A grant to the head's machine: the fetcher came from there, or from this machine
+        # when the head runs here (then any of this machine's addresses will do).
+        if _HEAD_MACHINE in hosts:
+            if is_loopback(host) or host == self._head_host:
+                return True
+            return is_loopback(self._head_host) and host == self._own_host
+        return False
+
+    # -- fetches -------------------------------------------------------------------------
+
+    def admit(self, link: int, fetch: Fetch, now: int) -> str | None:
+        """None: serve ``fetch`` now. "": it waits for a grant. Else: refuse it with this."""
+        if not self.check or self._allows(link, fetch.object_id):
+            return None
+        state = self._links.get(link)
+        if state is None:
+            return None  # not an object-server link of ours: the worker never asks
+        if (
+            self.wait_ns == 0
+            or state.waiting >= MAX_WAITING_PER_LINK
+            or len(self._waiting) >= MAX_WAITING
+        ):
+            return self.refusal(link, fetch.object_id, "")
+        state.waiting += 1
+        self._waiting[self._next_key] = (link, fetch, now + self.wait_ns)
+        self._next_key += 1
+        return ""
+
+    def refusal(self, link: int, oid: int, waited: str) -> str:
+        state = self._links.get(link)
+        who = state.host if state is not None and state.host else "this peer (host unknown)"
+        return f"object {oid:#x} was not offered to {who} by the head{waited}: {_WHY}"
+
+    # -- time ----------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        times = []
+        if self._waiting:
+            times.append(next(iter(self._waiting.values()))[2])
+        if self._silent:
+            times.append(next(iter(self._silent.values())))
+        return min(times) if times else None
+
+    def expired(self, now: int) -> tuple[list[tuple[int, int, str]], list[int]]:
+        """The fetches whose wait ran out, as (link, object, error message), and the links
+        that stayed silent too long (the worker closes them)."""
+        refused = []
+        waited = f" within {self.wait_ns / 1e9:g} s"
+        while self._waiting:
+            key, (link, fetch, until) = next(iter(self._waiting.items()))
+            if until > now:
+                break
+            del self._waiting[key]
+            state = self._links.get(link)
+            if state is not None:
+                state.waiting -= 1
+            oid = fetch.object_id
+            refused.append((link, oid, self.refusal(link, oid, waited)))
+        silent = []
+        while self._silent:
+            link, until = next(iter(self._silent.items()))
+            if until > now:
+                break
+            del self._silent[link]
+            silent.append(link)
+        return refused, silent
