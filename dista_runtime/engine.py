@@ -116,8 +116,7 @@ class Engine:
         #: Mutual TLS for this role (`_tls`), from DISTA_TLS_* (--tls-dir sets them).
         self.tls: TLS | None = tls_for(self.tls_role) if self.tls_role else None
         self._dialed: set[int] = set()  # links we connected (their peer shows its role)
-        self._tls_refusals = _Throttle()  # peers whose role may not be here
-        self._tls_failures = _Throttle()  # handshakes that failed
+        self._tls_refusals = _Throttle()
         #: The caps on incoming connections (`limit`), kept when each is attached.
         self.admission: Admission | None = None
 
@@ -263,8 +262,6 @@ class Engine:
         return False
 
     def secured(self, link: int, stream: Any) -> None:
-        if link not in self.transports:
-            return  # refused when attached (a connection cap): nothing to check
         roles = peer_roles(stream)
         if link in self._dialed:
             head = link == dp.HEAD_LINK
@@ -286,9 +283,11 @@ class Engine:
         stream.close()
 
     def tls_failed(self, link: int, stream: Any, why: str) -> None:
-        """A TLS handshake failed (``link`` is `ACCEPT_LATER` for one not yet counted)."""
-        self._tls_failures.note(
-            self.log, f"dista {self.name}: TLS handshake with %s failed: {why}", self._peer(stream)
+        self._tls_refusals.note(
+            self.log,
+            f"dista {self.name}: TLS handshake with %s (link %d) failed: {why}",
+            self._peer(stream),
+            link,
         )
 
     @staticmethod
