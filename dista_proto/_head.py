@@ -90,7 +90,9 @@ from ._head_recovery import LIVENESS_NS, RECOVERY_GRACE_NS, Recovery
 from ._head_scheduling import ANYWHERE
 from ._head_security import (
     HelloWatch,
+    foreign_text,
     hello_refusal,
+    not_given_text,
     may_stop,
     useful_roles,
 )
@@ -518,8 +520,29 @@ class Head(Recovery):
             self._enqueue(task)
         return task
 
+    def _foreign(self, peer: Peer, oid: int) -> bool:
+        """Whether ``oid`` is another driver's (its number is not ``peer``'s): if so, say so.
+        Refs cannot travel inside values, so the objects a driver holds are its own."""
+        if not oid or oid >> ID_BITS == peer.number:
+            return False
+        self._links.send(peer.link, Error(oid, foreign_text(oid)))
+        return True
+
     def _submit_after(self, peer: Peer, event: TaskAfter) -> None:
         results = event.results or 1
+        number = peer.number
+        for input_id in event.inputs:
+            if input_id and input_id >> ID_BITS != number:
+                # Not queued: the foreign object is named, and so are the task's own results,
+                # so the driver's refs fail readably.
+                self._foreign(peer, input_id)
+                oid = event.object_id
+                if oid >> ID_BITS == number and (oid & ID_MASK) + results - 1 <= ID_MASK:
+                    why = foreign_text(input_id)
+                    for i in range(oid, oid + min(results, 1 << 16)):
+                        if i not in self._objects and i not in self._actors:
+                            self._links.send(peer.link, Error(i, why))
+                return
         task = self._submit(peer, event.object_id, event.task_id, results, None)
         if task is None:
             return
@@ -562,6 +585,14 @@ class Head(Recovery):
         if obj is not None and obj.task is not None and obj.task.worker is worker:
             obj.task.span = (span.arrived, span.started, span.ended)
             self._durations.record(obj.task.task_id, span.ended - span.started)
+        else:
+            self._not_given(worker, span.object_id)
+
+    def _not_given(self, worker: Peer, oid: int) -> None:
+        """``worker`` answered for ``oid``, which is not with it: a forgery, or a task taken
+        back or retried elsewhere. Dropped, and said (a worker ignores the error)."""
+        if oid:
+            self._links.send(worker.link, Error(oid, not_given_text(oid)))
 
     def _on_answer(
         self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
@@ -569,9 +600,12 @@ class Head(Recovery):
         obj = self._objects.get(oid)
         task = obj.task if obj is not None else None
         if obj is None or task is None or task.worker is not worker or obj.answered:
-            # Stale: a dropped task, a retried one's old worker. Free what it stored.
+            # Stale: a dropped task, a retried one's old worker; or forged. Free what it
+            # stored.
             if isinstance(answer, Stored):
                 self._free_copy(worker, oid)
+            if obj is None or task is None or task.worker is not worker:
+                self._not_given(worker, oid)  # (not a duplicate of its own answer)
             return
         obj.answered = True
         task.answers_left -= 1
@@ -739,6 +773,8 @@ class Head(Recovery):
             self._settle(task)
 
     def _release(self, peer: Peer, oid: int) -> None:
+        if self._foreign(peer, oid):
+            return
         obj = self._objects.get(oid)
         if obj is None or obj.owner != peer.link or not obj.held:
             if not peer.resuming:  # (a resume releases what this head may have forgotten)
@@ -749,6 +785,8 @@ class Head(Recovery):
         self._unref(obj)
 
     def _cancel(self, peer: Peer, oid: int, force: bool) -> None:
+        if self._foreign(peer, oid):
+            return
         obj = self._objects.get(oid)
         if obj is None or obj.owner != peer.link:
             return  # already settled and released: nothing left to cancel

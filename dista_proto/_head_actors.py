@@ -501,9 +501,12 @@ class Actors(Scheduling):
             self.pending -= 1
         obj = self._objects.get(oid)
         if call is None or obj is None or obj.owner != call.owner:
-            # Answered before (a call run again after a restore), or released meanwhile.
+            # Answered before (a call run again after a restore), or released meanwhile; or
+            # not a call to this actor at all (forged).
             if isinstance(answer, Stored):
                 self._free_copy(worker, oid)
+            if call is None:
+                self._not_given(worker, oid)
         else:
             self._set_answer(worker, obj, answer, error)
         self._free_stale_call(oid)

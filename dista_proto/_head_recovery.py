@@ -184,6 +184,9 @@ class Recovery(Actors):
     def _cancel(self, peer: Peer, oid: int, force: bool) -> None:
         raise NotImplementedError  # the head's
 
+    def _foreign(self, peer: Peer, oid: int) -> bool:
+        raise NotImplementedError  # the head's
+
     def _refuse(self, peer: Peer, why: str) -> None:
         raise NotImplementedError  # the head's
 
@@ -288,6 +291,8 @@ class Recovery(Actors):
         """A resuming driver's claim; or, from one that is not resuming, the question where
         an object it holds lives now (a fetch failed where it was): answered again."""
         oid = event.object_id
+        if self._foreign(peer, oid):
+            return
         if not peer.resuming:
             obj = self._objects.get(oid)
             if obj is None or obj.owner != peer.link or not obj.held:

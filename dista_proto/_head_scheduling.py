@@ -76,6 +76,9 @@ class Scheduling(Granting):
     def _maybe_release_drained(self, worker: Peer) -> None:
         raise NotImplementedError  # the head's
 
+    def _not_given(self, worker: Peer, oid: int) -> None:
+        raise NotImplementedError  # the head's
+
     # -- the pulled timer: tasks no worker can run ---------------------------------------
 
     def next_deadline(self) -> int | None:
@@ -124,7 +127,8 @@ class Scheduling(Granting):
         obj = self._objects.get(span.object_id)
         task = obj.task if obj is not None else None
         if task is None or task.worker is not worker or task.state is not _RUNNING:
-            return  # stale: the task settled, or was retried elsewhere
+            self._not_given(worker, span.object_id)  # stale: settled, retried elsewhere
+            return
         if span.mark == SPAN_BLOCKED:
             if not task.blocked:
                 self._give_slot_back(worker, task)

@@ -19,6 +19,7 @@ __all__ = [
     "CERT_ROLES",
     "HelloWatch",
     "foreign_text",
+    "not_given_text",
     "hello_refusal",
     "inline_cap_text",
     "may_stop",
@@ -75,6 +76,14 @@ def may_stop(roles: frozenset[str] | None) -> str | None:
 def foreign_text(oid: int) -> str:
     """The refusal of another driver's object named by a driver."""
     return f"object {oid:#x} is not this driver's: a driver may only use objects it holds"
+
+
+def not_given_text(oid: int) -> str:
+    """The error to a worker answering for an object it was not asked for."""
+    return (
+        f"object {oid:#x} is not a task or actor call this worker was given "
+        "(or it was taken back): its answer is dropped"
+    )
 
 
 def inline_cap_text(oid: int, number: int, cap: int) -> str:

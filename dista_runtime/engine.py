@@ -116,7 +116,8 @@ class Engine:
         #: Mutual TLS for this role (`_tls`), from DISTA_TLS_* (--tls-dir sets them).
         self.tls: TLS | None = tls_for(self.tls_role) if self.tls_role else None
         self._dialed: set[int] = set()  # links we connected (their peer shows its role)
-        self._tls_refusals = _Throttle()
+        self._tls_refusals = _Throttle()  # peers whose role may not be here
+        self._tls_failures = _Throttle()  # handshakes that failed
         #: The caps on incoming connections (`limit`), kept when each is attached.
         self.admission: Admission | None = None
 
@@ -262,6 +263,8 @@ class Engine:
         return False
 
     def secured(self, link: int, stream: Any) -> None:
+        if link not in self.transports:
+            return  # refused when attached (a connection cap): nothing to check
         roles = peer_roles(stream)
         if link in self._dialed:
             head = link == dp.HEAD_LINK
@@ -283,11 +286,9 @@ class Engine:
         stream.close()
 
     def tls_failed(self, link: int, stream: Any, why: str) -> None:
-        self._tls_refusals.note(
-            self.log,
-            f"dista {self.name}: TLS handshake with %s (link %d) failed: {why}",
-            self._peer(stream),
-            link,
+        """A TLS handshake failed (``link`` is `ACCEPT_LATER` for one not yet counted)."""
+        self._tls_failures.note(
+            self.log, f"dista {self.name}: TLS handshake with %s failed: {why}", self._peer(stream)
         )
 
     @staticmethod

@@ -17,6 +17,7 @@ from typing import Any
 from dista_runtime.binding import (
     ACCEPT_LATER,
     HANDSHAKE_TIMEOUT_S,
+    AcceptErrors,
     Connections,
     Link,
     listen_socket,
@@ -117,6 +118,7 @@ class _Listener:
         self.address = socket_address(sock)
         self._sock = sock
         self._closed = False
+        _quiet_accept_errors(loop, engine)
         tls = engine.tls
         if tls is None:
             serving = loop.create_server(lambda: Reader(engine, engine.accept()), sock=sock)
@@ -138,6 +140,31 @@ class _Listener:
             self._sock.close()
         else:
             server.result().close()
+
+
+#: What asyncio's listener says when ``accept`` fails for want of descriptors or memory.
+_ACCEPT_FAILED = "socket.accept() out of system resource"
+
+
+def _quiet_accept_errors(loop: asyncio.AbstractEventLoop, engine: Connections) -> None:
+    """Log ``loop``'s failed accepts once a second with a count, as the other bindings do.
+
+    asyncio rests its listener a second after one, but (3.11) logs a six-line traceback for
+    each of up to 100 accepts a turn and keeps a retry timer for each: a head past
+    ``ulimit -n`` wrote 13,735 lines in 5 s. Other exceptions go to the handler there was."""
+    errors = AcceptErrors(engine, loop.call_later)
+    previous = loop.get_exception_handler()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if context.get("message") == _ACCEPT_FAILED and isinstance(error, OSError):
+            errors.failed(error)
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
 
 
 class AsyncioLoop:

@@ -305,11 +305,11 @@ def test_300_silent_connections_under_ulimit_256_leave_room_for_a_driver() -> No
     assert len(log) <= 8, log
 
 
-@pytest.mark.parametrize("loop", ["anyio", "gevent"])
+@pytest.mark.parametrize("loop", LOOPS)
 def test_accept_errors_are_logged_once_a_second(loop: str) -> None:
     """Out of descriptors (a cap set above ``ulimit -n``), the listener rests a second after
     each failed accept and logs at most a line a second with a count, instead of a line
-    each (or a spinning loop)."""
+    each (asyncio's own listener wrote 13,735 lines of tracebacks in 5 s)."""
     socks: list[socket.socket] = []
     h = Head(loop=loop, nofile=48, DISTA_MAX_CONNECTIONS="1000")
     try:
