@@ -42,77 +42,6 @@ class Reader(Link, asyncio.BufferedProtocol):
     __slots__ = ()
 
 
-class _SecuredReader(Reader):
-    """A `Reader` for a connection start_tls secures: what arrives between the handshake's
-    end and start_tls's return (a TLS 1.3 client's first frames ride with its Finished)
-    waits here until the connection is made and has a link."""
-
-    __slots__ = ("_early", "_scratch")
-
-    def __init__(self, engine: Connections) -> None:
-        super().__init__(engine, ACCEPT_LATER)
-        self._early = bytearray()
-        self._scratch = bytearray(64 << 10)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self.transport is None:
-            return memoryview(self._scratch)
-        return super().get_buffer(sizehint)
-
-    def buffer_updated(self, nbytes: int) -> None:
-        if self.transport is None:
-            self._early += self._scratch[:nbytes]
-        else:
-            super().buffer_updated(nbytes)
-
-    def connection_made(self, transport: Any) -> None:
-        super().connection_made(transport)
-        early, self._early = memoryview(self._early), bytearray()
-        while early and self.transport is transport and not transport.is_closing():
-            view = super().get_buffer(len(early))
-            n = min(len(view), len(early))
-            view[:n] = early[:n]
-            early = early[n:]
-            super().buffer_updated(n)
-
-
-class _Handshake(asyncio.Protocol):
-    """A TLS listener's connection until its handshake is done (`loop.start_tls`), so that
-    a failed one is reported (asyncio's own TLS server drops it without a word) and never
-    reaches the core; then a `Reader` with a link of its own (`ACCEPT_LATER`)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, engine: Connections) -> None:
-        self._loop = loop
-        self._engine = engine
-
-    def connection_made(self, transport: Any) -> None:
-        transport.pause_reading()  # the ClientHello is start_tls's to read
-        self._loop.create_task(self._secure(transport))
-
-    async def _secure(self, transport: Any) -> None:
-        reader = _SecuredReader(self._engine)
-        try:
-            secured = await self._loop.start_tls(
-                transport,
-                reader,
-                self._engine.tls.server,
-                server_side=True,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
-            )
-        except (OSError, TimeoutError, asyncio.CancelledError) as e:
-            transport.abort()
-            why = getattr(e, "reason", None) or str(e) or type(e).__name__
-            self._engine.tls_failed(ACCEPT_LATER, transport, why)
-            return
-        if secured is None:  # the peer went during the handshake
-            transport.abort()
-            return
-        reader.connection_made(secured)
-
-    def data_received(self, data: bytes) -> None:
-        pass  # none comes: reading is paused until start_tls takes over
-
-
 class _Listener:
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, engine: Connections):
         self.address = socket_address(sock)
@@ -123,7 +52,16 @@ class _Listener:
         if tls is None:
             serving = loop.create_server(lambda: Reader(engine, engine.accept()), sock=sock)
         else:
-            serving = loop.create_server(lambda: _Handshake(loop, engine), sock=sock)
+            # A link once the handshake is done (`ACCEPT_LATER`): a peer that fails it
+            # never reaches the core. (asyncio and uvloop drop it without a word; loop.
+            # start_tls would let us log it, but uvloop may read the ClientHello before
+            # it takes over, and the handshake then hangs.)
+            serving = loop.create_server(
+                lambda: Reader(engine, ACCEPT_LATER),
+                sock=sock,
+                ssl=tls.server,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
+            )
         self._server = loop.create_task(serving)
         self._server.add_done_callback(self._served)
 
