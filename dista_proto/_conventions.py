@@ -23,6 +23,7 @@ __all__ = [
     "ERROR_COVERED",
     "ERROR_NO_CHECKPOINT",
     "ERROR_WARNING",
+    "FREE_STORE",
     "FREE_WITHDRAW",
     "HEAD_LINK",
     "ID_BITS",
@@ -98,6 +99,10 @@ SPAN_ALIVE: Final = 4
 #: `SPAN_WITHDRAWN`), else let it run. An unmarked free of a task the worker holds drops it
 #: if it has not started, else interrupts it: the head cancelled it.
 FREE_WITHDRAW: Final = 1
+#: Free mark, head to worker, just before the task whose first result it names: store that
+#: task's results on the object server whatever their size (its driver keeps its cap of
+#: inline results in the head). A worker without the mark frees nothing: none is stored yet.
+FREE_STORE: Final = 2
 
 #: Error mark, head to driver: the object the error names (an actor) lives on; the message
 #: is a warning about it (a checkpoint could not be written), not its failure.

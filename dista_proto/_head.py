@@ -34,6 +34,7 @@ from . import frame as F
 from ._conventions import (
     CANCEL_FORCE,
     ERROR_COVERED,
+    FREE_STORE,
     ID_BITS,
     ID_MASK,
     NUMBER_SPACE,
@@ -92,8 +93,9 @@ from ._head_security import (
     HelloWatch,
     foreign_text,
     hello_refusal,
-    not_given_text,
+    inline_cap_text,
     may_stop,
+    not_given_text,
     useful_roles,
 )
 from ._head_status import status_text
@@ -118,6 +120,9 @@ MAX_RETRIES: Final = 3
 HELLO_DEADLINE_NS: Final = 10_000_000_000
 #: A link that has not said hello and read nothing this long is closed.
 HELLO_IDLE_NS: Final = 5_000_000_000
+#: Bytes of inline results the head keeps for one driver; past it, its results are stored on
+#: workers (DISTA_HEAD_INLINE_CAP).
+INLINE_CAP_BYTES: Final = 256 << 20
 
 _PENDING: Final = ObjState.PENDING
 _INLINE: Final = ObjState.INLINE
@@ -150,6 +155,7 @@ class Head(Recovery):
         recovery_grace_ns: int = RECOVERY_GRACE_NS,
         hello_deadline_ns: int = HELLO_DEADLINE_NS,
         hello_idle_ns: int = HELLO_IDLE_NS,
+        inline_cap_bytes: int = INLINE_CAP_BYTES,
     ) -> None:
         if not 1 <= first_number < NUMBER_SPACE:
             raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
@@ -201,6 +207,10 @@ class Head(Recovery):
         self._adopt_tries: dict[int, int] = {}
         self._tick_at = 0
         self._hello_watch = HelloWatch(hello_deadline_ns, hello_idle_ns)
+        if inline_cap_bytes < 0:
+            raise ValueError(f"inline_cap_bytes must be >= 0 (0: off), not {inline_cap_bytes}")
+        self.inline_cap_bytes = inline_cap_bytes
+        self._inline_of: dict[int, int] = {}  # driver number -> bytes of its inline results
 
     # -- the binding's side -------------------------------------------------------------------
 
@@ -625,9 +635,17 @@ class Head(Recovery):
             self._fail_object(obj, error)
             return
         if isinstance(answer, Result):
+            number = obj.oid >> ID_BITS
+            kept = self._inline_of.get(number, 0)
+            cap = self.inline_cap_bytes
+            if cap and kept >= cap:
+                # Sent before its driver reached the cap (or by a worker without FREE_STORE).
+                self._fail_object(obj, inline_cap_text(obj.oid, number, cap))
+                return
             obj.state = _INLINE
             obj.value = answer.value
             obj.size = len(answer.value)
+            self._inline_of[number] = kept + obj.size
             self.held_bytes += obj.size
             if obj.held:
                 self._links.send(obj.owner, answer)
@@ -720,6 +738,7 @@ class Head(Recovery):
             self._free_stale(obj.oid, None)  # a stale copy waiting for a run that never came
         if obj.state is _INLINE:
             self.held_bytes -= obj.size
+            self._uncount_inline(obj)
             obj.value = b""
         elif obj.state is _STORED:
             self.held_bytes -= obj.size
@@ -729,6 +748,29 @@ class Head(Recovery):
                 self._links.send(holder.link, Free(obj.oid))
                 if holder.draining and not holder.holds:
                     self._maybe_release_drained(holder)  # its last object went: it may go
+
+    def _count_inline(self, obj: TrackedObject) -> None:
+        number = obj.oid >> ID_BITS
+        self._inline_of[number] = self._inline_of.get(number, 0) + obj.size
+
+    def _uncount_inline(self, obj: TrackedObject) -> None:
+        number = obj.oid >> ID_BITS
+        left = self._inline_of.get(number, 0) - obj.size
+        if left > 0:
+            self._inline_of[number] = left
+        else:
+            self._inline_of.pop(number, None)
+
+    def _store_mark(self, task: TaskRecord, worker: Peer) -> None:
+        """Before ``task`` goes to ``worker``: if its driver keeps its cap of inline results
+        here, the worker is told to store its results whatever their size."""
+        cap = self.inline_cap_bytes
+        if cap and self._inline_of.get(task.oid >> ID_BITS, 0) >= cap:
+            self._links.send(worker.link, Free(task.oid, FREE_STORE))
+
+    def inline_bytes(self, number: int) -> int:
+        """Bytes of driver ``number``'s inline results the head keeps (its cap's count)."""
+        return self._inline_of.get(number, 0)
 
     def _fail_object(self, obj: TrackedObject, why: str) -> None:
         """Fail pending ``obj`` and, transitively, every task waiting on it."""

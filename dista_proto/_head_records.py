@@ -56,7 +56,6 @@ class Peer:
         "holds",
         "host",
         "idle",
-        "inline",
         "link",
         "number",
         "prefetched",
@@ -100,8 +99,6 @@ class Peer:
         #: The role words of the peer's certificate (`Head.authenticated`); None: plain TCP,
         #: unrestricted.
         self.roles: frozenset[str] | None = None
-        #: A driver's: bytes of its inline results the head keeps (its cap's count).
-        self.inline = 0
 
     @property
     def name(self) -> str:

@@ -187,6 +187,9 @@ class Recovery(Actors):
     def _foreign(self, peer: Peer, oid: int) -> bool:
         raise NotImplementedError  # the head's
 
+    def _count_inline(self, obj: TrackedObject) -> None:
+        raise NotImplementedError  # the head's
+
     def _refuse(self, peer: Peer, why: str) -> None:
         raise NotImplementedError  # the head's
 
@@ -283,6 +286,7 @@ class Recovery(Actors):
             obj.value = event.value
             obj.size = len(event.value)
             self.held_bytes += obj.size
+            self._count_inline(obj)  # (what it had before: not refused at its cap)
         else:
             obj.state = _FAILED
             obj.error = event.message

@@ -27,6 +27,7 @@ from typing import Final
 
 from . import frame as F
 from ._conventions import (
+    FREE_STORE,
     FREE_WITHDRAW,
     HEAD_LINK,
     MIN_FETCH_PART,
@@ -123,6 +124,7 @@ class Worker(ActorHosting):
         )
         self.store: dict[int, Bytes] = {}
         self._jobs: dict[int, tuple[int, int]] = {}  # first result ID -> (results, arrived)
+        self._store_all: set[int] = set()  # tasks whose results are stored whatever their size
         self._gathering: dict[int, _Gathering] = {}  # first result ID -> its inputs so far
         self._waiting_for: dict[int, list[tuple[_Gathering, int]]] = {}  # input ID -> slots
         self.stopped = False
@@ -250,6 +252,7 @@ class Worker(ActorHosting):
             if oid not in self._gathering:
                 self._links.queue(CancelTask(oid, False))  # interrupted; answers dropped
         self._jobs.clear()
+        self._store_all.clear()
         self._gathering.clear()
         self._waiting_for.clear()
         if self.actor:
@@ -321,6 +324,9 @@ class Worker(ActorHosting):
 
     def _free(self, event: Free, now: int) -> None:
         oid = event.object_id
+        if event.mark == FREE_STORE:
+            self._store_all.add(oid)  # the task follows: see `task_done`
+            return
         withdraw = event.mark == FREE_WITHDRAW
         if not withdraw:
             self.store.pop(oid, None)
@@ -338,6 +344,7 @@ class Worker(ActorHosting):
     def task_withdrawn(self, oid: int, now: int) -> None:
         """The binding dropped the task whose first result is ``oid`` without running it."""
         job = self._jobs.pop(oid, None)
+        self._store_all.discard(oid)
         if job is not None:
             self._links.send(HEAD_LINK, Span(oid, job[1], now, now, SPAN_WITHDRAWN))
 
@@ -450,6 +457,9 @@ class Worker(ActorHosting):
         send = self._links.send
         send(HEAD_LINK, Span(oid, arrived, started, ended))
         threshold = self.inline_threshold
+        if self._store_all and oid in self._store_all:
+            self._store_all.discard(oid)
+            threshold = -1  # the head keeps no more of its driver's results inline
         for i, value in enumerate(values):
             if len(value) > threshold:
                 self.store[oid + i] = value
@@ -465,6 +475,7 @@ class Worker(ActorHosting):
 
     def _failed(self, oid: int, message: str, started: int, ended: int) -> None:
         job = self._jobs.pop(oid, None)
+        self._store_all.discard(oid)
         if job is None:
             return
         results, arrived = job
