@@ -77,12 +77,13 @@ def is_loopback(host: str) -> bool:
 class _Link:
     """What the gate knows of one object-server link."""
 
-    __slots__ = ("host", "member", "waiting")
+    __slots__ = ("heard", "host", "member", "waiting")
 
     def __init__(self) -> None:
         self.host = ""  # canonical; "" until `peer`
         self.member = False
-        self.waiting = 0
+        self.waiting: set[int] = set()  # keys of its fetches waiting for a grant
+        self.heard = False  # it sent a complete frame
 
 
 class FetchGate:
@@ -98,8 +99,10 @@ class FetchGate:
         self._head_host = ""
         self._links: dict[int, _Link] = {}
         self._grants: dict[int, dict[str, None]] = {}  # object -> hosts, oldest first
-        # Waiting fetches in arrival order (so deadline order): key -> (link, fetch, until).
+        # Waiting fetches in arrival order (so deadline order): key -> (link, fetch, until),
+        # and by object, so that a grant or a closed link touches only its own.
         self._waiting: dict[int, tuple[int, Fetch, int]] = {}
+        self._waiting_for: dict[int, set[int]] = {}  # object -> keys
         self._next_key = 0
         self._silent: dict[int, int] = {}  # link -> when it is closed, arrival order
 
@@ -132,13 +135,32 @@ class FetchGate:
 
     def heard(self, link: int) -> None:
         """A complete frame came on ``link``: it is not a silent link."""
-        self._silent.pop(link, None)
+        state = self._links.get(link)
+        if state is not None and not state.heard:
+            state.heard = True
+            self._silent.pop(link, None)
+
+    def greeted(self, link: int) -> bool:
+        """Whether ``link`` sent a complete frame; a link the gate does not know counts."""
+        state = self._links.get(link)
+        return state is None or state.heard
 
     def closed(self, link: int) -> None:
-        self._links.pop(link, None)
+        state = self._links.pop(link, None)
         self._silent.pop(link, None)
-        if any(w[0] == link for w in self._waiting.values()):
-            self._waiting = {k: w for k, w in self._waiting.items() if w[0] != link}
+        if state is not None:
+            for key in state.waiting:
+                self._unwait(key)
+
+    def _unwait(self, key: int) -> tuple[int, Fetch, int]:
+        """Forget waiting fetch ``key`` everywhere but its link's set."""
+        waiter = self._waiting.pop(key)
+        oid = waiter[1].object_id
+        keys = self._waiting_for[oid]
+        keys.discard(key)
+        if not keys:
+            del self._waiting_for[oid]
+        return waiter
 
     # -- grants --------------------------------------------------------------------------
 
@@ -147,19 +169,21 @@ class FetchGate:
         for an object gone meanwhile is dropped). Returns the waiting fetches it lets in."""
         if not held:
             return []
-        key = _HEAD_MACHINE if is_loopback(host) else canonical_host(host)
+        name = _HEAD_MACHINE if is_loopback(host) else canonical_host(host)
         hosts = self._grants.setdefault(oid, {})
-        hosts.pop(key, None)
-        hosts[key] = None
+        hosts.pop(name, None)
+        hosts[name] = None
         if len(hosts) > MAX_HOSTS:
             del hosts[next(iter(hosts))]
-        if not self._waiting:
+        keys = self._waiting_for.get(oid)
+        if not keys:
             return []
         let_in: list[tuple[int, Fetch]] = []
-        for k, (link, fetch, _) in list(self._waiting.items()):
-            if fetch.object_id == oid and self._allows(link, oid):
-                del self._waiting[k]
-                self._links[link].waiting -= 1
+        for key in sorted(keys):  # in the order they came
+            link, fetch, _ = self._waiting[key]
+            if self._allows(link, oid):
+                self._unwait(key)
+                self._links[link].waiting.discard(key)
                 let_in.append((link, fetch))
         return let_in
 
@@ -198,13 +222,15 @@ class FetchGate:
             return None  # not an object-server link of ours: the worker never asks
         if (
             self.wait_ns == 0
-            or state.waiting >= MAX_WAITING_PER_LINK
+            or len(state.waiting) >= MAX_WAITING_PER_LINK
             or len(self._waiting) >= MAX_WAITING
         ):
             return self.refusal(link, fetch.object_id, "")
-        state.waiting += 1
-        self._waiting[self._next_key] = (link, fetch, now + self.wait_ns)
+        key = self._next_key
         self._next_key += 1
+        state.waiting.add(key)
+        self._waiting[key] = (link, fetch, now + self.wait_ns)
+        self._waiting_for.setdefault(fetch.object_id, set()).add(key)
         return ""
 
     def refusal(self, link: int, oid: int, waited: str) -> str:
@@ -231,10 +257,10 @@ class FetchGate:
             key, (link, fetch, until) = next(iter(self._waiting.items()))
             if until > now:
                 break
-            del self._waiting[key]
+            self._unwait(key)
             state = self._links.get(link)
             if state is not None:
-                state.waiting -= 1
+                state.waiting.discard(key)
             oid = fetch.object_id
             refused.append((link, oid, self.refusal(link, oid, waited)))
         silent = []

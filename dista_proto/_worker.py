@@ -189,6 +189,12 @@ class Worker(ActorHosting):
         elif link in self._servers:
             self._gate.peer(link, host)
 
+    def greeted(self, link: int) -> bool:
+        """Whether object-server ``link`` has sent a complete frame (a fetcher says no
+        hello: this is its greeting); any other link, or a gone one, counts as greeted, so
+        a binding evicting the oldest silent connection never picks a gone one."""
+        return link not in self._servers or self._gate.greeted(link)
+
     def authenticated(self, link: int, roles: frozenset[str]) -> bool:
         """Object-server ``link``'s TLS certificate carries ``roles``: whether it may fetch
         (``worker`` or ``admin``: anything; ``driver``: what the head grants its host). On

@@ -351,3 +351,17 @@ def test_idle_closing_can_be_turned_off() -> None:
 def test_negative_times_are_refused() -> None:
     with pytest.raises(ValueError, match="at least 0"):
         dp.Worker(registry_hash=7, address=OWN, fetch_wait_ns=-1)
+
+
+def test_a_fetcher_counts_as_greeted_once_it_sent_a_whole_frame() -> None:
+    s = Server()
+    link = s.fetcher("10.0.0.8")
+    assert not s.core.greeted(link)
+    fetch = dp.encode_event(dp.Fetch(OID))
+    s.core.receive_data(link, fetch[:5], 0)
+    assert not s.core.greeted(link)
+    s.core.receive_data(link, fetch[5:], 0)
+    assert s.core.greeted(link)
+    s.core.connection_lost(link, 0)
+    assert s.core.greeted(link)  # gone: never the one to evict
+    assert s.core.greeted(dp.HEAD_LINK)
