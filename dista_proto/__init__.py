@@ -106,7 +106,17 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
-from ._head import MAX_RETRIES, NO_WORKER_GRACE_NS, PREFETCH, TIMELINE_CAP, WORKER_SLOTS, Head
+from ._head import (
+    HELLO_DEADLINE_NS,
+    HELLO_IDLE_NS,
+    INLINE_CAP_BYTES,
+    MAX_RETRIES,
+    NO_WORKER_GRACE_NS,
+    PREFETCH,
+    TIMELINE_CAP,
+    WORKER_SLOTS,
+    Head,
+)
 from ._head_recovery import LIVENESS_NS, RECOVERY_GRACE_NS
 from ._observer import Observer
 from ._roles import Role, allowed_kinds
@@ -122,6 +132,9 @@ __all__ = [
     "FREE_STORE",
     "FREE_WITHDRAW",
     "HEAD_LINK",
+    "HELLO_DEADLINE_NS",
+    "HELLO_IDLE_NS",
+    "INLINE_CAP_BYTES",
     "ID_BITS",
     "ID_MASK",
     "KILL_AFTER_CALLS",

@@ -34,7 +34,6 @@ from . import frame as F
 from ._conventions import (
     CANCEL_FORCE,
     ERROR_COVERED,
-    FREE_STORE,
     ID_BITS,
     ID_MASK,
     NUMBER_SPACE,
@@ -87,17 +86,9 @@ from ._head_records import (
     TaskState,
     TrackedObject,
 )
-from ._head_recovery import LIVENESS_NS, RECOVERY_GRACE_NS, Recovery
+from ._head_recovery import LIVENESS_NS, RECOVERY_GRACE_NS
 from ._head_scheduling import ANYWHERE
-from ._head_security import (
-    HelloWatch,
-    foreign_text,
-    hello_refusal,
-    inline_cap_text,
-    may_stop,
-    not_given_text,
-    useful_roles,
-)
+from ._head_security import Guard, HelloWatch, hello_refusal, may_stop
 from ._head_status import status_text
 from ._links import Links
 from ._roles import Role
@@ -134,7 +125,7 @@ _RUNNING: Final = TaskState.RUNNING
 _DONE: Final = TaskState.DONE
 
 
-class Head(Recovery):
+class Head(Guard):
     """The head's whole state; see the module docstring."""
 
     def __init__(
@@ -225,21 +216,6 @@ class Head(Recovery):
         self._hello_watch.opened(link, now)
         return link
 
-    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
-        """The peer on ``link`` proved a certificate granting ``roles`` (call before reading
-        any byte). False if those roles may do nothing at a head: the head has forgotten the
-        link and the binding closes it. Otherwise its hello and stop are bounded by them."""
-        peer = self._peers.get(link)
-        if peer is None:
-            return False
-        if not useful_roles(roles):
-            self._peers.pop(link)
-            self._hello_watch.done(link)
-            self._links.forget(link)
-            return False
-        peer.roles = roles
-        return True
-
     def receive_data(self, link: int, data: Bytes, now: int) -> None:
         """Bytes read from ``link``."""
         self._now = now
@@ -326,11 +302,6 @@ class Head(Recovery):
         super().on_timer(now)
         self._on_recovery_timer(now)
         self._hello_watch.due(now, self._no_hello)
-
-    def _no_hello(self, link: int, why: str) -> None:
-        """``link`` waited out its hello deadline or idle time (`HelloWatch`)."""
-        if self._peers.pop(link, None) is not None:
-            self._links.close(link, why)
 
     @property
     def drivers(self) -> int:
@@ -530,29 +501,10 @@ class Head(Recovery):
             self._enqueue(task)
         return task
 
-    def _foreign(self, peer: Peer, oid: int) -> bool:
-        """Whether ``oid`` is another driver's (its number is not ``peer``'s): if so, say so.
-        Refs cannot travel inside values, so the objects a driver holds are its own."""
-        if not oid or oid >> ID_BITS == peer.number:
-            return False
-        self._links.send(peer.link, Error(oid, foreign_text(oid)))
-        return True
-
     def _submit_after(self, peer: Peer, event: TaskAfter) -> None:
         results = event.results or 1
-        number = peer.number
-        for input_id in event.inputs:
-            if input_id and input_id >> ID_BITS != number:
-                # Not queued: the foreign object is named, and so are the task's own results,
-                # so the driver's refs fail readably.
-                self._foreign(peer, input_id)
-                oid = event.object_id
-                if oid >> ID_BITS == number and (oid & ID_MASK) + results - 1 <= ID_MASK:
-                    why = foreign_text(input_id)
-                    for i in range(oid, oid + min(results, 1 << 16)):
-                        if i not in self._objects and i not in self._actors:
-                            self._links.send(peer.link, Error(i, why))
-                return
+        if self._foreign_input(peer, event, results):
+            return
         task = self._submit(peer, event.object_id, event.task_id, results, None)
         if task is None:
             return
@@ -598,12 +550,6 @@ class Head(Recovery):
         else:
             self._not_given(worker, span.object_id)
 
-    def _not_given(self, worker: Peer, oid: int) -> None:
-        """``worker`` answered for ``oid``, which is not with it: a forgery, or a task taken
-        back or retried elsewhere. Dropped, and said (a worker ignores the error)."""
-        if oid:
-            self._links.send(worker.link, Error(oid, not_given_text(oid)))
-
     def _on_answer(
         self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
     ) -> None:
@@ -635,17 +581,14 @@ class Head(Recovery):
             self._fail_object(obj, error)
             return
         if isinstance(answer, Result):
-            number = obj.oid >> ID_BITS
-            kept = self._inline_of.get(number, 0)
-            cap = self.inline_cap_bytes
-            if cap and kept >= cap:
-                # Sent before its driver reached the cap (or by a worker without FREE_STORE).
-                self._fail_object(obj, inline_cap_text(obj.oid, number, cap))
+            over = self._over_inline_cap(obj)
+            if over is not None:
+                self._fail_object(obj, over)
                 return
             obj.state = _INLINE
             obj.value = answer.value
             obj.size = len(answer.value)
-            self._inline_of[number] = kept + obj.size
+            self._count_inline(obj)
             self.held_bytes += obj.size
             if obj.held:
                 self._links.send(obj.owner, answer)
@@ -748,29 +691,6 @@ class Head(Recovery):
                 self._links.send(holder.link, Free(obj.oid))
                 if holder.draining and not holder.holds:
                     self._maybe_release_drained(holder)  # its last object went: it may go
-
-    def _count_inline(self, obj: TrackedObject) -> None:
-        number = obj.oid >> ID_BITS
-        self._inline_of[number] = self._inline_of.get(number, 0) + obj.size
-
-    def _uncount_inline(self, obj: TrackedObject) -> None:
-        number = obj.oid >> ID_BITS
-        left = self._inline_of.get(number, 0) - obj.size
-        if left > 0:
-            self._inline_of[number] = left
-        else:
-            self._inline_of.pop(number, None)
-
-    def _store_mark(self, task: TaskRecord, worker: Peer) -> None:
-        """Before ``task`` goes to ``worker``: if its driver keeps its cap of inline results
-        here, the worker is told to store its results whatever their size."""
-        cap = self.inline_cap_bytes
-        if cap and self._inline_of.get(task.oid >> ID_BITS, 0) >= cap:
-            self._links.send(worker.link, Free(task.oid, FREE_STORE))
-
-    def inline_bytes(self, number: int) -> int:
-        """Bytes of driver ``number``'s inline results the head keeps (its cap's count)."""
-        return self._inline_of.get(number, 0)
 
     def _fail_object(self, obj: TrackedObject, why: str) -> None:
         """Fail pending ``obj`` and, transitively, every task waiting on it."""
@@ -951,12 +871,6 @@ class Head(Recovery):
     def tracked(self, oid: int) -> bool:
         """Whether the head still counts references for ``oid`` (for tests and status)."""
         return oid in self._objects
-
-    def greeted(self, link: int) -> bool:
-        """Whether ``link`` has said hello; a link the head does not know counts as greeted,
-        so a binding evicting the oldest un-greeted connection never picks a gone one."""
-        peer = self._peers.get(link)
-        return peer is None or peer.role is not None
 
     def worker_address(self, link: int) -> Address | None:
         peer = self._peers.get(link)

@@ -1,5 +1,6 @@
-"""The head's security rules that need no other state: what a certificate's roles allow, the
-texts of refusals, and the watch on links that have not said hello.
+"""The head's security rules: what a certificate's roles allow, the texts of refusals, the
+watch on links that have not said hello, and `Guard`, the half of `Head` that checks what
+peers name (another driver's objects, tasks a worker was not given, the inline cap).
 
 A binding that authenticates its peers (TLS) gives the head the role words of each peer's
 certificate; the head then bounds what the peer may claim in its hello and whether it may
@@ -13,10 +14,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
+from ._conventions import FREE_STORE, ID_BITS, ID_MASK
+from ._events import Error, Free, TaskAfter
+from ._head_records import Peer, TaskRecord, TrackedObject
+from ._head_recovery import Recovery
 from ._roles import Role
 
 __all__ = [
     "CERT_ROLES",
+    "Guard",
     "HelloWatch",
     "foreign_text",
     "not_given_text",
@@ -179,3 +185,106 @@ class HelloWatch:
             if last.get(link) == at:
                 del last[link]
                 close(link, f"no hello, and nothing read for {_seconds(self.idle_ns)}")
+
+
+class Guard(Recovery):
+    """The security part of `Head`: what it checks of its peers beyond the protocol. (A
+    link in the chain of bases, not a mixin: mypyc compiles single inheritance only.)"""
+
+    _hello_watch: HelloWatch
+    _inline_of: dict[int, int]  # driver number -> bytes of its inline results kept
+    inline_cap_bytes: int
+
+    # -- roles and hello -------------------------------------------------------------------
+
+    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+        """The peer on ``link`` proved a certificate granting ``roles`` (call before reading
+        any byte). False if those roles may do nothing at a head: the head has forgotten the
+        link and the binding closes it. Otherwise its hello and stop are bounded by them."""
+        peer = self._peers.get(link)
+        if peer is None:
+            return False
+        if not useful_roles(roles):
+            self._peers.pop(link)
+            self._hello_watch.done(link)
+            self._links.forget(link)
+            return False
+        peer.roles = roles
+        return True
+
+    def greeted(self, link: int) -> bool:
+        """Whether ``link`` has said hello; a link the head does not know counts as greeted,
+        so a binding evicting the oldest un-greeted connection never picks a gone one."""
+        peer = self._peers.get(link)
+        return peer is None or peer.role is not None
+
+    def _no_hello(self, link: int, why: str) -> None:
+        """``link`` waited out its hello deadline or idle time (`HelloWatch`)."""
+        if self._peers.pop(link, None) is not None:
+            self._links.close(link, why)
+
+    # -- isolation -------------------------------------------------------------------------
+
+    def _foreign(self, peer: Peer, oid: int) -> bool:
+        """Whether ``oid`` is another driver's (its number is not ``peer``'s): if so, say so.
+        Refs cannot travel inside values, so the objects a driver holds are its own."""
+        if not oid or oid >> ID_BITS == peer.number:
+            return False
+        self._links.send(peer.link, Error(oid, foreign_text(oid)))
+        return True
+
+    def _foreign_input(self, peer: Peer, event: TaskAfter, results: int) -> bool:
+        """Whether ``event`` names another driver's object as input: if so, it is not queued;
+        the object is named, and so are the task's own results, so its refs fail readably."""
+        number = peer.number
+        for input_id in event.inputs:
+            if input_id and input_id >> ID_BITS != number:
+                self._foreign(peer, input_id)
+                oid = event.object_id
+                if oid >> ID_BITS == number and (oid & ID_MASK) + results - 1 <= ID_MASK:
+                    why = foreign_text(input_id)
+                    for i in range(oid, oid + min(results, 1 << 16)):
+                        if i not in self._objects and i not in self._actors:
+                            self._links.send(peer.link, Error(i, why))
+                return True
+        return False
+
+    def _not_given(self, worker: Peer, oid: int) -> None:
+        """``worker`` answered for ``oid``, which is not with it: a forgery, or a task taken
+        back or retried elsewhere. Dropped, and said (a worker ignores the error)."""
+        if oid:
+            self._links.send(worker.link, Error(oid, not_given_text(oid)))
+
+    # -- the inline cap --------------------------------------------------------------------
+
+    def inline_bytes(self, number: int) -> int:
+        """Bytes of driver ``number``'s inline results the head keeps (its cap's count)."""
+        return self._inline_of.get(number, 0)
+
+    def _over_inline_cap(self, obj: TrackedObject) -> str | None:
+        """Why ``obj``'s inline answer is not kept: its driver is at its cap (the task was
+        sent before it got there, or to a worker that does not know `FREE_STORE`)."""
+        cap = self.inline_cap_bytes
+        number = obj.oid >> ID_BITS
+        if cap and self._inline_of.get(number, 0) >= cap:
+            return inline_cap_text(obj.oid, number, cap)
+        return None
+
+    def _count_inline(self, obj: TrackedObject) -> None:
+        number = obj.oid >> ID_BITS
+        self._inline_of[number] = self._inline_of.get(number, 0) + obj.size
+
+    def _uncount_inline(self, obj: TrackedObject) -> None:
+        number = obj.oid >> ID_BITS
+        left = self._inline_of.get(number, 0) - obj.size
+        if left > 0:
+            self._inline_of[number] = left
+        else:
+            self._inline_of.pop(number, None)
+
+    def _store_mark(self, task: TaskRecord, worker: Peer) -> None:
+        """Before ``task`` goes to ``worker``: if its driver keeps its cap of inline results
+        here, the worker is told to store its results whatever their size."""
+        cap = self.inline_cap_bytes
+        if cap and self._inline_of.get(task.oid >> ID_BITS, 0) >= cap:
+            self._links.send(worker.link, Free(task.oid, FREE_STORE))
