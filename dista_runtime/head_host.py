@@ -35,6 +35,7 @@ from ._memory import allocate, ready
 from ._registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
 from ._timer import PulledTimer
 from ._tls import check_bind, tls_for
+from ._trim import MemoryWatch, watch_memory
 from .engine import Engine, Stream
 from .loop import Latch, Listener, Loop
 
@@ -88,6 +89,8 @@ class HeadHost(Engine):
         #: worker for each, so that actors never take the workers tasks run on).
         self.on_actors: Callable[[int], object] | None = None
         self._actors_seen = 0
+        #: Gives the heap back after a burst (`_trim`), once `start_head` starts it.
+        self.memory: MemoryWatch | None = None
         self.exited.add_callback(self._on_exit)
 
     @property
@@ -137,6 +140,11 @@ class HeadHost(Engine):
 
     def opened(self, link: int) -> list[dp.Decision]:
         return []  # the head opens no connections
+
+    def refused(self, link: int, transport: Stream, reason: str) -> None:
+        super().refused(link, transport, reason)
+        if self.memory is not None:
+            self.memory.collect_soon()  # the core's error left a cycle (`_trim`)
 
     def closing(self, link: int, reason: str) -> None:
         pid = self._pids.get(link)
@@ -248,5 +256,6 @@ def start_head(
     )
     host_ = HeadHost(loop, head, why_lost)
     host_.limit(limits if limits is not None else limits_from_env())
+    host_.memory = watch_memory(loop, host_.exited)  # the heap back after a burst
     host_.listener = loop.listen(host_, host, port, sock)
     return host_

@@ -1,0 +1,119 @@
+"""Giving memory back after a burst: glibc keeps what a process frees, the head returns it.
+
+Measured (``python -m benchmarks.head_memory``): a head idle at 29 MiB that passed 16
+drivers' 60 KiB inline results (384 MiB through it) stayed at 100-450 MiB once every object
+was freed (``HeadStats`` all zero), and ``gc.collect()`` changed nothing: the memory was
+free in glibc's heap, fragmented between chunks still in use, so glibc's own trimming (the
+top of the heap only) could not return it. ``malloc_trim(0)`` returns the free pages
+inside the heap too: 102 MiB went back to 33.
+
+So a head checks once a second (`CHECK_S`) how much its allocator holds free
+(``mallinfo2``: about 30 us) and trims when that grew by `TRIM_AFTER` (32 MiB) since it
+last trimmed: a trim (about 30 ms for a 300 MiB heap) comes only after large frees, at
+most once every `MIN_GAP_S`, never in a steady state. Elsewhere (not glibc, or glibc
+before 2.33) nothing is done.
+
+Peers refused for a protocol error left garbage in reference cycles: the core keeps each
+one's `RemoteProtocolError`, whose traceback holds the frames that parsed its bytes, which
+hold the connection and views of its receive buffer (after a flood of bad frames: 10,549
+objects, 236 sockets and 106 MiB of views, in 213 such cycles). The head's young-generation
+threshold is raised (``cli._tune_process``), so the full collection that frees them came
+rarely. So a refusal (`collect_soon`) makes the next check collect first, at most once
+every `MIN_GAP_S`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import time
+from typing import Any, Final
+
+from .loop import Latch, Loop, Timer
+
+__all__ = ["CHECK_S", "MIN_GAP_S", "TRIM_AFTER", "MemoryWatch", "watch_memory"]
+
+CHECK_S: Final = 1.0
+MIN_GAP_S: Final = 2.0
+TRIM_AFTER: Final = 32 << 20
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def _libc() -> Any:
+    """glibc with ``mallinfo2`` and ``malloc_trim``, or None."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        libc.malloc_trim.restype = ctypes.c_int
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+class MemoryWatch:
+    """What `watch_memory` started: `collect_soon` after refusing a peer."""
+
+    def __init__(self, loop: Loop, libc: Any) -> None:
+        self._loop = loop
+        self._libc = libc
+        self._floor = self._free()  # free bytes just after the last trim, or fewer since
+        self._trimmed = 0.0
+        self._collect = False
+        self._collected = 0.0
+        self._timer: Timer | None = loop.call_later(CHECK_S, self._check)
+
+    def collect_soon(self) -> None:
+        """Garbage in cycles is likely (a peer refused): collect at the next check."""
+        self._collect = True
+
+    def _free(self) -> int:
+        return int(self._libc.mallinfo2().fordblks)
+
+    def _check(self) -> None:
+        if self._collect and time.monotonic() - self._collected >= MIN_GAP_S:
+            self._collect = False
+            gc.collect()
+            self._collected = time.monotonic()
+        free = self._free()
+        self._floor = min(self._floor, free)
+        now = time.monotonic()
+        if free - self._floor >= TRIM_AFTER and now - self._trimmed >= MIN_GAP_S:
+            self._libc.malloc_trim(0)
+            self._trimmed = now
+            self._floor = free
+        self._timer = self._loop.call_later(CHECK_S, self._check)
+
+    def cancel(self, _: object = None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+def watch_memory(loop: Loop, until: Latch[Any]) -> MemoryWatch | None:
+    """Trim ``loop``'s process's heap after large frees (module docstring), until
+    ``until`` is settled; None where there is no glibc to ask."""
+    libc = _libc()
+    if libc is None:
+        return None
+    watch = MemoryWatch(loop, libc)
+    until.add_callback(watch.cancel)
+    return watch
