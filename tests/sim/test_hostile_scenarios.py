@@ -16,7 +16,7 @@ import pytest
 import dista_proto as dp
 from dista_proto import frame as F
 
-from .cluster import TASK_ID
+from .cluster import TASK_ID, SimDriver
 from .scenario import Scenario
 
 
@@ -39,8 +39,8 @@ class HostileScenario(Scenario):
         sim.head.receive_data(link, dp.encode_event(event), sim.now)
         sim._run_decisions(sim.head)  # what the head writes to a raw link is dropped
 
-    def submit(self, d: object) -> None:
-        super().submit(d)  # type: ignore[arg-type]
+    def submit(self, d: SimDriver) -> None:
+        super().submit(d)
         if self.rng.random() < 0.4:
             self.hostile()
 
@@ -52,22 +52,21 @@ class HostileScenario(Scenario):
         oid = rng.choice(victims)
         mine = self.thief_number << dp.ID_BITS | self.thief_next
         self.thief_next += 2
-        link, event = rng.choice(
-            [
-                (self.thief, dp.TaskAfter(mine, TASK_ID, (oid,))),
-                (self.thief, dp.TaskAfter(mine, TASK_ID, (oid, oid), gather=True, results=2)),
-                (self.thief, dp.Release(oid)),
-                (self.thief, dp.Cancel(oid)),
-                (self.thief, dp.Cancel(oid, dp.CANCEL_FORCE)),
-                (self.thief, dp.Claim(oid)),
-                (self.rogue, dp.Result(oid, b"forged")),
-                (self.rogue, dp.Stored(oid, 10)),
-                (self.rogue, dp.Error(oid, "forged failure")),
-                (self.rogue, dp.Span(oid, 1, 2, 3)),
-                (self.rogue, dp.Span(oid, 1, 1, 1, dp.SPAN_BLOCKED)),
-                (self.rogue, dp.Span(oid, 1, 1, 1, dp.SPAN_WITHDRAWN)),
-            ]
-        )
+        choices: list[tuple[int, dp.Event]] = [
+            (self.thief, dp.TaskAfter(mine, TASK_ID, (oid,))),
+            (self.thief, dp.TaskAfter(mine, TASK_ID, (oid, oid), gather=True, results=2)),
+            (self.thief, dp.Release(oid)),
+            (self.thief, dp.Cancel(oid)),
+            (self.thief, dp.Cancel(oid, dp.CANCEL_FORCE)),
+            (self.thief, dp.Claim(oid)),
+            (self.rogue, dp.Result(oid, b"forged")),
+            (self.rogue, dp.Stored(oid, 10)),
+            (self.rogue, dp.Error(oid, "forged failure")),
+            (self.rogue, dp.Span(oid, 1, 2, 3)),
+            (self.rogue, dp.Span(oid, 1, 1, 1, dp.SPAN_BLOCKED)),
+            (self.rogue, dp.Span(oid, 1, 1, 1, dp.SPAN_WITHDRAWN)),
+        ]
+        link, event = rng.choice(choices)
         before = sim.head.stats()
         inline = sim.head.inline_bytes(oid >> dp.ID_BITS)
         self._raw(link, event)
