@@ -195,11 +195,7 @@ class WorkerHost(Engine):
         return self.inbound(self.core.connection_made(time.time_ns()))
 
     def greeted(self, link: int) -> bool:
-        # A fetcher says no hello: the core says whether it has sent a whole frame, once
-        # it can; until then every fetcher counts as greeted (new ones past the cap are
-        # refused rather than old ones closed).
-        greeted = getattr(self.core, "greeted", None)
-        return True if greeted is None else bool(greeted(link))
+        return self.core.greeted(link)  # a fetcher's greeting: a whole frame
 
     def authenticated(self, link: int, roles: frozenset[str]) -> bool:
         return self.core.authenticated(link, roles)

@@ -252,7 +252,6 @@ def struct_header(kind: int, length: int) -> bytes:
     return struct.pack("<IBQQ", length, kind, 1, 0)
 
 
-@pytest.mark.skipif(not hasattr(dp.Head, "greeted"), reason="the head core has no greeted yet")
 @pytest.mark.parametrize("loop", ["asyncio", "gevent"])
 def test_eviction_of_the_oldest_silent_connection_lets_a_real_driver_in(loop: str) -> None:
     """At the total cap, each new connection closes the oldest one that has not said hello:
@@ -283,7 +282,36 @@ def test_eviction_of_the_oldest_silent_connection_lets_a_real_driver_in(loop: st
     assert 1 <= len(evicted) <= 3, log
 
 
-@pytest.mark.skipif(not hasattr(dp.Head, "greeted"), reason="the head core has no greeted yet")
+def test_an_object_server_closes_its_oldest_silent_fetcher_for_a_new_one() -> None:
+    """A worker's object server keeps the same caps: at its total, the oldest connection
+    that has not sent a whole frame is closed for the new one, told why."""
+    socks: list[socket.socket] = []
+    h = Head(worker=True, DISTA_MAX_CONNECTIONS="4")
+    try:
+        assert h.worker is not None
+        listening = [
+            c.laddr
+            for c in psutil.Process(h.worker.pid).net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN
+        ]
+        assert len(listening) == 1, listening
+        where = (listening[0].ip, listening[0].port)
+        for _ in range(6):
+            socks.append(socket.create_connection(where, timeout=10))
+            time.sleep(0.05)  # in order: the oldest is the first
+        time.sleep(0.3)
+        answers = [closed_with(s) for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+        h.close()
+    why = (
+        "the worker refused the connection: closed for a newer one at the cap of 4 "
+        "connections (DISTA_MAX_CONNECTIONS): it had not said hello"
+    )
+    assert [refusal(a) if a is not None else None for a in answers] == [why, why] + [None] * 4
+
+
 def test_300_silent_connections_under_ulimit_256_leave_room_for_a_driver() -> None:
     """The probe: a head under ``ulimit -n 256`` (its cap 64: 256 less 64 for files and 128
     for a burst of accepts),
