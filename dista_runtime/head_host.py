@@ -99,7 +99,9 @@ class HeadHost(Engine):
         return self.listener.address
 
     def accept(self) -> int:
-        return self.inbound(self.head.connection_made(time.time_ns()))
+        link = self.inbound(self.head.connection_made(time.time_ns()))
+        self._timer.arm()  # its hello deadline may come first
+        return link
 
     def greeted(self, link: int) -> bool:
         return self.head.greeted(link)
@@ -231,7 +233,8 @@ def start_head(
     a worker may be silent before it is treated as lost (default ``DISTA_LIVENESS_TIMEOUT``,
     30 s; 0: never); ``recovery_grace`` how long, after a head restart, claims and holdings
     wait for each other, and a silent worker's objects for it to come back. ``limits``
-    bound the connections it takes (default: the ``DISTA_*`` variables, `_limits`).
+    bound the connections it takes and how long one may wait to say hello (default: the
+    ``DISTA_*`` variables, `_limits`).
     """
     if liveness is None:
         liveness = liveness_s()
@@ -239,6 +242,8 @@ def start_head(
     warning = check_bind("dista head", where, tls_for("head"))  # ValueError: refused
     if warning:
         logging.getLogger("dista.head").warning("%s", warning)
+    if limits is None:
+        limits = limits_from_env()
     rng = random.SystemRandom()
     head = dp.Head(
         epoch=rng.getrandbits(63),
@@ -253,9 +258,11 @@ def start_head(
         no_worker_grace_ns=int(no_worker_grace * 1e9),
         liveness_ns=int(liveness * 1e9),
         recovery_grace_ns=int(recovery_grace * 1e9),
+        hello_deadline_ns=int(limits.hello_timeout * 1e9),
+        hello_idle_ns=int(limits.hello_idle_timeout * 1e9),
     )
     host_ = HeadHost(loop, head, why_lost)
-    host_.limit(limits if limits is not None else limits_from_env())
+    host_.limit(limits)
     host_.memory = watch_memory(loop, host_.exited)  # the heap back after a burst
     host_.listener = loop.listen(host_, host, port, sock)
     return host_

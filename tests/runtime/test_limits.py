@@ -356,10 +356,27 @@ def test_accept_errors_are_logged_once_a_second(loop: str) -> None:
     assert cpu.user + cpu.system < 3.0, cpu  # resting, not spinning
 
 
+def test_the_hello_timeouts_reach_the_head() -> None:
+    """DISTA_HELLO_IDLE_TIMEOUT closes a silent connection that long after it came (the
+    head core keeps the deadline; `start_head` passes the setting on, and the head arms its
+    timer for it when the connection comes: with no worker, nothing else woke it)."""
+    h = Head(DISTA_HELLO_IDLE_TIMEOUT="1", DISTA_HELLO_TIMEOUT="30")
+    try:
+        sock = h.connect()
+        start = time.monotonic()
+        data = answer(sock)
+        waited = time.monotonic() - start
+        sock.close()
+    finally:
+        h.close()
+    assert 0.8 < waited < 3.0, waited
+    assert not data or "hello" in refusal(data), data  # closed, or told why
+
+
 # -- a peer that never reads ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("loop", ["asyncio", "anyio"])
+@pytest.mark.parametrize("loop", LOOPS)
 def test_a_flooder_that_never_reads_is_no_longer_read(loop: str) -> None:
     """A driver that sends stats requests as fast as it can and never reads a reply: once
     the replies waiting for it pass the high-water mark the head stops reading it, so the
