@@ -365,6 +365,7 @@ class Actors(Scheduling):
             assert index >= 0, "a call not sent yet was dropped"
             call = calls[index]
             event = ActorCall(call.oid, call.method, actor.actor_id, call.argument)
+            self._store_mark(call.oid, worker)
             self._links.send(worker.link, event)
             actor.sent = call.seq
             if call.seq in actor.pending:

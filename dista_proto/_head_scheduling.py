@@ -79,7 +79,7 @@ class Scheduling(Granting):
     def _not_given(self, worker: Peer, oid: int) -> None:
         raise NotImplementedError  # the head's
 
-    def _store_mark(self, task: TaskRecord, worker: Peer) -> None:
+    def _store_mark(self, oid: int, worker: Peer) -> None:
         raise NotImplementedError  # the head's
 
     # -- the pulled timer: tasks no worker can run ---------------------------------------
@@ -334,7 +334,7 @@ class Scheduling(Granting):
         worker.running[task.oid] = task
         self.pending -= 1
         self.running += 1
-        self._store_mark(task, worker)
+        self._store_mark(task.oid, worker)
         self._links.send(worker.link, frame)
 
     def _give_slot_back(self, worker: Peer, task: TaskRecord) -> None:

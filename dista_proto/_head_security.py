@@ -16,7 +16,7 @@ from typing import Final
 
 from ._conventions import FREE_STORE, ID_BITS, ID_MASK
 from ._events import Error, Free, TaskAfter
-from ._head_records import Peer, TaskRecord, TrackedObject
+from ._head_records import Peer, TrackedObject
 from ._head_recovery import Recovery
 from ._roles import Role
 
@@ -282,9 +282,10 @@ class Guard(Recovery):
         else:
             self._inline_of.pop(number, None)
 
-    def _store_mark(self, task: TaskRecord, worker: Peer) -> None:
-        """Before ``task`` goes to ``worker``: if its driver keeps its cap of inline results
-        here, the worker is told to store its results whatever their size."""
+    def _store_mark(self, oid: int, worker: Peer) -> None:
+        """Before the task or actor call whose first result is ``oid`` goes to ``worker``:
+        if its driver keeps its cap of inline results here, the worker is told to store its
+        results whatever their size."""
         cap = self.inline_cap_bytes
-        if cap and self._inline_of.get(task.oid >> ID_BITS, 0) >= cap:
-            self._links.send(worker.link, Free(task.oid, FREE_STORE))
+        if cap and self._inline_of.get(oid >> ID_BITS, 0) >= cap:
+            self._links.send(worker.link, Free(oid, FREE_STORE))

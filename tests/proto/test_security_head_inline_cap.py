@@ -91,3 +91,23 @@ def test_a_worker_told_to_store_stores_a_small_result() -> None:
     assert dp.encode_event(dp.Result(oid + 1, b"tiny")) in b"".join(
         bytes(b) for b in write.buffers
     )
+
+
+def test_an_actor_call_of_a_driver_at_its_cap_is_marked_too() -> None:
+    net = Net(inline_cap_bytes=10)
+    w = net.worker()
+    d = net.driver()
+    actor = d.oid(1)
+    d.send(dp.ActorCreate(actor, TASK, b"init", 0))
+    assert w.take() == [dp.ActorCreate(actor, TASK, b"init")]
+    w.send(dp.Result(actor, b""))
+    d.take()
+    d.send(dp.ActorCall(d.oid(2), TASK, actor, b"m"))
+    assert w.take() == [dp.ActorCall(d.oid(2), TASK, actor, b"m")]
+    w.send(dp.Result(d.oid(2), bytes(10)))
+    assert d.take() == [dp.Result(d.oid(2), bytes(10))]
+    d.send(dp.ActorCall(d.oid(3), TASK, actor, b"m"))
+    assert w.take() == [
+        dp.Free(d.oid(3), dp.FREE_STORE),
+        dp.ActorCall(d.oid(3), TASK, actor, b"m"),
+    ]
