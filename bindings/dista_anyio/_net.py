@@ -109,8 +109,7 @@ class Server:
             except (anyio.ClosedResourceError, BlockingIOError, ConnectionAbortedError):
                 continue
             except OSError as e:  # out of descriptors or memory: rest (logged once a second)
-                if rest := errors.failed(e):
-                    await anyio.sleep(rest)
+                await anyio.sleep(errors.failed(e))
                 continue
             serve(loop, engine, engine.accept(), conn, True)
 

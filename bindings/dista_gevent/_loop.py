@@ -27,13 +27,8 @@ from gevent import monkey
 from gevent import socket as gsocket
 from gevent.hub import Hub, Waiter, get_hub
 
-from dista_runtime.binding import (
-    AcceptErrors,
-    Connections,
-    listen_socket,
-    socket_address,
-    unix_path,
-)
+from dista_runtime import binding
+from dista_runtime.binding import Connections, listen_socket, socket_address, unix_path
 from dista_runtime.sockets import socket_stream
 
 from ._tasks import Coroutines, CoroutineTask, GreenletRunner
@@ -126,7 +121,7 @@ class _Listener:
         self._watcher = hub.loop.io(sock.fileno(), 1)
         self._watcher.start(self._accept)
         self._pause = hub.loop.timer(_ACCEPT_PAUSE_S)
-        self._errors = AcceptErrors(engine, lambda delay, f: _Timer(hub, delay, f, ()))
+        self._errors = binding.AcceptErrors(engine, lambda delay, f: _Timer(hub, delay, f, ()))
 
     def _accept(self) -> None:
         while True:
@@ -135,8 +130,7 @@ class _Listener:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:  # out of descriptors, say: rest rather than spin
-                if not self._errors.failed(e):
-                    continue  # that connection is gone: the next may be fine
+                self._errors.failed(e)  # logged once a second
                 self._watcher.stop()
                 self._pause.start(self._watcher.start, self._accept)
                 return
