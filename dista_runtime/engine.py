@@ -53,6 +53,7 @@ __all__ = [
     "Engine",
     "Link",
     "Stream",
+    "peer_host",
     "peer_name",
     "write",
 ]
@@ -186,6 +187,11 @@ class Engine:
             self.act(self.lost(link))  # refused before a byte was read: the core forgets it
             return
         self.transports[link] = transport
+        self.attached(link, peer_host(transport.get_extra_info("peername")))
+
+    def attached(self, link: int, host: str) -> None:
+        """``link`` is attached; its peer connects from ``host`` (the cores grant fetches by
+        host: `Head.peer`, `Worker.peer`)."""
 
     def detach(self, link: int) -> None:
         if self.admission is not None:
@@ -406,6 +412,14 @@ def nodelay(sock: Any) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass
+
+
+def peer_host(peername: Any) -> str:
+    """The host a peer connects from: its IP address, or 127.0.0.1 for a Unix-socket or
+    in-memory link (a process on this machine)."""
+    if isinstance(peername, tuple) and peername and isinstance(peername[0], str):
+        return peername[0]
+    return "127.0.0.1"
 
 
 def peer_name(peername: Any) -> str:

@@ -109,6 +109,9 @@ class HeadHost(Engine):
     def authenticated(self, link: int, roles: frozenset[str]) -> bool:
         return self.head.authenticated(link, roles)
 
+    def attached(self, link: int, host: str) -> None:
+        self.head.peer(link, host)  # fetch grants to this peer name its host
+
     def attach(self, link: int, transport: Stream) -> None:
         super().attach(link, transport)
         if self.why_lost is not None and link in self.transports:

@@ -200,6 +200,12 @@ class WorkerHost(Engine):
     def authenticated(self, link: int, roles: frozenset[str]) -> bool:
         return self.core.authenticated(link, roles)
 
+    def attached(self, link: int, host: str) -> None:
+        # The head's host (a grant to loopback means the head's machine), and each
+        # fetcher's: the object server serves only what the head granted its host.
+        if link == dp.HEAD_LINK or link not in self._dialed:
+            self.core.peer(link, host)
+
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         return ready(self.core.get_buffer(link, sizehint))
 
@@ -244,7 +250,11 @@ def start_worker(
     advertise = advertised_host(head_host) if bind in _ANY else bind
     address = dp.Address(advertise, sock.getsockname()[1])
     core = dp.Worker(
-        registry_hash=registry, address=address, allocate=allocate, heartbeat_ns=heartbeat_ns()
+        registry_hash=registry,
+        address=address,
+        allocate=allocate,
+        heartbeat_ns=heartbeat_ns(),
+        check_fetches=True,  # fetches only by the head's grant, or from a TLS member
     )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))
     worker.limit(limits if limits is not None else limits_from_env())
