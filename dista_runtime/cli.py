@@ -453,10 +453,28 @@ def _apply_tls(args: argparse.Namespace) -> bool:
         os.environ[INSECURE_ENV] = "1"
     try:
         tls_for(role)
+        _apply_limits(args)
     except ValueError as e:
         print(f"dista {args.command}: {e}", file=sys.stderr)
         return False
     return True
+
+
+def _apply_limits(args: argparse.Namespace) -> None:
+    """The resource-bound flags as their DISTA_* variables (worker processes a supervisor
+    starts share them), checked now (ValueError naming the bad one)."""
+    from . import _limits
+
+    for flag, name in (
+        ("max_connections", _limits.MAX_CONNECTIONS_ENV),
+        ("max_connections_per_host", _limits.MAX_PER_HOST_ENV),
+        ("hello_timeout", _limits.HELLO_TIMEOUT_ENV),
+        ("hello_idle_timeout", _limits.HELLO_IDLE_ENV),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            os.environ[name] = str(value)
+    _limits.limits_from_env()
 
 
 def _bind_ok(who: str, host: str) -> bool:
@@ -500,6 +518,8 @@ class _VersionAction(argparse.Action):
 
 def parser() -> argparse.ArgumentParser:
     import dista_proto as dp  # the head's defaults, for the help
+
+    from ._limits import add_limit_options
 
     top = argparse.ArgumentParser(
         prog="dista",
@@ -564,6 +584,7 @@ def parser() -> argparse.ArgumentParser:
         f"{dp.RECOVERY_GRACE_NS / 1e9:g})",
     )
     _tls_options(p, "head", listens=True)
+    add_limit_options(p)
     _loop_option(p)
     p.set_defaults(func=cmd_head)
 
@@ -602,6 +623,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     _tls_options(p, "worker", listens=True)
+    add_limit_options(p)
     _loop_option(p)
     p.set_defaults(func=cmd_worker)
 
