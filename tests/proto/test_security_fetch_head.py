@@ -166,3 +166,29 @@ def test_an_adopted_object_moves_and_its_driver_fetches_it_from_the_adopter() ->
     sim.driver_call(d)
     sim.settle()
     assert d.got[a] == compute(arg(300), (), False)
+
+
+def test_a_fetch_the_head_never_grants_fails_for_the_driver_naming_the_object() -> None:
+    # The head does not know driver 1's host (its binding never said): no grant can go.
+    sim = SecureSim(seed=6, workers=1, drivers=2)
+    sim.settle()
+    d = sim.drivers[1]
+    for link, peer in sim.head._peers.items():
+        if peer.number == d.core.number:
+            sim.head.peer(link, "fe80::1")  # IPv6: an address cannot carry it
+    a = d.core.submit(TASK_ID, arg(300))
+    d.live.append(a)
+    sim.driver_call(d)
+    sim.settle()
+    assert a not in d.got and a not in d.failed  # its fetch waits for a grant
+    (w,) = sim.workers
+    waits = 0
+    while a not in d.failed:  # (the driver asks the head where it is once more first)
+        deadline = w.core.next_deadline()
+        assert deadline is not None and waits < 10
+        waits += 1
+        sim.now = deadline
+        w.core.on_timer(sim.now)
+        sim._run_decisions(w.core)
+        sim.settle()
+    assert f"object {a:#x} was not offered to 10.0.1.2 by the head within 5 s" in d.failed[a]
