@@ -184,14 +184,17 @@ class Admission:
         """The oldest counted link that has not said hello; each greeted one is dropped from
         the candidates when met (a link says hello once), so the search is cheap."""
         silent = self._silent
-        for link in list(silent):
+        found = None
+        greeted = []
+        for link in silent:
             if self._greeted(link):
-                del silent[link]
-                continue
-            transport = self._links[link][1]
-            if not transport.is_closing():
-                return link
-        return None
+                greeted.append(link)
+            elif not self._links[link][1].is_closing():
+                found = link
+                break
+        for link in greeted:
+            del silent[link]
+        return found
 
     def _refuse(self, transport: Any, why: str) -> None:
         """Tell the peer why in an error frame (object 0: the connection was refused), then

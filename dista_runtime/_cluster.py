@@ -12,6 +12,7 @@ from . import _context, _registry
 from ._address import parse_head
 from ._errors import DistaError
 from ._joined import Cluster
+from ._limits import limits_from_env
 from ._local import LocalCluster
 from .joining import connect_blocking, connect_local
 from .loops import background, binding, choose
@@ -48,6 +49,7 @@ def init(
     address = address or os.environ.get("DISTA_ADDRESS") or None
     local: LocalCluster | None = None
     if address is None:
+        limits_from_env()  # a bad DISTA_MAX_CONNECTIONS (...) raises here, not in the head
         names, _ = _registry.snapshot()
         local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names), loop=name)
     try:

@@ -40,6 +40,8 @@ from dista_runtime._limits import (
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPS = ["asyncio", "anyio", "gevent"]
+#: Only the caps close silent connections here, however slow a loaded machine is.
+NO_HELLO_TIMEOUTS = {"DISTA_HELLO_TIMEOUT": "0", "DISTA_HELLO_IDLE_TIMEOUT": "0"}
 
 DRIVER = textwrap.dedent(
     """
@@ -213,7 +215,7 @@ def test_per_host_cap_refuses_before_reading_and_logs_once(loop: str) -> None:
     of its bytes read (a 1 GiB header would be a logged protocol error); 30 refusals are
     two lines: the first at once, then how many followed in that second."""
     socks: list[socket.socket] = []
-    h = Head(loop=loop, DISTA_MAX_CONNECTIONS_PER_HOST="4")
+    h = Head(loop=loop, DISTA_MAX_CONNECTIONS_PER_HOST="4", **NO_HELLO_TIMEOUTS)
     try:
         socks = [h.connect() for _ in range(4)]
         time.sleep(0.2)
@@ -258,7 +260,7 @@ def test_eviction_of_the_oldest_silent_connection_lets_a_real_driver_in(loop: st
     40 silent connections against a cap of 16 cannot lock a driver out, and the worker
     that said hello before them is never the one closed."""
     socks: list[socket.socket] = []
-    h = Head(loop=loop, worker=True, DISTA_MAX_CONNECTIONS="16")
+    h = Head(loop=loop, worker=True, DISTA_MAX_CONNECTIONS="16", **NO_HELLO_TIMEOUTS)
     try:
         socks.extend(h.connect() for _ in range(40))
         time.sleep(0.3)
@@ -448,6 +450,14 @@ def test_a_bad_variable_is_one_error_naming_it(
     monkeypatch.setenv(env, value)
     with pytest.raises(ValueError, match=says):
         limits_from_env()
+
+
+def test_init_with_a_bad_variable_raises_before_starting(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dista_runtime as dista
+
+    monkeypatch.setenv("DISTA_MAX_CONNECTIONS_PER_HOST", "-3")
+    with pytest.raises(ValueError, match="DISTA_MAX_CONNECTIONS_PER_HOST must be a whole"):
+        dista.init(workers=1)
 
 
 def test_flags_override_the_variables_and_check_their_values(
