@@ -44,8 +44,9 @@ FETCH_IDLE_NS: Final = 10_000_000_000
 MEMBER_ROLES: Final = frozenset({"worker", "admin"})
 #: Certificate roles that may fetch what the head granted to their host.
 _GRANTED_ROLES: Final = frozenset({"driver"})
-#: Hosts one object is granted to, at most (the oldest grant goes first).
-MAX_HOSTS: Final = 64
+#: Hosts one object is granted to, at most (the oldest grant goes first): a cluster's
+#: hosts, all taking one object as input, stay well inside it; a head gone wrong does not.
+MAX_HOSTS: Final = 4096
 #: Fetches waiting for a grant, per link and in all; past them a fetch is refused at once.
 MAX_WAITING_PER_LINK: Final = 256
 MAX_WAITING: Final = 16_384

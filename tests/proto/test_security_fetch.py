@@ -10,7 +10,12 @@ import pytest
 
 import dista_proto as dp
 from dista_proto import frame as F
-from dista_proto._grants import FETCH_GRANT_WAIT_NS, FETCH_IDLE_NS, MAX_WAITING_PER_LINK
+from dista_proto._grants import (
+    FETCH_GRANT_WAIT_NS,
+    FETCH_IDLE_NS,
+    MAX_HOSTS,
+    MAX_WAITING_PER_LINK,
+)
 
 HEAD_HOST = "10.0.0.1"
 OWN = dp.Address("10.0.0.5", 7000)
@@ -365,3 +370,17 @@ def test_a_fetcher_counts_as_greeted_once_it_sent_a_whole_frame() -> None:
     s.core.connection_lost(link, 0)
     assert s.core.greeted(link)  # gone: never the one to evict
     assert s.core.greeted(dp.HEAD_LINK)
+
+
+def test_an_object_keeps_its_newest_grants_when_too_many_hosts_have_one() -> None:
+    s = Server()
+    s.store()
+    hosts = [f"10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}" for n in range(MAX_HOSTS + 2)]
+    for host in hosts[: MAX_HOSTS + 1]:
+        s.grant(host)  # the last one pushes hosts[0] out
+    s.grant(hosts[1])  # granted again: the newest now
+    s.grant(hosts[-1])  # pushes out the oldest: hosts[2]
+    for host, served in ((hosts[0], False), (hosts[1], True), (hosts[2], False), (hosts[3], True)):
+        link = s.fetcher(host)
+        s.fetch(link)
+        assert (s.got(link) == dp.encode_event(dp.Result(OID, VALUE))) is served, host
