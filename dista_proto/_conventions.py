@@ -31,6 +31,7 @@ __all__ = [
     "KILL_AFTER_CALLS",
     "KILL_FORCE",
     "KILL_KEEP",
+    "MAX_RESULTS",
     "MIN_FETCH_PART",
     "NUMBER_SPACE",
     "RESTORE_NEWEST",
@@ -50,6 +51,9 @@ NUMBER_SPACE: Final = 1 << 24
 #: An object ID is ``number << ID_BITS | n``.
 ID_BITS: Final = 40
 ID_MASK: Final = (1 << ID_BITS) - 1
+#: The most results one task may have: the head makes an object for each, so a 29-byte
+#: task-many must not make millions (a head refuses more; a driver core raises).
+MAX_RESULTS: Final = 1 << 16
 #: A task ID's name hash; the 4 bits above carry the retry limit.
 TASK_ID_BITS: Final = 60
 TASK_ID_MASK: Final = (1 << TASK_ID_BITS) - 1

@@ -28,6 +28,7 @@ from ._conventions import (
     ID_MASK,
     KILL_AFTER_CALLS,
     KILL_FORCE,
+    MAX_RESULTS,
 )
 from ._decisions import (
     ActorWarning,
@@ -216,6 +217,8 @@ class Driver:
     def _mint(self, count: int = 1) -> int:
         if not self.number:
             raise LocalProtocolError("the head has not welcomed this driver yet: wait for it")
+        if count > MAX_RESULTS:
+            raise LocalProtocolError(f"a task has at most {MAX_RESULTS} results, not {count}")
         n = self._next
         if n + count > _ID_LIMIT:
             raise LocalProtocolError(f"driver {self.number} has used up its object IDs")

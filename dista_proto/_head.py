@@ -486,6 +486,8 @@ class Head(Guard):
     def _submit(
         self, peer: Peer, oid: int, task_id: int, results: int, event: Task | TaskMany | None
     ) -> TaskRecord | None:
+        if self._too_many(peer, oid, results):
+            return None
         # A resuming driver's frames may be ones this head has: checked only for them.
         if (peer.resuming and self._resent(peer, oid, results)) or not self._check_new_ids(
             peer, oid, results

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-from ._conventions import FREE_STORE, ID_BITS, ID_MASK
+from ._conventions import FREE_STORE, ID_BITS, ID_MASK, MAX_RESULTS
 from ._events import Error, Free, TaskAfter
 from ._head_records import Peer, TrackedObject
 from ._head_recovery import Recovery
@@ -248,6 +248,14 @@ class Guard(Recovery):
                             self._links.send(peer.link, Error(i, why))
                 return True
         return False
+
+    def _too_many(self, peer: Peer, oid: int, results: int) -> bool:
+        """Whether a task of ``results`` results is past `MAX_RESULTS`: if so, say so."""
+        if results <= MAX_RESULTS:
+            return False
+        why = f"a task has at most {MAX_RESULTS} results, not {results}"
+        self._links.send(peer.link, Error(oid, why))
+        return True
 
     def _not_given(self, worker: Peer, oid: int) -> None:
         """``worker`` answered for ``oid``, which is not with it: a forgery, or a task taken

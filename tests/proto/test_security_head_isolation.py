@@ -3,6 +3,8 @@ answers only the tasks it was given (docs/protocol.md "Security rules")."""
 
 from __future__ import annotations
 
+import pytest
+
 import dista_proto as dp
 
 from .security_peers import Net, Raw
@@ -159,3 +161,24 @@ def test_an_actor_worker_answering_another_actors_call_is_dropped() -> None:
     assert alice.take() == []
     alices.send(dp.Result(call, b"right"))
     assert alice.take() == [dp.Result(call, b"right")]
+
+
+def test_a_task_of_more_results_than_max_results_is_refused_at_once() -> None:
+    net = Net()
+    net.worker()
+    d = net.driver()
+    why = f"a task has at most {dp.MAX_RESULTS} results, not {1 << 40}"
+    d.send(dp.TaskMany(d.oid(1), TASK, 1 << 40, b""))  # 29 bytes once made 2**40 objects
+    d.send(dp.TaskAfter(d.oid(2), TASK, (), gather=True, results=dp.MAX_RESULTS + 1))
+    assert d.take() == [
+        dp.Error(d.oid(1), why),
+        dp.Error(d.oid(2), f"a task has at most {dp.MAX_RESULTS} results, not 65537"),
+    ]
+    assert net.head.stats().objects == 0 and d.closed is None
+    d.send(dp.TaskMany(d.oid(3), TASK, dp.MAX_RESULTS, b""))
+    assert net.head.stats().objects == dp.MAX_RESULTS
+    core = dp.Driver(registry_hash=1)
+    core.start(0)
+    core.receive_data(dp.HEAD_LINK, dp.encode_event(dp.Welcome(2, 1), from_head=True), 0)
+    with pytest.raises(dp.LocalProtocolError, match="at most 65536 results, not 65537"):
+        core.submit_many(TASK, b"", dp.MAX_RESULTS + 1)
