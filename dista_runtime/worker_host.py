@@ -192,7 +192,9 @@ class WorkerHost(Engine):
             self.done.fail(ConnectionError(reason))
 
     def accept(self) -> int:
-        return self.inbound(self.core.connection_made(time.time_ns()))
+        link = self.inbound(self.core.connection_made(time.time_ns()))
+        self._timer.arm()  # a silent fetcher's idle deadline
+        return link
 
     def greeted(self, link: int) -> bool:
         return self.core.greeted(link)  # a fetcher's greeting: a whole frame
@@ -211,6 +213,8 @@ class WorkerHost(Engine):
 
     def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
         self.core.buffer_updated(link, nbytes, time.time_ns())
+        if link != dp.HEAD_LINK:
+            self._timer.arm()  # a fetch that waits for the head's grant, for at most 5 s
         return self.execution.decisions()
 
     def lost(self, link: int) -> list[dp.Decision]:
