@@ -54,6 +54,9 @@ class FakeTransport:
     def get_write_buffer_size(self) -> int:
         return self.buffered
 
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default  # no socket, no peer address: an in-memory peer
+
     def is_closing(self) -> bool:
         return self.closed
 
