@@ -92,6 +92,23 @@ def _tasks(n: int, reps: int) -> list[float]:
     return rates
 
 
+def _cpu_of(pids: list[int]) -> float:
+    """CPU seconds (user and system) the processes ``pids`` have used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+#: Per timed get: CPU seconds of the driver and of the workers (`_one_get`).
+CPU: list[tuple[float, float]] = []
+
+
 def _one_get(size: int, timeout: float = 120.0) -> float:
     ref = ones.remote(size)
     # Poll, not dista.wait: a waiter would start the fetch before the clock.
@@ -100,9 +117,12 @@ def _one_get(size: int, timeout: float = 120.0) -> float:
         if time.monotonic() > deadline:
             raise SystemExit(f"the task of {size} bytes did not finish in {timeout} s")
         time.sleep(0.001)
+    workers = dista.local_pids()
+    cpu0, wcpu0 = time.process_time(), _cpu_of(workers)
     start = time.perf_counter()
     value = ref.get(timeout=timeout)
     elapsed = time.perf_counter() - start
+    CPU.append((time.process_time() - cpu0, _cpu_of(workers) - wcpu0))
     if value.nbytes != size or int(value[-1]) != 1:
         raise SystemExit(f"wrong value: {value.nbytes} bytes, last {value[-1]}")
     del value, ref
@@ -112,6 +132,7 @@ def _one_get(size: int, timeout: float = 120.0) -> float:
 
 def _transfer(size: int, reps: int) -> list[float]:
     _one_get(size)  # warm-up: the fetch link (its handshake), the worker's allocator
+    CPU.clear()
     return [_one_get(size) for _ in range(reps)]
 
 
@@ -181,7 +202,7 @@ def child(argv: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-    print(RESULT_MARK + json.dumps(values), flush=True)
+    print(RESULT_MARK + json.dumps({"values": values, "cpu": CPU}), flush=True)
     return 0
 
 
@@ -195,6 +216,10 @@ class Variant:
     loop: str
     unit: str
     values: dict[bool, list[float]] = field(default_factory=lambda: {False: [], True: []})
+    #: Per child, the median CPU seconds of a get: (driver, workers) (transfers only).
+    cpu: dict[bool, list[tuple[float, float]]] = field(
+        default_factory=lambda: {False: [], True: []}
+    )
     errors: list[str] = field(default_factory=list)
 
 
@@ -214,7 +239,7 @@ def _kill_session(sid: int) -> None:
                 pass
 
 
-def run_child(variant: Variant, tls_dir: str | None, args: argparse.Namespace) -> float:
+def run_child(variant: Variant, tls_dir: str | None, args: argparse.Namespace) -> dict:
     env = dict(os.environ)
     for name in ("DISTA_TLS_DIR", "DISTA_TLS_CA", "DISTA_TLS_CERT", "DISTA_TLS_KEY"):
         env.pop(name, None)
@@ -258,7 +283,8 @@ def run_child(variant: Variant, tls_dir: str | None, args: argparse.Namespace) -
     text = out.decode(errors="replace")
     for line in text.splitlines():
         if line.startswith(RESULT_MARK):
-            return statistics.median(json.loads(line[len(RESULT_MARK) :]))
+            result: dict = json.loads(line[len(RESULT_MARK) :])
+            return result
     raise RuntimeError(f"child exited {proc.returncode}: {text[-1500:]}")
 
 
@@ -324,7 +350,31 @@ def text_table(rows: list[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def markdown(rows: list[dict[str, str]], header: str) -> str:
+def cpu_table(variants: list[Variant], size_mib: int) -> str:
+    """CPU seconds a get costs, which the machine's noise moves far less than its time:
+    the driver's (reading, decrypting) and the workers' (serving, encrypting); the rate
+    two free cores could sustain is about the size over the larger of the two."""
+    lines = []
+    for v in variants:
+        if not (v.cpu[False] or v.cpu[True]):
+            continue
+        cells = []
+        for tls in (False, True):
+            if not v.cpu[tls]:
+                cells.append("failed")
+                continue
+            driver = statistics.median(c[0] for c in v.cpu[tls])
+            workers = statistics.median(c[1] for c in v.cpu[tls])
+            bound = size_mib * MiB / max(driver, workers, 1e-9) / 1e9
+            cells.append(f"{driver:.2f} s / {workers:.2f} s (~{bound:.1f} GB/s)")
+        lines.append(f"{v.name}: plain {cells[0]}; TLS {cells[1]}")
+    if not lines:
+        return ""
+    title = "CPU per get, driver / workers (median; the rate if each had a core of its own):"
+    return "\n".join([title, *lines])
+
+
+def markdown(rows: list[dict[str, str]], header: str, cpu_text: str = "") -> str:
     lines = [
         "# Mutual TLS against plain TCP",
         "",
@@ -334,6 +384,9 @@ def markdown(rows: list[dict[str, str]], header: str) -> str:
         "|" + "|".join("---" for _ in COLUMNS) + "|",
     ]
     lines += ["| " + " | ".join(r[k] for k, _ in COLUMNS) + " |" for r in rows]
+    if cpu_text:
+        title, *rest = cpu_text.splitlines()
+        lines += ["", title, "", *(f"- {line}" for line in rest)]
     return "\n".join(lines) + "\n"
 
 
@@ -404,12 +457,17 @@ def main(argv: list[str] | None = None) -> int:
                 order = (False, True) if run % 2 == 0 else (True, False)
                 for tls in order:
                     try:
-                        value = run_child(variant, certs if tls else None, args)
+                        result = run_child(variant, certs if tls else None, args)
                     except RuntimeError as e:
                         variant.errors.append(f"{'TLS' if tls else 'plain'}: {e}")
                         print(f"  run {run + 1} {variant.name} {'TLS' if tls else 'plain'}: {e}")
                         continue
+                    value = statistics.median(result["values"])
                     variant.values[tls].append(value)
+                    if result["cpu"]:
+                        driver = statistics.median(c[0] for c in result["cpu"])
+                        workers = statistics.median(c[1] for c in result["cpu"])
+                        variant.cpu[tls].append((driver, workers))
                     mode = "TLS  " if tls else "plain"
                     print(
                         f"  run {run + 1}/{args.runs} {mode} {variant.name}: "
@@ -419,6 +477,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = [summarize(v) for v in variants]
     print()
     print(text_table(rows))
+    cpu_text = cpu_table(variants, args.size_mib)
+    if cpu_text:
+        print()
+        print(cpu_text)
     finished = time.strftime("%H:%M UTC", time.gmtime())
     header = (
         f"Measured {started} to {finished} by `python benchmarks/tls.py --runs {args.runs}"
@@ -429,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.no_write:
         RESULTS_MD.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS_MD.write_text(markdown(rows, header))
+        RESULTS_MD.write_text(markdown(rows, header, cpu_text))
         print(f"\nwritten to {RESULTS_MD}")
     failed = [e for v in variants for e in v.errors]
     return 1 if failed else 0
