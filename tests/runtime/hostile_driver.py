@@ -89,12 +89,17 @@ def one_round(
 
 def main(address: str) -> int:
     stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+
+    def wait_for_eof() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=wait_for_eof, daemon=True).start()
     with dista.init(address):
         pinned_small = ht.add.remote(1000, 1)
         pinned_blob = ht.blob.remote(7)
         secret = ht.blob.remote(9)  # stored, never read nor passed on: fetched by nobody
-        tally = ht.Tally.remote()  # type: ignore[attr-defined]
+        tally = ht.Tally.remote()
         pinned_small.get(timeout=GET_TIMEOUT)
         ht.summarize.remote(pinned_blob).get(timeout=GET_TIMEOUT)  # stored, then kept
         number = driver_number(pinned_small.object_id)
@@ -113,12 +118,13 @@ def main(address: str) -> int:
             c = one_round(r, pinned_small, pinned_blob, tally, total)
             rounds += 1
             checked, wrong, lost = checked + c.checked, wrong + c.wrong, lost + c.lost
-            out = {"round": r, "checked": c.checked, "wrong": c.wrong, "lost": c.lost}
+            out: dict[str, Any] = {"round": r, "checked": c.checked, "wrong": c.wrong}
+            out["lost"] = c.lost
             out["seconds"] = round(time.monotonic() - began, 3)
             if c.problems:
                 out["problems"] = c.problems[:10]
             print(json.dumps(out), flush=True)
-        summary = {"done": True, "rounds": rounds, "checked": checked}
+        summary: dict[str, Any] = {"done": True, "rounds": rounds, "checked": checked}
         summary.update(wrong=wrong, lost=lost)
         print(json.dumps(summary), flush=True)
     return 0

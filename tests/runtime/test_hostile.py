@@ -71,7 +71,7 @@ def good(cluster: Cluster) -> Iterator[GoodDriver]:
 
 def errors_for(peer: RawPeer, quiet: float) -> list[str]:
     """The messages of the error frames ``peer`` gets until nothing comes for ``quiet`` s."""
-    out = []
+    out: list[str] = []
     while True:
         try:
             event = peer.next(quiet)
