@@ -12,8 +12,9 @@ from . import _context, _registry
 from ._address import parse_head
 from ._errors import DistaError
 from ._joined import Cluster
-from ._limits import limits_from_env
+from ._limits import inline_cap, limits_from_env
 from ._local import LocalCluster
+from ._tls import tls_for
 from .joining import connect_blocking, connect_local
 from .loops import background, binding, choose
 
@@ -47,9 +48,13 @@ def init(
     binding(name)  # installed and complete, before any process starts
 
     address = address or os.environ.get("DISTA_ADDRESS") or None
+    tls_for("driver")  # missing TLS files (DISTA_TLS_DIR ...) raise here, saying which
     local: LocalCluster | None = None
     if address is None:
         limits_from_env()  # a bad DISTA_MAX_CONNECTIONS (...) raises here, not in the head
+        inline_cap()
+        tls_for("head")  # and missing TLS files (DISTA_TLS_DIR ...) before workers start
+        tls_for("worker")
         names, _ = _registry.snapshot()
         local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names), loop=name)
     try:

@@ -28,6 +28,11 @@ Defaults, and why:
   said hello may go without sending a byte (a silent or slowloris peer goes sooner than the
   hello deadline).
 
+- ``DISTA_HEAD_INLINE_CAP`` / ``--inline-cap``: 256 MiB of inline results the head keeps
+  for one driver (the head's core enforces it, `dista_proto.INLINE_CAP_BYTES`): past it
+  that driver's results stay on workers, so a driver that never releases cannot fill the
+  head. A size in bytes, or with a unit (``64MiB``, ``1GiB``, ``500MB``); 0 turns it off.
+
 A timeout of 0 turns it off; a cap is a whole number of at least 1.
 """
 
@@ -47,20 +52,28 @@ __all__ = [
     "FD_RESERVE",
     "HELLO_IDLE_ENV",
     "HELLO_TIMEOUT_ENV",
+    "INLINE_CAP_ENV",
     "MAX_CONNECTIONS_CEILING",
     "MAX_CONNECTIONS_ENV",
     "MAX_PER_HOST_ENV",
     "Limits",
     "add_limit_options",
     "default_max_connections",
+    "inline_cap",
     "limits_from_args",
     "limits_from_env",
+    "size",
 ]
 
 MAX_CONNECTIONS_ENV: Final = "DISTA_MAX_CONNECTIONS"
 MAX_PER_HOST_ENV: Final = "DISTA_MAX_CONNECTIONS_PER_HOST"
 HELLO_TIMEOUT_ENV: Final = "DISTA_HELLO_TIMEOUT"
 HELLO_IDLE_ENV: Final = "DISTA_HELLO_IDLE_TIMEOUT"
+INLINE_CAP_ENV: Final = "DISTA_HEAD_INLINE_CAP"
+_UNITS: Final = {
+    "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30,
+}  # fmt: skip
 
 MAX_CONNECTIONS_CEILING: Final = 10_000
 #: Descriptors kept for what is not a peer's connection, at least (see the docstring).
@@ -169,6 +182,34 @@ def limits_from_env() -> Limits:
         hello_timeout=_env_seconds(HELLO_TIMEOUT_ENV, DEFAULT_HELLO_TIMEOUT_S),
         hello_idle_timeout=_env_seconds(HELLO_IDLE_ENV, DEFAULT_HELLO_IDLE_S),
     )
+
+
+def size(text: str) -> int:
+    """Bytes from ``text``: a whole number, or one with a unit (``64MiB``, ``1GB``)."""
+    cleaned = text.strip().lower().replace(" ", "")
+    number = cleaned.rstrip("kmgib")
+    unit = cleaned[len(number) :]
+    try:
+        value = int(number)
+    except ValueError:
+        value = -1
+    if value < 0 or unit not in _UNITS:
+        raise ValueError(f"must be a size in bytes (such as 268435456 or 256MiB), not {text!r}")
+    return value * _UNITS[unit]
+
+
+def inline_cap() -> int:
+    """Bytes of inline results the head keeps for one driver (0: no cap), from
+    ``DISTA_HEAD_INLINE_CAP``; ValueError naming it for a bad value."""
+    import dista_proto as dp
+
+    raw = os.environ.get(INLINE_CAP_ENV, "")
+    if not raw:
+        return dp.INLINE_CAP_BYTES
+    try:
+        return size(raw)
+    except ValueError as e:
+        raise ValueError(f"{INLINE_CAP_ENV} {e}") from None
 
 
 def _flag(parse: type[int | float]) -> Callable[[str], int | float]:

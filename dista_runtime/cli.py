@@ -474,7 +474,15 @@ def _apply_limits(args: argparse.Namespace) -> None:
         value = getattr(args, flag, None)
         if value is not None:
             os.environ[name] = str(value)
+    cap = getattr(args, "inline_cap", None)
+    if cap is not None:
+        try:
+            _limits.size(cap)
+        except ValueError as e:
+            raise ValueError(f"--inline-cap {e}") from None
+        os.environ[_limits.INLINE_CAP_ENV] = cap
     _limits.limits_from_env()
+    _limits.inline_cap()
 
 
 def _bind_ok(who: str, host: str) -> bool:
@@ -585,6 +593,12 @@ def parser() -> argparse.ArgumentParser:
     )
     _tls_options(p, "head", listens=True)
     add_limit_options(p)
+    p.add_argument(
+        "--inline-cap",
+        metavar="SIZE",
+        help="inline results the head keeps for one driver; past it, that driver's results "
+        "stay on workers (default: DISTA_HEAD_INLINE_CAP, else 256MiB; 0 turns it off)",
+    )
     _loop_option(p)
     p.set_defaults(func=cmd_head)
 

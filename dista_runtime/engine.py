@@ -263,6 +263,9 @@ class Engine:
         self._dialed.add(link)
         self.loop.dial(self, link, host, port, timeout)
 
+    def dialed_here(self, link: int) -> bool:
+        return link in self._dialed
+
     def authenticated(self, link: int, roles: frozenset[str]) -> bool:
         """Whether the peer of ``link``, which came in and showed a certificate granting
         ``roles``, may stay (its core says; a role that listens for nobody refuses)."""

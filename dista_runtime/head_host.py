@@ -29,7 +29,7 @@ from typing import Final
 import dista_proto as dp
 
 from ._address import socket_address
-from ._limits import Limits, limits_from_env
+from ._limits import Limits, inline_cap, limits_from_env
 from ._liveness import liveness_s
 from ._memory import allocate, ready
 from ._registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
@@ -263,6 +263,7 @@ def start_head(
         recovery_grace_ns=int(recovery_grace * 1e9),
         hello_deadline_ns=int(limits.hello_timeout * 1e9),
         hello_idle_ns=int(limits.hello_idle_timeout * 1e9),
+        inline_cap_bytes=inline_cap(),
     )
     host_ = HeadHost(loop, head, why_lost)
     host_.limit(limits)

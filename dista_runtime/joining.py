@@ -136,7 +136,7 @@ def connect_local(
         try:
             why_lost = workers.why_lost if workers is not None else None
             head = start_head(loop, sock=listener, local=True, why_lost=why_lost)
-        except OSError as e:  # the listener cannot be served
+        except (OSError, ValueError) as e:  # the listener cannot be served; a bad setting
             started.fail(e)
             return
         heads.append(head)

@@ -98,6 +98,10 @@ class Connections(Protocol):
         """``link``'s stream drained below its low-water mark: write to it again."""
         ...
 
+    def dialed_here(self, link: int) -> bool:
+        """Whether ``link`` is a connection this end opened (`Loop.dial`), not accepted."""
+        ...
+
     def secured(self, link: int, stream: Any) -> None:
         """``link``'s TLS handshake is done: its peer's certificate is known (the engine
         closes the link, before any frame is read, if its role may not be here)."""

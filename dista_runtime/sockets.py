@@ -189,12 +189,12 @@ def socket_stream(
     wake_writer: Callable[[], object],
     wake_reader: Callable[[], object],
     closing: Callable[[socket.socket], object] | None = None,
-    *,
-    server_side: bool,
 ) -> SocketStream:
-    """The stream for ``sock``: in TLS when ``engine`` has it (``server_side`` for an
-    accepted connection), else plain. A TLS dialer's handshake starts at once."""
+    """The stream for ``sock``: in TLS when ``engine`` has it (the server's end for a
+    connection ``engine`` did not dial), else plain. A TLS dialer's handshake starts at
+    once."""
     tls = engine.tls
+    server_side = not engine.dialed_here(link)
     if tls is None:
         return SocketStream(engine, link, sock, wake_writer, wake_reader, closing)
     from ._tls_stream import TLSStream

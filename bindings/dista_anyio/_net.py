@@ -33,11 +33,9 @@ from dista_runtime.sockets import socket_stream
 __all__ = ["Server", "dial", "serve"]
 
 
-def serve(
-    anyio_loop: Any, engine: Connections, link: int, sock: socket.socket, server_side: bool
-) -> None:
-    """Attach ``sock`` to ``engine`` as ``link`` (``server_side``: accepted) and start
-    reading and writing it, in the task group of ``anyio_loop`` (an `AnyioLoop`)."""
+def serve(anyio_loop: Any, engine: Connections, link: int, sock: socket.socket) -> None:
+    """Attach ``sock`` to ``engine`` as ``link`` and start reading and writing it, in the
+    task group of ``anyio_loop`` (an `AnyioLoop`)."""
     wakes = [anyio.Event(), anyio.Event()]  # the reader task's, the writer's: one per wait
     native = sniffio.current_async_library() == "asyncio"
     loop: Any = asyncio.get_running_loop() if native else None
@@ -60,10 +58,7 @@ def serve(
             loop.remove_reader(sock)
         anyio.notify_closing(sock)
 
-    wake_writer = lambda: wakes[1].set()
-    stream = socket_stream(
-        engine, link, sock, wake_writer, wake_reader, closing, server_side=server_side
-    )
+    stream = socket_stream(engine, link, sock, lambda: wakes[1].set(), wake_reader, closing)
     engine.attach(link, stream)
 
     async def pump(me: int, busy: Callable[[], object], ready: Any, work: Any) -> None:
@@ -111,7 +106,7 @@ class Server:
             except OSError as e:  # out of descriptors or memory: rest (logged once a second)
                 await anyio.sleep(errors.failed(e))
                 continue
-            serve(loop, engine, engine.accept(), conn, True)
+            serve(loop, engine, engine.accept(), conn)
 
     def close(self) -> None:
         anyio.notify_closing(self._sock)  # a closed socket's too: it knows none
@@ -129,7 +124,7 @@ async def dial(
     except OSError as e:  # TimeoutError is one
         engine.dialed(link, str(e) or type(e).__name__)
         return
-    serve(loop, engine, link, sock, False)
+    serve(loop, engine, link, sock)
     engine.dialed(link, "")
 
 

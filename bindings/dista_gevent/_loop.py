@@ -107,7 +107,7 @@ def _dial(hub: Hub, engine: Connections, link: int, host: str, port: int, timeou
             sock.close()
         engine.dialed(link, str(e) or type(e).__name__)
         return
-    _Connection(hub, engine, link, sock, False)
+    _Connection(hub, engine, link, sock)
     engine.dialed(link, "")
 
 
@@ -134,7 +134,7 @@ class _Listener:
                 self._watcher.stop()
                 self._pause.start(self._watcher.start, self._accept)
                 return
-            _Connection(self._hub, self._engine, self._engine.accept(), conn, True)
+            _Connection(self._hub, self._engine, self._engine.accept(), conn)
 
     def close(self) -> None:
         self._pause.close()
@@ -146,16 +146,12 @@ class _Connection:
     """Link ``link`` of ``engine`` over ``sock``: its stream and two greenlets (see the
     module docstring)."""
 
-    def __init__(
-        self, hub: Hub, engine: Connections, link: int, sock: socket.socket, server_side: bool
-    ) -> None:
+    def __init__(self, hub: Hub, engine: Connections, link: int, sock: socket.socket) -> None:
         self._hub = hub
         self._watchers = (hub.loop.io(sock.fileno(), 1), hub.loop.io(sock.fileno(), 2))
         self._parked: list[Waiter | None] = [None, None]
         wake = partial(self._wake, _WRITE), partial(self._wake, _READ)
-        self.stream = socket_stream(
-            engine, link, sock, *wake, closing=self._closing, server_side=server_side
-        )
+        self.stream = socket_stream(engine, link, sock, *wake, closing=self._closing)
         engine.attach(link, self.stream)
         gevent.spawn(self._reader)
         gevent.spawn(self._writer)

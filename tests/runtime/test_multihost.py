@@ -35,6 +35,7 @@ def write_tls(folder: Path) -> Path:
     write_quickstart(folder)
     return folder
 
+
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 7420
 CLI = [sys.executable, "-m", "dista_runtime.cli"]
