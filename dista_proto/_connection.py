@@ -178,14 +178,14 @@ class Connection:
             self._ready.clear()
             return events
         if self._error is not None:
-            raise self._error
+            raise self._broken()
         if self._into is not None:
             return []  # parsed as the bytes arrived
         out: list[Event] = []
         self._incoming.parse(self, out)
         error = self._failure()  # parsing may have failed: not the `_error` checked above
         if not out and error is not None:
-            raise error
+            raise self._broken()
         return out
 
     def _failure(self) -> RemoteProtocolError | None:
@@ -193,13 +193,13 @@ class Connection:
 
     def _idle(self) -> ConnectionClosed | NeedData:
         if self._error is not None:
-            raise self._error
+            raise self._broken()
         if not self._eof:
             return NEED_DATA
         if self._incoming.in_frame() or (self._into is not None and self._into.in_frame()):
             error = RemoteProtocolError("the peer closed the stream in the middle of a frame")
             self._fail(error)
-            raise error
+            raise self._broken()
         self.their_state = ConnectionState.CLOSED
         return ConnectionClosed()
 
@@ -239,8 +239,16 @@ class Connection:
         else:  # welcome
             self._limits = after_welcome(self.our_role)
 
+    def _broken(self) -> RemoteProtocolError:
+        """The stream's error, anew: raising the kept one would chain each raise's frames
+        (and so this connection and its buffers) to it, a cycle only a full collection
+        frees."""
+        error = self._error
+        assert error is not None
+        return RemoteProtocolError(str(error), kind=error.kind, field=error.field)
+
     def _fail(self, error: RemoteProtocolError) -> None:
-        self._error = error
+        self._error = error.with_traceback(None)
         self.their_state = ConnectionState.ERROR
         if self.our_role == Role.HEAD and self.our_state != ConnectionState.ERROR:
             # Tell the peer why it is dropped: the one frame the head sends to anyone.
