@@ -425,6 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="+", choices=["tasks-local", "tasks-tcp", "transfer"], help="kinds"
     )
+    parser.add_argument(
+        "--certs", help="a directory `dista certs` made (default: made afresh, in a temp dir)"
+    )
     parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS_MD}")
     args = parser.parse_args(argv)
     if args.quick:
@@ -450,8 +453,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.tasks:,} tasks, {args.size_mib} MiB x {args.gets} gets a child",
         flush=True,
     )
-    with tempfile.TemporaryDirectory(prefix="dista-tls-certs-") as certs:
-        make_certs(certs)
+    with tempfile.TemporaryDirectory(prefix="dista-tls-certs-") as made:
+        certs = args.certs or made
+        if not args.certs:
+            make_certs(certs)
         for run in range(args.runs):
             for variant in variants:
                 order = (False, True) if run % 2 == 0 else (True, False)
