@@ -68,7 +68,7 @@ class Cluster:
         self.expected_dead: set[str] = set()
 
     def _spawn(self, name: str, argv: list[str], **kw: Any) -> subprocess.Popen[bytes]:
-        with open(self.logs / f"{name}.log", "ab") as out:
+        with open(self.logs / f"{name}.log", "wb") as out:
             kw.setdefault("stdout", out)
             process = subprocess.Popen(
                 argv,

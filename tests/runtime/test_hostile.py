@@ -310,6 +310,35 @@ def test_a_fetch_of_an_object_never_granted_is_refused(cluster: Cluster, good: G
     clean_rounds(good, cluster, n=1)
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="a worker's object server keeps what it had queued for fetchers that never read "
+    "and then closed: 16 such connections x 30 fetches of a 1 MiB object left the worker "
+    "about 25 MiB larger each round, still so 5 s later (readers: back to idle)",
+)
+def test_fetchers_that_never_read_leave_the_worker_as_it_was(
+    cluster: Cluster, good: GoodDriver
+) -> None:
+    """Loopback fetchers (granted: the head's machine) ask for the good driver's 1 MiB
+    stored result 30 times each, never read, and close. They get nothing they do not read;
+    the worker's memory must come back to where it was."""
+    blob = good.wait_for("number", 60)["pinned"][1]
+    servers = cluster.servers(cluster.status())
+    before = cluster.rss()
+    for _ in range(3):
+        peers = [RawPeer(s.host, s.port) for s in servers for _ in range(6)]
+        for i, peer in enumerate(peers):
+            peer.send(*[dp.Fetch(blob, (0, 1 << 16, F.PART_SIZE)[i % 3])] * 30)
+        time.sleep(1.0)
+        for peer in peers:
+            peer.close()
+    time.sleep(5.0)
+    after = cluster.rss()
+    grown = {k: (after[k] - before[k]) // MIB for k in before if k.startswith("worker")}
+    assert max(grown.values()) < 48, f"MiB grown per worker: {grown}"
+    clean_rounds(good, cluster, n=1)
+
+
 def _non_loopback_address() -> str | None:
     for addrs in psutil.net_if_addrs().values():
         for a in addrs:
