@@ -37,6 +37,8 @@ class Report:
     wrong: int = 0
     lost: int = 0
     problems: list[str] = field(default_factory=list)
+    #: The good driver's slowest round, in seconds (a hang shows here before it is lost).
+    slowest_round: float = 0.0
     #: The head's RSS: cold (no driver yet), idle (the driver warmed up, before the attack),
     #: the peak during the attack, and 10 s after it.
     head_cold: int = 0
@@ -220,6 +222,7 @@ def run(
             rounds = driver.rounds()
             report.rounds = len(rounds)
             report.lost = 1
+        report.slowest_round = max((line["seconds"] for line in driver.rounds()), default=0.0)
         for line in driver.rounds():
             report.problems += [f"round {line['round']}: {p}" for p in line.get("problems", [])]
         seen = {d.name for d in report.deaths}
