@@ -12,7 +12,10 @@ straight into the buffer the core offers, until TLS has nothing whole left. Writ
 the handshake ends (a dialer's hello) wait for it. The handshake's end hands the peer's
 certificate to the engine (``secured``), which checks the role before any frame is read.
 Plaintext TLS still holds when the engine pauses reading is decrypted on the loop's next
-turn after it resumes, since the socket may never become readable again for it.
+turn after it resumes, since the socket may never become readable again for it. A read
+fills the whole view the core offers before telling it, as asyncio's TLS does, rather than
+once per 16 KiB record (`benchmarks/results/tls.md`: 0.50 to 0.38 s of a driver's CPU per
+256 MiB on gevent).
 """
 
 from __future__ import annotations
@@ -107,19 +110,30 @@ class TLSStream(SocketStream):
             return
         engine, link = self.engine, self.link
         tls: Any = self._tls  # its read into a buffer gives a count (typeshed says bytes)
-        while self.reading and not self.ended:
+        ended = False
+        while self.reading and not ended:
+            # Fill the whole view the core offers, record after record (16 KiB each), and
+            # tell the core once: a large object lands in about 60 calls a MiB fewer.
             view = engine.get_buffer(link, READ_SIZE)
-            try:
-                got: int = tls.read(len(view), view)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLError:  # the peer closed TLS, or sent garbage under it
+            size, filled = len(view), 0
+            while filled < size:
+                try:
+                    got: int = tls.read(size - filled, view[filled:])
+                except ssl.SSLWantReadError:
+                    break
+                except ssl.SSLError:  # the peer closed TLS, or sent garbage under it
+                    got = 0
+                if not got:
+                    ended = True
+                    break
+                filled += got
+            if filled:
+                engine.on_updated(link, filled)
+            if ended or self.ended:
                 self.end()
                 return
-            if not got:
-                self.end()
-                return
-            engine.on_updated(link, got)
+            if filled < size:
+                break  # nothing whole left: wait for the socket
         self._send_tls()  # what TLS wrote while reading (session tickets, key updates)
 
     def _handshake(self) -> bool:
