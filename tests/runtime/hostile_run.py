@@ -86,7 +86,7 @@ class Report:
             ),
             (
                 f"good driver: {self.rounds} rounds, results checked {self.checked:,}, "
-                f"wrong {self.wrong}, lost {self.lost}"
+                f"wrong {self.wrong}, lost {self.lost}; slowest round {self.slowest_round:.2f} s"
             ),
             (
                 f"head RSS: cold {self.head_cold / MIB:.1f} MiB, idle {self.head_idle / MIB:.1f} MiB,"
