@@ -26,7 +26,6 @@ every `MIN_GAP_S`, for what else a dropped peer may leave in a cycle.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import time
 from typing import Any, Final
@@ -61,7 +60,9 @@ class _MallInfo2(ctypes.Structure):
 def _libc() -> Any:
     """glibc with ``mallinfo2`` and ``malloc_trim``, or None."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        # The process's own symbols: glibc is loaded already. (ctypes.util.find_library
+        # runs ldconfig in a subprocess: slow, and a blocking call inside gevent's hub.)
+        libc = ctypes.CDLL(None)
         libc.mallinfo2.restype = _MallInfo2
         libc.malloc_trim.argtypes = [ctypes.c_size_t]
         libc.malloc_trim.restype = ctypes.c_int
