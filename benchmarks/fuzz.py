@@ -65,6 +65,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also say hello as a worker with the cluster's registry or a real worker's "
         "address (without TLS that takes real work, by design)",
     )
+    p.add_argument(
+        "--no-big-lengths",
+        dest="big_lengths",
+        action="store_false",
+        help="a diagnostic: never announce frames of 1 MiB or more (what the rest costs)",
+    )
     p.add_argument("--allow-stop", action="store_true", help="also send observers' stop frames")
     p.add_argument(
         "--head-arg", action="append", default=[], help="an extra `dista head` argument"
@@ -91,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         head_args=tuple(args.head_arg),
         impersonate=args.impersonate,
         allow_stop=args.allow_stop,
+        big_lengths=args.big_lengths,
         say=lambda text: print(text, flush=True),
     )
     print(report.text(), flush=True)

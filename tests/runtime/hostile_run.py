@@ -154,6 +154,7 @@ def run(
     head_args: tuple[str, ...] = (),
     impersonate: bool = False,
     allow_stop: bool = False,
+    big_lengths: bool = True,
     say: Callable[[str], object] = lambda _: None,
 ) -> Report:
     report = Report(seed, connections)
@@ -183,6 +184,7 @@ def run(
             servers=servers,
             impersonate=impersonate,
             allow_stop=allow_stop,
+            big_lengths=big_lengths,
         )
         say(
             f"cluster up: head {cluster.address} idle {report.head_idle / MIB:.1f} MiB, "
