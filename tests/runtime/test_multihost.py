@@ -195,6 +195,39 @@ def test_a_workload_across_hosts(cluster: Cluster) -> None:
     assert set(by_pid) == pids_of(c, "w1", "w2"), c.why(f"tasks ran on {by_pid}")
 
 
+@pytest.mark.timeout(90)
+def test_an_object_server_serves_only_hosts_the_head_told(cluster: Cluster) -> None:
+    """A driver's stored result, fetched from another host with a driver's certificate,
+    is refused (the head granted it to the driver's host only); with a worker's (a member)
+    it is served. The driver's own results stay right meanwhile."""
+    c = cluster
+    servers = [f"{host}:{port}" for host, port in worker_servers(c.status()).items()]
+    driver = run_driver(c, tasks=400)
+    wait_submitted(c, driver)
+    numbers = re.findall(r"^driver (\d+):", c.status(), re.MULTILINE)
+    assert numbers, c.why("no driver in the head's status")
+    oid = int(numbers[0]) << 40 | 1  # its first task's result: large, kept on a worker
+    time.sleep(1.0)  # that task is done by now (it takes 50 ms)
+
+    def fetch(cert: str) -> dict[str, dict[str, object]]:
+        argv = [sys.executable, "-m", "tests.runtime.multihost_fetch", cert, hex(oid), *servers]
+        done = c.net.run(c.head, argv, ENV, 40, ROOT)
+        assert done.returncode == 0, c.why(f"the {cert} fetcher failed: {done.stderr}")
+        answers: dict[str, dict[str, object]] = json.loads(done.stdout)
+        return answers
+
+    member = fetch("worker")
+    print(f"member: {member}")
+    assert any(a["kind"] in ("result", "part") for a in member.values()), c.why(str(member))
+    thief = fetch("driver")
+    print(f"thief: {thief}")
+    for server, answer in thief.items():
+        assert answer["kind"] == "error", c.why(f"{server} served a stranger: {thief}")
+        assert "was not offered" in str(answer["error"]), c.why(str(thief))
+        assert f"{oid:#x}" in str(answer["error"]), c.why(str(thief))
+    finish(c, driver, timeout=45)
+
+
 @pytest.mark.timeout(60)
 def test_a_worker_cut_off_for_5_s_rejoins_and_no_result_is_wrong(cluster: Cluster) -> None:
     c = cluster
