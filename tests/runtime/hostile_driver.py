@@ -5,7 +5,7 @@ result checked against the value it must have.
 
 It prints one JSON object a line on stdout: first what an attacker would aim at (its driver
 number, and two objects it keeps for the whole run: a small result the head holds and a
-1 MiB one a worker stores), then one line per round (``checked``, ``wrong``, ``lost`` and
+1 MiB one a worker stores, and one it never reads or passes on), then one line per round (``checked``, ``wrong``, ``lost`` and
 what went wrong), and ``{"done": ...}`` once stdin closes (its parent's way to say stop).
 The two kept objects are read again every round: a hostile release, cancel or forged
 answer that reached them shows as a wrong or lost result.
@@ -84,6 +84,10 @@ def one_round(
     c.expect("kept blob summary", kept_blob, (ht.BLOB, ht.digest(ht.blob_bytes(7))))
     for ref, want in calls:
         c.expect("tally", ref, want)
+    # Take this round's timeline records: the head keeps up to 100,000 finished tasks for
+    # their driver (about 45 MiB here), which would otherwise fill during a run and count
+    # as the attack's memory.
+    dista.timeline()
     return c
 
 
