@@ -20,7 +20,7 @@ import pytest
 import dista_proto as dp
 from dista_proto import frame as F
 from dista_runtime import _memory
-from dista_runtime._memory import CHUNK, ready, write_into
+from dista_runtime._memory import AHEAD_MIN, CHUNK, ready, write_into
 from dista_runtime._values import MAP_FROM, allocate, decode, encode
 
 
@@ -53,12 +53,27 @@ def test_without_populate_write_a_map_is_populated_when_made(
     assert buffer[-1] == 1
 
 
+def test_a_map_nobody_writes_is_not_faulted_in() -> None:
+    """A frame announced but never sent costs its receiver next to nothing: the filler
+    stays within reach of the writer (as far ahead as it has written), not the whole map."""
+    buffer = allocate(256 << 20)
+    assert isinstance(buffer, memoryview)
+    time.sleep(0.3)
+    filling = _memory._filling[id(buffer.obj)]
+    assert filling.done == AHEAD_MIN
+    # A writer 8 MiB in: the filler runs up to 8 MiB ahead of it, no further.
+    ready(buffer[8 << 20 :])
+    time.sleep(0.3)
+    assert 16 << 20 <= filling.done <= (16 << 20) + CHUNK
+    del filling, buffer
+
+
 def test_a_large_map_is_faulted_in_ahead_of_its_writer() -> None:
     size = 5 * CHUNK + 123
     buffer = allocate(size)
     assert isinstance(buffer, memoryview)
     first = ready(buffer)
-    assert CHUNK <= len(first) <= size  # the first chunk is faulted in before it is returned
+    assert AHEAD_MIN <= len(first) <= size  # faulted in before it is returned
     # Anywhere in the map, ready offers at least one byte, never past the view.
     for start in (0, CHUNK - 1, 3 * CHUNK + 5, size - 1):
         view = ready(buffer[start : start + 10])
@@ -81,7 +96,7 @@ def test_a_writer_faults_in_what_the_filler_has_not_reached() -> None:
     assert filling.upto(0) == CHUNK
     assert filling.upto(2 * CHUNK + 7) == 3 * CHUNK
     assert filling.upto(size - 1) == size
-    assert filling.claim() == -1
+    assert filling.claim(size) is None
 
 
 def test_ready_leaves_other_views_alone() -> None:
