@@ -111,6 +111,7 @@ def main(address: str) -> int:
             "number": number,
             "pinned": [pinned_small.object_id, pinned_blob.object_id],
             "secret": secret.object_id,
+            "actor": tally.actor_id,
         }
         print(json.dumps(line), flush=True)
         total = [0]
