@@ -132,12 +132,6 @@ def test_fuzzed_frames_from_50_connections(tmp_path: Path) -> None:
         pytest.xfail(f"head memory (the 1 GiB receive maps, see the test below): {failures}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the head faults in a whole 1 GiB receive map for a 21-byte header and a few KiB "
-    "(dista_runtime._memory.allocate's filler thread runs ahead of the bytes received): "
-    "each connection holding such a frame open costs the head 1 GiB",
-)
 def test_a_header_announcing_1_gib_costs_the_head_little_memory(cluster: Cluster) -> None:
     """A driver's hello, then a result frame's header announcing MAX_FRAME - 5 bytes and
     4 KiB of it, the connection held open: the head should hold about what arrived."""
