@@ -28,6 +28,7 @@ from ._registry import snapshot
 from ._session import Hooks
 from ._timer import PulledTimer
 from ._tls import check_bind, tls_for
+from ._trim import MemoryWatch, watch_memory
 from .driver_host import DriverHost
 from .engine import Engine
 from .execution import Execution
@@ -82,6 +83,7 @@ class WorkerHost(Engine):
         #: Whether tasks get a client session (to submit and read refs); made anew on rejoin.
         self.with_client = True
         self._drain_timer: Any = None
+        self.memory: MemoryWatch | None = None
 
     @property
     def hooks(self) -> Hooks:
@@ -262,6 +264,8 @@ def start_worker(
     )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))
     worker.limit(limits if limits is not None else limits_from_env())
+    # The heap back after fetchers drop what their transports had queued (`_trim`).
+    worker.memory = watch_memory(loop, worker.exited)
     try:
         worker.listener = loop.listen(worker, bind, address.port, sock)
     except BaseException:

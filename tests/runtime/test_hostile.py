@@ -305,12 +305,6 @@ def test_a_fetch_of_an_object_never_granted_is_refused(cluster: Cluster, good: G
     clean_rounds(good, cluster, n=1)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a worker's object server keeps what it had queued for fetchers that never read "
-    "and then closed: 16 such connections x 30 fetches of a 1 MiB object left the worker "
-    "about 25 MiB larger each round, still so 5 s later (readers: back to idle)",
-)
 def test_fetchers_that_never_read_leave_the_worker_as_it_was(
     cluster: Cluster, good: GoodDriver
 ) -> None:
