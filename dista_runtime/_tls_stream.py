@@ -28,7 +28,7 @@ from typing import Any
 from .loop import Connections
 from .sockets import READ_SIZE, SocketStream
 
-__all__ = ["TLSStream"]
+__all__ = ["TLSStream", "socket_stream"]
 
 
 class TLSStream(SocketStream):
@@ -160,3 +160,32 @@ class TLSStream(SocketStream):
     def _send_tls(self) -> None:
         if self._outgoing.pending:
             SocketStream.write(self, self._outgoing.read())
+
+
+def socket_stream(
+    engine: Connections,
+    link: int,
+    sock: socket.socket,
+    wake_writer: Callable[[], object],
+    wake_reader: Callable[[], object],
+    closing: Callable[[socket.socket], object] | None = None,
+) -> SocketStream:
+    """The stream for ``sock``: in TLS when ``engine`` has it (the server's end for a
+    connection ``engine`` did not dial), else plain. A TLS dialer's handshake starts at
+    once."""
+    tls = engine.tls
+    server_side = not engine.dialed_here(link)
+    if tls is None:
+        return SocketStream(engine, link, sock, wake_writer, wake_reader, closing)
+    stream = TLSStream(
+        engine,
+        link,
+        sock,
+        wake_writer,
+        wake_reader,
+        closing,
+        context=tls.server if server_side else tls.client,
+        server_side=server_side,
+        call_soon=engine.loop.call_soon,  # type: ignore[attr-defined]
+    )
+    return stream

@@ -15,6 +15,7 @@ from ._admission import AcceptErrors
 from ._errors import DistaError
 from ._joined import Cluster
 from ._tls import HANDSHAKE_TIMEOUT_S
+from ._tls_stream import socket_stream
 from .engine import ACCEPT_LATER, HIGH_WATER, LOW_WATER, Engine, Link, Stream, nodelay
 from .joining import begin, joined
 from .loop import (
@@ -53,6 +54,7 @@ __all__ = [
     "listen_socket",
     "nodelay",
     "parse_head",
+    "socket_stream",
     "socket_address",
     "unix_path",
 ]

@@ -29,7 +29,7 @@ from dista_proto.frame import Bytes
 from .engine import HIGH_WATER, LOW_WATER, nodelay
 from .loop import Connections
 
-__all__ = ["READ_SIZE", "SocketStream", "socket_stream"]
+__all__ = ["READ_SIZE", "SocketStream"]
 
 #: What one read asks for when the core has no better size in mind.
 READ_SIZE: Final = 256 << 10
@@ -180,34 +180,3 @@ class SocketStream:
         self._wake_reader()
         self._wake_writer()
         self.engine.detach(self.link)
-
-
-def socket_stream(
-    engine: Connections,
-    link: int,
-    sock: socket.socket,
-    wake_writer: Callable[[], object],
-    wake_reader: Callable[[], object],
-    closing: Callable[[socket.socket], object] | None = None,
-) -> SocketStream:
-    """The stream for ``sock``: in TLS when ``engine`` has it (the server's end for a
-    connection ``engine`` did not dial), else plain. A TLS dialer's handshake starts at
-    once."""
-    tls = engine.tls
-    server_side = not engine.dialed_here(link)
-    if tls is None:
-        return SocketStream(engine, link, sock, wake_writer, wake_reader, closing)
-    from ._tls_stream import TLSStream
-
-    stream = TLSStream(
-        engine,
-        link,
-        sock,
-        wake_writer,
-        wake_reader,
-        closing,
-        context=tls.server if server_side else tls.client,
-        server_side=server_side,
-        call_soon=engine.loop.call_soon,  # type: ignore[attr-defined]
-    )
-    return stream

@@ -27,8 +27,8 @@ from typing import Any
 import anyio
 import sniffio
 
+from dista_runtime import binding as rt
 from dista_runtime.binding import AcceptErrors, Connections, socket_address, unix_path
-from dista_runtime.sockets import socket_stream
 
 __all__ = ["Server", "dial", "serve"]
 
@@ -58,7 +58,7 @@ def serve(anyio_loop: Any, engine: Connections, link: int, sock: socket.socket) 
             loop.remove_reader(sock)
         anyio.notify_closing(sock)
 
-    stream = socket_stream(engine, link, sock, lambda: wakes[1].set(), wake_reader, closing)
+    stream = rt.socket_stream(engine, link, sock, lambda: wakes[1].set(), wake_reader, closing)
     engine.attach(link, stream)
 
     async def pump(me: int, busy: Callable[[], object], ready: Any, work: Any) -> None:

@@ -28,8 +28,13 @@ from gevent import socket as gsocket
 from gevent.hub import Hub, Waiter, get_hub
 
 from dista_runtime import binding
-from dista_runtime.binding import Connections, listen_socket, socket_address, unix_path
-from dista_runtime.sockets import socket_stream
+from dista_runtime.binding import (
+    Connections,
+    listen_socket,
+    socket_address,
+    socket_stream,
+    unix_path,
+)
 
 from ._tasks import Coroutines, CoroutineTask, GreenletRunner
 
