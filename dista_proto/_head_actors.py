@@ -221,6 +221,8 @@ class Actors(Scheduling):
             self._over_budget(actor)
 
     def _on_actor_kill(self, peer: Peer, event: ActorKill) -> None:
+        if self._foreign_actor(peer, event.object_id, event.object_id):
+            return
         actor = self._actors.get(event.object_id)
         if actor is None or actor.state is _DEAD:
             return

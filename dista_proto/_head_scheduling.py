@@ -79,6 +79,9 @@ class Scheduling(Granting):
     def _not_given(self, worker: Peer, oid: int) -> None:
         raise NotImplementedError  # the head's
 
+    def _foreign_actor(self, peer: Peer, actor_id: int, oid: int) -> bool:
+        raise NotImplementedError  # the head's
+
     def _store_mark(self, oid: int, worker: Peer) -> None:
         raise NotImplementedError  # the head's
 

@@ -44,6 +44,11 @@ WORKER_HELLO = dp.Hello(F.ROLE_WORKER, REGISTRY, dp.Address("10.0.0.2", 7001))
             dp.Hello(F.ROLE_CLIENT, REGISTRY),
             "grants observer; it may not say hello as a client",
         ),
+        (  # a client may call any actor: it runs in a worker, with its certificate
+            ("driver",),
+            dp.Hello(F.ROLE_CLIENT, REGISTRY),
+            "grants driver; it may not say hello as a client",
+        ),
         (
             ("stop", "worker"),
             dp.Hello(F.ROLE_OBSERVER),
@@ -71,7 +76,6 @@ def test_a_hello_the_certificate_does_not_grant_is_refused_and_closed(
         (("worker",), WORKER_HELLO),
         (("admin",), WORKER_HELLO),
         (("driver",), dp.Hello(F.ROLE_DRIVER, REGISTRY)),
-        (("driver",), dp.Hello(F.ROLE_CLIENT, REGISTRY)),
         (("worker",), dp.Hello(F.ROLE_CLIENT, REGISTRY)),
         (("driver",), dp.Hello(F.ROLE_OBSERVER)),
         (("observer",), dp.Hello(F.ROLE_OBSERVER)),

@@ -370,13 +370,6 @@ def test_a_worker_answering_tasks_it_was_never_given(cluster: Cluster, good: Goo
     clean_rounds(good, cluster)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the head ends an actor on any driver's actor-kill with KILL_AFTER_CALLS (meant "
-    "for the creator's last handle going: dista_proto/_head_actors.py _on_actor_kill checks "
-    "no owner), and kills it on any driver's plain actor-kill; actor IDs are guessable "
-    "(number << 40 | n, numbers in dista status): found by benchmarks/fuzz.py seed 1414",
-)
 def test_another_driver_cannot_end_an_actor_it_does_not_own(tmp_path: Path) -> None:
     """A driver sends actor-kill, with the "last handle dropped" mark, for the good
     driver's actor: it should get an error frame naming the actor, and the actor's owner
