@@ -53,7 +53,7 @@ __all__ = [
     "Engine",
     "Link",
     "Stream",
-    "peer_host",
+    "peer_ip",
     "peer_name",
     "write",
 ]
@@ -119,6 +119,7 @@ class Engine:
         self._dialed: set[int] = set()  # links we connected (their peer shows its role)
         self._tls_refusals = _Throttle()  # peers whose role may not be here
         self._tls_failures = _Throttle()  # handshakes that failed
+        self._refusals = _Throttle()  # peers refused for a protocol error
         #: The caps on incoming connections (`limit`), kept when each is attached.
         self.admission: Admission | None = None
 
@@ -187,7 +188,7 @@ class Engine:
             self.act(self.lost(link))  # refused before a byte was read: the core forgets it
             return
         self.transports[link] = transport
-        self.attached(link, peer_host(transport.get_extra_info("peername")))
+        self.attached(link, peer_ip(transport.get_extra_info("peername")))
 
     def attached(self, link: int, host: str) -> None:
         """``link`` is attached; its peer connects from ``host`` (the cores grant fetches by
@@ -308,11 +309,15 @@ class Engine:
         return label
 
     def refused(self, link: int, transport: Stream, reason: str) -> None:
-        """The core closes ``link`` for the peer's bad input: one line, no traceback."""
-        peer = transport.get_extra_info(PEER_LABEL) or peer_name(
-            transport.get_extra_info("peername")
+        """The core closes ``link`` for the peer's bad input: one line, no traceback, and
+        at most one a second (a fuzzer's million bad frames wrote megabytes of log)."""
+        self._refusals.note(
+            self.log,
+            f"dista {self.name}: refused peer %s (link %d): %s",
+            self._peer(transport),
+            link,
+            reason,
         )
-        self.log.warning("dista %s: refused peer %s (link %d): %s", self.name, peer, link, reason)
 
     def _pump(self, link: int) -> bool:
         """Write more of ``link``'s backlog; whether some still waits."""
@@ -390,21 +395,28 @@ class Link:
 
 
 class _Throttle:
-    """One log line a second at most, the first at once and then a count of the rest: a
-    flood of refused peers must not become a flood of lines."""
+    """At most `BURST` log lines a second, then a count of the rest on the next line: a
+    flood of refused peers must not become a flood of lines (a fuzzer's million frames
+    wrote megabytes), while a few bad peers each get theirs."""
+
+    BURST: ClassVar[int] = 10
 
     def __init__(self) -> None:
-        self._last = -1.0
+        self._since = -1.0  # when this second began
+        self._lines = 0  # lines written in it
         self._skipped = 0
 
     def note(self, log: logging.Logger, message: str, *args: object) -> None:
         now = time.monotonic()
-        if now - self._last < 1.0:
+        if now - self._since >= 1.0:
+            self._since, self._lines = now, 0
+        if self._lines >= self.BURST:
             self._skipped += 1
             return
         if self._skipped:
-            message += f" (and {self._skipped} more like it in the last second)"
-        self._last, self._skipped = now, 0
+            message += f" (and {self._skipped} more like it not logged)"
+            self._skipped = 0
+        self._lines += 1
         log.warning(message, *args)
 
 
@@ -417,7 +429,7 @@ def nodelay(sock: Any) -> None:
             pass
 
 
-def peer_host(peername: Any) -> str:
+def peer_ip(peername: Any) -> str:
     """The host a peer connects from: its IP address, or 127.0.0.1 for a Unix-socket or
     in-memory link (a process on this machine)."""
     if isinstance(peername, tuple) and peername and isinstance(peername[0], str):
