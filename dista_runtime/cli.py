@@ -136,7 +136,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _die_with_parent(args.parent)
     if not _settings_ok("worker"):
         return 2
-    if args.host is not None and not _bind_ok("dista worker", args.host):
+    if not _bind_ok("dista worker", args.host or _object_server_host(args.head[0])):
         return 2
     if args.processes > 1:
         return _worker_processes(args)
@@ -485,6 +485,16 @@ def _apply_limits(args: argparse.Namespace) -> None:
     _limits.inline_cap()
 
 
+def _object_server_host(head_host: str) -> str:
+    """Where a worker's object server would listen without --host (`advertised_host`)."""
+    from .worker_host import advertised_host
+
+    try:
+        return advertised_host(head_host)
+    except OSError:
+        return "127.0.0.1"  # the head's name does not resolve: dialing it will say so
+
+
 def _bind_ok(who: str, host: str) -> bool:
     """Beyond loopback only with TLS or --insecure (the role warns of that as it starts)."""
     from ._tls import check_bind, tls_for
@@ -492,7 +502,7 @@ def _bind_ok(who: str, host: str) -> bool:
     try:
         check_bind(who, host, tls_for(who.split()[-1]))
     except ValueError as e:
-        print(f"{who}: {e}", file=sys.stderr)
+        print(e, file=sys.stderr)  # it names the role: "dista worker refuses to listen ..."
         return False
     return True
 
