@@ -21,6 +21,7 @@ import dista_proto as dp
 from ._address import format_head
 from ._liveness import RECONNECT_ENV as ENV
 from ._liveness import reconnect_timeout
+from ._tls import closed_at_once
 from .engine import Engine
 
 __all__ = ["Reconnect"]
@@ -71,9 +72,10 @@ class Reconnect:
         self.active = True
         now = time.monotonic()
         if now - self._up_at < _SETTLE_S:
-            # Lost again right after connecting (a head still going down accepted us): the
-            # same outage, already said.
-            self._dial()
+            # Lost again right after connecting (a head still going down accepted us, or
+            # one that refuses us: a TLS handshake it rejects): a failed attempt of the same
+            # outage, already said, with its backoff and its bound.
+            self.dialed(closed_at_once(self.engine.tls is not None))
             return
         self._why = why
         self.attempts = 0

@@ -33,6 +33,7 @@ __all__ = [
     "TLS",
     "TLS_ENV",
     "check_bind",
+    "closed_at_once",
     "dialed_ok",
     "expected_role",
     "insecure",
@@ -134,6 +135,20 @@ def expected_role(head_link: bool) -> str:
 
 def dialed_ok(roles: frozenset[str], head_link: bool) -> bool:
     return expected_role(head_link) in roles or ADMIN in roles
+
+
+def closed_at_once(with_tls: bool) -> str:
+    """Why a head that closed a connection right after it opened may have: the likeliest
+    cause is TLS on one side only, or a certificate the head does not take."""
+    if with_tls:
+        return (
+            "the head closed the connection at once: it may not take this process's "
+            "certificate (another CA's, expired, or a role that may not join), or not run TLS"
+        )
+    return (
+        "the head closed the connection at once: if it runs with TLS, give this process its "
+        "certificates (--tls-dir DIR or DISTA_TLS_DIR)"
+    )
 
 
 def insecure() -> bool:

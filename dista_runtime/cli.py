@@ -184,6 +184,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return 130
     if args.parent is not None and reason.startswith("stopped by the head"):
         return EXIT_STOPPED  # its supervisor must not replace it
+    if workers and workers[0].lost_head:
+        print(f"dista worker: {reason}", file=sys.stderr)
+        return EXIT_NO_HEAD
     return 0
 
 

@@ -11,6 +11,7 @@ import time
 import dista_proto as dp
 
 from ._address import format_head
+from ._tls import closed_at_once
 from .engine import Engine
 from .loop import Latch, Loop
 
@@ -64,7 +65,10 @@ class ObserverHost(Engine):
             # The head took our hello (it answered the status), then closed: it stopped.
             # A stop it refuses (a certificate without the stop grant) gets an error frame.
             self.answer.set(None)
-        self._fail(f"the head at {self.where} closed the connection without an answer")
+        self._fail(
+            f"the head at {self.where} closed the connection without an answer; "
+            + closed_at_once(self.tls is not None).split(": ", 1)[1]
+        )
         return out
 
     def opened(self, link: int) -> list[dp.Decision]:

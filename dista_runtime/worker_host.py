@@ -77,13 +77,15 @@ class WorkerHost(Engine):
             self,
             head,
             self._rejoin,
-            self.exit,
+            self._gave_up,
             lambda: f"rejoined with {len(self.core.store)} objects",
         )
         #: Whether tasks get a client session (to submit and read refs); made anew on rejoin.
         self.with_client = True
         self._drain_timer: Any = None
         self.memory: MemoryWatch | None = None
+        #: Whether it stopped because its head could not be reached again.
+        self.lost_head = False
 
     @property
     def hooks(self) -> Hooks:
@@ -175,6 +177,11 @@ class WorkerHost(Engine):
     def _on_timer(self, now: int) -> None:
         self.core.on_timer(now)
         self.act(self.execution.decisions())
+
+    def _gave_up(self, why: str) -> None:
+        """The head could not be reached again in time (`_reconnect`)."""
+        self.lost_head = True
+        self.exit(why)
 
     def _on_exit(self, exited: Latch[str]) -> None:
         self._timer.cancel()
