@@ -49,7 +49,7 @@ __all__ = [
     "write_quickstart",
 ]
 
-INSTALL_HINT: Final = "pip install 'dista[tls]'"
+INSTALL_HINT: Final = "pip install 'dista[tls]' (from a checkout: pip install '.[tls]')"
 CA_CERT: Final = "ca.pem"
 CA_KEY: Final = "ca.key"
 DEFAULT_DAYS: Final = 365

@@ -108,7 +108,8 @@ def cmd_head(args: argparse.Namespace) -> int:
         )
         heads.append(head)
         host, port = head.address
-        print(f"dista head listening on {host}:{port}", file=sys.stderr, flush=True)
+        tls = " (mutual TLS)" if head.tls is not None else ""
+        print(f"dista head listening on {host}:{port}{tls}", file=sys.stderr, flush=True)
         return head.closed
 
     reason = _run(args, start, lambda: heads[0].stop("stopped by a signal"))
