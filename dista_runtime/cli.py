@@ -108,8 +108,9 @@ def cmd_head(args: argparse.Namespace) -> int:
         )
         heads.append(head)
         host, port = head.address
-        tls = " (mutual TLS)" if head.tls is not None else ""
-        print(f"dista head listening on {host}:{port}{tls}", file=sys.stderr, flush=True)
+        print(f"dista head listening on {host}:{port}", file=sys.stderr, flush=True)
+        if head.tls is not None:  # its own line: scripts read the address from the one above
+            print(f"dista head: mutual TLS ({head.tls.where})", file=sys.stderr, flush=True)
         return head.closed
 
     reason = _run(args, start, lambda: heads[0].stop("stopped by a signal"))
