@@ -92,6 +92,7 @@ from ._head_security import Guard, HelloWatch, hello_refusal, may_stop
 from ._head_status import status_text
 from ._links import Links
 from ._roles import Role
+from ._timeline import TimelineLog
 from .frame import Bytes
 
 __all__ = ["Head"]
@@ -178,7 +179,7 @@ class Head(Guard):
         self._objects: dict[int, TrackedObject] = {}
         self._ready: dict[int, FairQueue[TaskRecord]] = {}  # registry -> ready tasks
         self._idle: dict[int, deque[Peer]] = {}  # registry -> workers with a free slot
-        self._timeline: deque[tuple[int, TimelineRecord]] = deque(maxlen=timeline_cap)
+        self._timeline = TimelineLog(timeline_cap)
         self.held_bytes = 0
         self.pending = 0  # tasks WAITING or QUEUED
         self.running = 0
@@ -456,7 +457,7 @@ class Head(Guard):
         if isinstance(event, Status):
             self._links.send(peer.link, Status(self.status()))
         elif isinstance(event, Timeline):
-            self._links.send(peer.link, Timeline(tuple(r for _, r in self._timeline)))
+            self._links.send(peer.link, Timeline(self._timeline.all()))
         elif isinstance(event, Stop):
             refusal = may_stop(peer.roles)
             if refusal is not None:
@@ -619,22 +620,20 @@ class Head(Guard):
             self._sources_done(task)
         if not task.dropped:
             arrived, started, ended = task.span
-            self._timeline.append(
-                (
-                    task.owner,
-                    TimelineRecord(
-                        task.oid,
-                        task.task_id,
-                        task.submitted,
-                        task.queued,
-                        task.dispatched,
-                        self._now,
-                        arrived,
-                        started,
-                        ended,
-                        worker.address,
-                    ),
-                )
+            self._timeline.add(
+                task.owner,
+                TimelineRecord(
+                    task.oid,
+                    task.task_id,
+                    task.submitted,
+                    task.queued,
+                    task.dispatched,
+                    self._now,
+                    arrived,
+                    started,
+                    ended,
+                    worker.address,
+                ),
             )
         self._settle(task)
         self._after_slot_freed(worker)
@@ -852,13 +851,7 @@ class Head(Guard):
 
     def _take_timeline(self, number: int) -> tuple[TimelineRecord, ...]:
         peer = self._numbers.get(number)
-        link = peer.link if peer is not None else -1
-        mine = tuple(r for owner, r in self._timeline if owner == link)
-        if mine:
-            kept = [(o, r) for o, r in self._timeline if o != link]
-            self._timeline.clear()
-            self._timeline.extend(kept)
-        return mine
+        return self._timeline.take(peer.link) if peer is not None else ()
 
     def stop(self, why: str, now: int) -> None:
         """Stop as an observer's stop would: workers told to stop, drivers told why, Exit."""

@@ -41,7 +41,6 @@ stop. `Head` inherits this; the state it reads is the head's own.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Final
 
 from ._conventions import ERROR_NO_CHECKPOINT, ID_BITS, KILL_KEEP, NUMBER_SPACE
@@ -58,7 +57,6 @@ from ._events import (
     Located,
     Result,
     Stop,
-    TimelineRecord,
 )
 from ._head_actors import Actors
 from ._head_records import (
@@ -71,6 +69,7 @@ from ._head_records import (
     TrackedObject,
 )
 from ._roles import Role
+from ._timeline import TimelineLog
 
 __all__ = ["LIVENESS_NS", "RECOVERY_GRACE_NS", "Recovery"]
 
@@ -94,7 +93,7 @@ class Recovery(Actors):
     """The recovery half of `Head`."""
 
     _numbers: dict[int, Peer]
-    _timeline: deque[tuple[int, TimelineRecord]]
+    _timeline: TimelineLog
     held_bytes: int
     liveness_ns: int
     recovery_grace_ns: int
@@ -226,10 +225,7 @@ class Recovery(Actors):
                     call.owner = now
             for asks in actor.pending.values():
                 asks[:] = [(now if link == was else link, oid) for link, oid in asks]
-        if any(owner == was for owner, _ in self._timeline):
-            kept = [(now if o == was else o, r) for o, r in self._timeline]
-            self._timeline.clear()
-            self._timeline.extend(kept)
+        self._timeline.rename(was, now)
         self._links.close(was, "the same driver connected again")
 
     def _resent(self, peer: Peer, oid: int, results: int = 1) -> bool:
