@@ -9,12 +9,21 @@ Object servers stay on TCP: their addresses are IPv4 on the wire.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from typing import Final
 
 from ._errors import AddressError
 
-__all__ = ["UNIX", "format_head", "listen_socket", "parse_head", "socket_address", "unix_path"]
+__all__ = [
+    "UNIX",
+    "advertised_host",
+    "format_head",
+    "listen_socket",
+    "parse_head",
+    "socket_address",
+    "unix_path",
+]
 
 UNIX: Final = "unix:"
 
@@ -63,3 +72,21 @@ def socket_address(sock: socket.socket) -> tuple[str, int]:
     if isinstance(name, str):
         return f"{UNIX}{name}", 0
     return name[0], name[1]
+
+
+def advertised_host(head_host: str) -> str:
+    """The address other peers reach this machine at: the interface that routes to the
+    head, or loopback for a head on this machine."""
+    if unix_path(head_host) is not None:
+        return "127.0.0.1"  # a head on this machine
+    try:
+        if ipaddress.ip_address(head_host).is_loopback:
+            return "127.0.0.1"
+    except ValueError:
+        head_host = socket.gethostbyname(head_host)
+        if ipaddress.ip_address(head_host).is_loopback:
+            return "127.0.0.1"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((head_host, 9))
+        host: str = probe.getsockname()[0]
+        return host

@@ -491,8 +491,9 @@ def _apply_limits(args: argparse.Namespace) -> None:
 
 
 def _object_server_host(head_host: str) -> str:
-    """Where a worker's object server would listen without --host (`advertised_host`)."""
-    from .worker_host import advertised_host
+    """Where a worker's object server would listen without --host (`advertised_host`).
+    (Not from worker_host: a --greenlets worker must not load it before gevent patches.)"""
+    from ._address import advertised_host
 
     try:
         return advertised_host(head_host)

@@ -9,7 +9,6 @@ reason the worker stopped.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import time
@@ -18,7 +17,7 @@ from typing import Any, Final
 
 import dista_proto as dp
 
-from ._address import format_head, unix_path
+from ._address import advertised_host, format_head
 from ._context import Context, clear, install
 from ._limits import Limits, limits_from_env
 from ._liveness import DRAIN_ENV, LIVENESS_ENV, drain_timeout, heartbeat_ns
@@ -287,21 +286,3 @@ def start_worker(
     # The client first: a task may submit work as soon as the head knows this worker.
     worker.connect_client(worker.join_head)
     return worker
-
-
-def advertised_host(head_host: str) -> str:
-    """The address other peers reach this machine at: the interface that routes to the
-    head, or loopback for a head on this machine."""
-    if unix_path(head_host) is not None:
-        return "127.0.0.1"  # a head on this machine
-    try:
-        if ipaddress.ip_address(head_host).is_loopback:
-            return "127.0.0.1"
-    except ValueError:
-        head_host = socket.gethostbyname(head_host)
-        if ipaddress.ip_address(head_host).is_loopback:
-            return "127.0.0.1"
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect((head_host, 9))
-        host: str = probe.getsockname()[0]
-        return host
