@@ -55,6 +55,7 @@ if __name__ == "__main__":  # as a script: the checkout this file lives in
     sys.path[:0] = [str(ROOT), str(ROOT / "bindings")]
 
 import dista_runtime as dista
+from benchmarks.runner import kill_session
 
 MiB = 1 << 20
 TASK_RATIO_TARGET = 0.75  # TLS within 25% of plain
@@ -223,22 +224,6 @@ class Variant:
     errors: list[str] = field(default_factory=list)
 
 
-def _kill_session(sid: int) -> None:
-    """SIGKILL what is left of session ``sid`` (the child and what it started)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
 def run_child(variant: Variant, tls_dir: str | None, args: argparse.Namespace) -> dict:
     env = dict(os.environ)
     for name in ("DISTA_TLS_DIR", "DISTA_TLS_CA", "DISTA_TLS_CERT", "DISTA_TLS_KEY"):
@@ -275,11 +260,11 @@ def run_child(variant: Variant, tls_dir: str | None, args: argparse.Namespace) -
     try:
         out, _ = proc.communicate(timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        _kill_session(proc.pid)
+        kill_session(proc.pid)
         proc.communicate()
         raise RuntimeError(f"over {CHILD_TIMEOUT_S:.0f} s") from None
     finally:
-        _kill_session(proc.pid)
+        kill_session(proc.pid)
     text = out.decode(errors="replace")
     for line in text.splitlines():
         if line.startswith(RESULT_MARK):
