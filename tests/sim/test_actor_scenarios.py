@@ -30,6 +30,7 @@ import pytest
 
 from dista_proto import CheckpointActor
 from dista_proto._head_records import ActorState
+from tests.sim.seeds import failed_seeds
 
 from .actors import (
     ACTOR_TYPE,
@@ -448,15 +449,8 @@ def run_seed(seed: int) -> None:
 
 @pytest.mark.parametrize("start", range(0, SEEDS, BATCH))
 def test_actor_seeds(start: int) -> None:
-    failures = []
-    for seed in range(start, min(start + BATCH, SEEDS)):
-        try:
-            run_seed(seed)
-        except AssertionError as e:
-            failures.append(
-                f"seed {seed}: {e} (replay: python -m tests.sim.test_actor_scenarios {seed})"
-            )
-    assert failures == []
+    seeds = range(start, min(start + BATCH, SEEDS))
+    assert failed_seeds(run_seed, seeds, "tests.sim.test_actor_scenarios") == []
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import pytest
 import dista_proto as dp
 from dista_proto._head_actors import DEFAULT_ACTOR_KEEP_BYTES
 from dista_proto._head_records import ActorState
+from tests.sim.seeds import failed_seeds
 
 from .actors import ADD, MASK, RAISE, RAISED, Instance, answer_count, result_of
 from .cluster import Sim, SimDriver, SimWorker
@@ -302,15 +303,8 @@ def run_seed(seed: int) -> RecoveryScenario:
 
 @pytest.mark.parametrize("start", range(0, SEEDS, BATCH))
 def test_recovery_seeds(start: int) -> None:
-    failures = []
-    for seed in range(start, min(start + BATCH, SEEDS)):
-        try:
-            run_seed(seed)
-        except AssertionError as e:
-            failures.append(
-                f"seed {seed}: {e} (replay: python -m tests.sim.test_recovery_scenarios {seed})"
-            )
-    assert failures == []
+    seeds = range(start, min(start + BATCH, SEEDS))
+    assert failed_seeds(run_seed, seeds, "tests.sim.test_recovery_scenarios") == []
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from tests.sim.seeds import failed_seeds
+
 from .cluster import Sim
 from .hosts import SecureRecoverySim, SecureSim
 from .test_actor_scenarios import ActorScenario
@@ -45,15 +47,8 @@ def run_seed(seed: int) -> None:
 
 @pytest.mark.parametrize("start", range(0, SEEDS, BATCH))
 def test_secure_seeds(start: int) -> None:
-    failures = []
-    for seed in range(start, min(start + BATCH, SEEDS)):
-        try:
-            run_seed(seed)
-        except AssertionError as e:
-            failures.append(
-                f"seed {seed}: {e} (replay: python -m tests.sim.test_secure_scenarios {seed})"
-            )
-    assert failures == []
+    seeds = range(start, min(start + BATCH, SEEDS))
+    assert failed_seeds(run_seed, seeds, "tests.sim.test_secure_scenarios") == []
 
 
 if __name__ == "__main__":

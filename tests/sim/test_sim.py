@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from tests.sim.seeds import failed_seeds
+
 from .scenario import run_seed
 
 SEEDS = int(os.environ.get("DISTA_SIM_SEEDS", "1000"))
@@ -14,10 +16,5 @@ BATCH = 100
 
 @pytest.mark.parametrize("start", range(0, SEEDS, BATCH))
 def test_seeds(start: int) -> None:
-    failures = []
-    for seed in range(start, min(start + BATCH, SEEDS)):
-        try:
-            run_seed(seed)
-        except AssertionError as e:
-            failures.append(f"seed {seed}: {e} (replay: python -m tests.sim.scenario {seed})")
-    assert failures == []
+    seeds = range(start, min(start + BATCH, SEEDS))
+    assert failed_seeds(run_seed, seeds, "tests.sim.scenario") == []
