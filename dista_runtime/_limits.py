@@ -267,15 +267,24 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
 
 def limits_from_args(args: argparse.Namespace) -> Limits:
     """The limits of `add_limit_options`'s flags, each falling back on its variable, then
-    its default; ValueError naming the variable for a bad one (print it, exit 2)."""
-    env = limits_from_env()
-    total: int | None = getattr(args, "max_connections", None)
-    per_host: int | None = getattr(args, "max_connections_per_host", None)
-    hello: float | None = getattr(args, "hello_timeout", None)
-    idle: float | None = getattr(args, "hello_idle_timeout", None)
-    return Limits(
-        max_connections=env.max_connections if total is None else total,
-        max_per_host=env.max_per_host if per_host is None else per_host,
-        hello_timeout=env.hello_timeout if hello is None else hello,
-        hello_idle_timeout=env.hello_idle_timeout if idle is None else idle,
-    )
+    its default; ValueError naming the variable for a bad one (print it, exit 2). The flags
+    given are set as their variables too, so that processes started from here (a worker's
+    supervised processes) share them."""
+    for flag, name in (
+        ("max_connections", MAX_CONNECTIONS_ENV),
+        ("max_connections_per_host", MAX_PER_HOST_ENV),
+        ("hello_timeout", HELLO_TIMEOUT_ENV),
+        ("hello_idle_timeout", HELLO_IDLE_ENV),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            os.environ[name] = str(value)
+    cap = getattr(args, "inline_cap", None)
+    if cap is not None:
+        try:
+            size(cap)
+        except ValueError as e:
+            raise ValueError(f"--inline-cap {e}") from None
+        os.environ[INLINE_CAP_ENV] = cap
+    inline_cap()
+    return limits_from_env()

@@ -440,6 +440,7 @@ def _tls_options(p: argparse.ArgumentParser, role: str, listens: bool = False) -
 def _apply_tls(args: argparse.Namespace) -> bool:
     """The TLS flags as DISTA_TLS_* (so that child processes share them), checked now: a
     missing file is one line and exit 2."""
+    from ._limits import limits_from_args
     from ._tls import INSECURE_ENV, tls_for
 
     role = getattr(args, "tls_role", None)
@@ -458,36 +459,11 @@ def _apply_tls(args: argparse.Namespace) -> bool:
         os.environ[INSECURE_ENV] = "1"
     try:
         tls_for(role)
-        _apply_limits(args)
+        limits_from_args(args)  # checked now; set as DISTA_* for what starts from here
     except ValueError as e:
         print(f"dista {args.command}: {e}", file=sys.stderr)
         return False
     return True
-
-
-def _apply_limits(args: argparse.Namespace) -> None:
-    """The resource-bound flags as their DISTA_* variables (worker processes a supervisor
-    starts share them), checked now (ValueError naming the bad one)."""
-    from . import _limits
-
-    for flag, name in (
-        ("max_connections", _limits.MAX_CONNECTIONS_ENV),
-        ("max_connections_per_host", _limits.MAX_PER_HOST_ENV),
-        ("hello_timeout", _limits.HELLO_TIMEOUT_ENV),
-        ("hello_idle_timeout", _limits.HELLO_IDLE_ENV),
-    ):
-        value = getattr(args, flag, None)
-        if value is not None:
-            os.environ[name] = str(value)
-    cap = getattr(args, "inline_cap", None)
-    if cap is not None:
-        try:
-            _limits.size(cap)
-        except ValueError as e:
-            raise ValueError(f"--inline-cap {e}") from None
-        os.environ[_limits.INLINE_CAP_ENV] = cap
-    _limits.limits_from_env()
-    _limits.inline_cap()
 
 
 def _object_server_host(head_host: str) -> str:

@@ -465,6 +465,7 @@ def test_flags_override_the_variables_and_check_their_values(
 ) -> None:
     monkeypatch.setenv("DISTA_MAX_CONNECTIONS", "100")
     monkeypatch.setenv("DISTA_MAX_CONNECTIONS_PER_HOST", "7")
+    monkeypatch.setenv("DISTA_HELLO_TIMEOUT", "10")  # the flags set their variables: restored
     p = argparse.ArgumentParser(prog="dista head")
     add_limit_options(p)
     limits = limits_from_args(p.parse_args(["--max-connections", "50", "--hello-timeout", "0"]))
