@@ -21,7 +21,7 @@ import dista_proto as dp
 from ._address import format_head
 from ._liveness import RECONNECT_ENV as ENV
 from ._liveness import reconnect_timeout
-from ._tls import closed_at_once
+from ._tls import refusal_hint
 from .engine import Engine
 
 __all__ = ["Reconnect"]
@@ -75,7 +75,8 @@ class Reconnect:
             # Lost again right after connecting (a head still going down accepted us, or
             # one that refuses us: a TLS handshake it rejects): a failed attempt of the same
             # outage, already said, with its backoff and its bound.
-            self.dialed(closed_at_once(self.engine.tls is not None))
+            hint = refusal_hint(self.engine.tls is not None)
+            self.dialed(f"the head closed the connection at once: {hint}")
             return
         self._why = why
         self.attempts = 0

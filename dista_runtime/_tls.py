@@ -33,11 +33,11 @@ __all__ = [
     "TLS",
     "TLS_ENV",
     "check_bind",
-    "closed_at_once",
     "dialed_ok",
     "expected_role",
     "insecure",
     "peer_roles",
+    "refusal_hint",
     "tls_for",
 ]
 
@@ -137,17 +137,16 @@ def dialed_ok(roles: frozenset[str], head_link: bool) -> bool:
     return expected_role(head_link) in roles or ADMIN in roles
 
 
-def closed_at_once(with_tls: bool) -> str:
-    """Why a head that closed a connection right after it opened may have: the likeliest
-    cause is TLS on one side only, or a certificate the head does not take."""
+def refusal_hint(with_tls: bool) -> str:
+    """Why a head may close a connection as soon as it opens, before any answer: the
+    likeliest causes are TLS on one side only, or a certificate the head does not take."""
     if with_tls:
         return (
-            "the head closed the connection at once: it may not take this process's "
-            "certificate (another CA's, expired, or a role that may not join), or not run TLS"
+            "it may not take this process's certificate (another CA's, expired, or a role "
+            "that may not join), or not run TLS"
         )
     return (
-        "the head closed the connection at once: if it runs with TLS, give this process its "
-        "certificates (--tls-dir DIR or DISTA_TLS_DIR)"
+        "if it runs with TLS, give this process its certificates (--tls-dir DIR or DISTA_TLS_DIR)"
     )
 
 

@@ -16,7 +16,7 @@ from ._memory import allocate, ready
 from ._reconnect import Reconnect
 from ._session import Hooks, Session
 from ._session_actors import keep_bytes
-from ._tls import tls_for
+from ._tls import refusal_hint, tls_for
 from .engine import Engine
 from .loop import Latch, Loop
 
@@ -158,9 +158,7 @@ class DriverHost(Engine):
     def _tls_hint(self) -> str:
         if self._tls_failure:
             return f" (TLS: {self._tls_failure})"
-        if self.tls is None:
-            return "; if it runs with TLS, give this process its certificates (DISTA_TLS_DIR)"
-        return "; it may not take this process's certificate (another CA's, or expired)"
+        return f"; {refusal_hint(self.tls is not None)}"
 
     def tls_failed(self, link: int, stream: Any, why: str) -> None:
         if link == dp.HEAD_LINK:

@@ -11,7 +11,7 @@ import time
 import dista_proto as dp
 
 from ._address import format_head
-from ._tls import closed_at_once
+from ._tls import refusal_hint
 from .engine import Engine
 from .loop import Latch, Loop
 
@@ -67,7 +67,7 @@ class ObserverHost(Engine):
             self.answer.set(None)
         self._fail(
             f"the head at {self.where} closed the connection without an answer; "
-            + closed_at_once(self.tls is not None).split(": ", 1)[1]
+            + refusal_hint(self.tls is not None)
         )
         return out
 
