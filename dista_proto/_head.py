@@ -620,20 +620,9 @@ class Head(Guard):
             self._sources_done(task)
         if not task.dropped:
             arrived, started, ended = task.span
+            stamps = (task.oid, task.task_id, task.submitted, task.queued, task.dispatched)
             self._timeline.add(
-                task.owner,
-                TimelineRecord(
-                    task.oid,
-                    task.task_id,
-                    task.submitted,
-                    task.queued,
-                    task.dispatched,
-                    self._now,
-                    arrived,
-                    started,
-                    ended,
-                    worker.address,
-                ),
+                task.owner, (*stamps, self._now, arrived, started, ended), worker.address
             )
         self._settle(task)
         self._after_slot_freed(worker)

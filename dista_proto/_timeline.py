@@ -38,13 +38,15 @@ class TimelineLog:
     def __len__(self) -> int:
         return len(self._records)
 
-    def add(self, owner: int, record: TimelineRecord) -> None:
-        address = record.address
+    def add(self, owner: int, stamps: tuple[int, ...], address: Address) -> None:
+        """A finished task of ``owner``'s: ``stamps`` are a `TimelineRecord`'s nine
+        integers in its order (object ID, task ID, the four head and three worker stamps);
+        packed as they come, with no record made on the task's path."""
         index = self._index.get(address)
         if index is None:
             index = self._index[address] = len(self._addresses)
             self._addresses.append(address)
-        self._records.append(_RECORD.pack(owner, *record[:9], index))
+        self._records.append(_RECORD.pack(owner, *stamps, index))
 
     def all(self) -> tuple[TimelineRecord, ...]:
         """Every record, oldest first (an observer's timeline)."""

@@ -19,10 +19,14 @@ def record(i: int, port: int = 40000) -> dp.TimelineRecord:
     )
 
 
+def split(r: dp.TimelineRecord) -> tuple[tuple[int, ...], dp.Address]:
+    return tuple(r[:9]), r.address
+
+
 def test_records_come_back_whole_by_owner_and_in_order() -> None:
     log = TimelineLog(100)
     for i in range(10):
-        log.add(1 if i % 2 else 2, record(i, 40000 + i % 3))
+        log.add(1 if i % 2 else 2, *split(record(i, 40000 + i % 3)))
     assert log.all() == tuple(record(i, 40000 + i % 3) for i in range(10))
     assert log.take(1) == tuple(record(i, 40000 + i % 3) for i in range(1, 10, 2))
     assert len(log) == 5 and log.take(1) == ()
@@ -33,7 +37,7 @@ def test_records_come_back_whole_by_owner_and_in_order() -> None:
 def test_the_oldest_go_past_the_cap() -> None:
     log = TimelineLog(3)
     for i in range(5):
-        log.add(1, record(i))
+        log.add(1, *split(record(i)))
     assert log.all() == (record(2), record(3), record(4))
 
 
@@ -43,7 +47,7 @@ def test_a_record_costs_a_quarter_of_a_named_tuple() -> None:
         log = TimelineLog(10_000)
         before = tracemalloc.get_traced_memory()[0]
         for i in range(10_000):
-            log.add(1, record(i))
+            log.add(1, *split(record(i)))
         packed = (tracemalloc.get_traced_memory()[0] - before) / 10_000
     finally:
         tracemalloc.stop()
