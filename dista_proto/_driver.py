@@ -29,6 +29,7 @@ from ._conventions import (
     KILL_AFTER_CALLS,
     KILL_FORCE,
     MAX_RESULTS,
+    kept_size,
 )
 from ._decisions import (
     ActorWarning,
@@ -316,7 +317,7 @@ class Driver:
         if kept is None:  # an actor another driver made, seen here first
             kept = self._kept[actor_id] = deque()
         kept.append(call)
-        self.kept_bytes += len(argument)
+        self.kept_bytes += kept_size(argument)
         if self.kept_bytes > self.keep_bytes:
             self._over_budget(actor_id)
         return oid
@@ -375,7 +376,7 @@ class Driver:
             # and say so only if it fails after all.
             kept = self._kept[actor_id]
             while kept and kept[0].object_id <= asked:
-                self.kept_bytes -= len(kept.popleft().argument)
+                self.kept_bytes -= kept_size(kept.popleft().argument)
                 self._early.add(actor_id)
             if self.kept_bytes > 2 * self.keep_bytes:
                 self._cut(actor_id, "calls come faster than checkpoints are written")
@@ -389,7 +390,7 @@ class Driver:
         if not kept:
             return
         while kept and self.kept_bytes > self.keep_bytes:
-            self.kept_bytes -= len(kept.popleft().argument)
+            self.kept_bytes -= kept_size(kept.popleft().argument)
         self._lost_exactness(actor_id, failure)
 
     def _lost_exactness(self, actor_id: int, failure: str) -> None:
@@ -408,7 +409,7 @@ class Driver:
         not answered yet are sent again on a resume until the head has answered them."""
         kept = self._kept.pop(actor_id, None)
         if kept:
-            self.kept_bytes -= sum(len(c.argument) for c in kept)
+            self.kept_bytes -= sum(kept_size(c.argument) for c in kept)
             pending = self._ledger.pending
             for call in kept:
                 if pending(call.object_id):
@@ -422,7 +423,7 @@ class Driver:
         self._failing.pop(actor_id, None)  # a checkpoint was written after all
         kept = self._kept.get(actor_id)
         while kept and kept[0].object_id <= newest:
-            self.kept_bytes -= len(kept.popleft().argument)
+            self.kept_bytes -= kept_size(kept.popleft().argument)
 
     def _own_checkpoint(self, oid: int, failure: str | None) -> None:
         actor = self._asked.pop(oid)

@@ -796,7 +796,7 @@ class Head(Guard):
                     obj.answered = False
             self.pending += 1
             task.state = _QUEUED
-            self._ready[task.registry].push(task, front=True)
+            self._queue_of(task.registry).push(task, front=True)
         stack: list[tuple[TaskRecord, str]] = []
         lost = [self._objects[oid] for oid in worker.holds if oid in self._objects]
         for obj in lost:

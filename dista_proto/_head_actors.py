@@ -45,6 +45,7 @@ from ._conventions import (
     KILL_FORCE,
     RESTORE_NEWEST,
     TASK_ID_MASK,
+    kept_size,
 )
 from ._events import (
     ActorCall,
@@ -212,7 +213,7 @@ class Actors(Scheduling):
         if not answered:
             actor.by_oid[call.oid] = call
         actor.calls.append(call)
-        actor.kept_bytes += len(event.argument)
+        actor.kept_bytes += kept_size(event.argument)
         actor.callers.add(peer.link)
         actor.newest_from[peer.number] = event.object_id
         if (actor.state is _STARTING or actor.state is _READY) and not actor.restoring:
@@ -450,7 +451,7 @@ class Actors(Scheduling):
         kept = actor.calls
         while kept and kept[0].seq <= calls:
             call = kept.popleft()
-            actor.kept_bytes -= len(call.argument)
+            actor.kept_bytes -= kept_size(call.argument)
             newest[call.owner] = call.oid
         covered_of = actor.covered_of
         for link, oid in newest.items():
@@ -472,7 +473,7 @@ class Actors(Scheduling):
         # Never one not sent yet (calls held back behind a checkpoint): it must still run.
         while kept and kept[0].seq <= actor.sent and actor.kept_bytes > self.actor_keep_bytes:
             call = kept.popleft()
-            actor.kept_bytes -= len(call.argument)
+            actor.kept_bytes -= kept_size(call.argument)
             call.argument = b""
             # Its caller keeps it until covered says a checkpoint includes it: remember it.
             actor.cut[call.owner] = (call.seq, call.oid)

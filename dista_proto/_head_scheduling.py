@@ -19,6 +19,7 @@ started it, it says so (`SPAN_WITHDRAWN`) and the task is queued again, at the f
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from typing import Final
 
@@ -124,6 +125,7 @@ class Scheduling(Granting):
                     f"(waited {waited:g} s for one)"
                 )
                 failed.append((task, why))
+            self._ready.pop(registry, None)  # a registry no worker has: keep no queue for it
             self._fail_tasks(failed)
 
     # -- slots lent, given back, taken back ----------------------------------------------
@@ -162,7 +164,7 @@ class Scheduling(Granting):
         else:
             self.pending += 1
             task.state = _QUEUED
-            self._ready[task.registry].push(task, front=True)
+            self._queue_of(task.registry).push(task, front=True)
             if task.registry == ANYWHERE:
                 for registry in list(self._idle):
                     self._pump(registry)
@@ -180,6 +182,16 @@ class Scheduling(Granting):
 
     def _forget_worker(self, worker: Peer) -> None:
         """``worker`` takes no more work (lost or draining)."""
+        idle = self._idle.get(worker.registry)
+        if worker.idle and idle is not None:
+            # Out of its registry's idle deque now, not when a pump reaches it: peers
+            # saying hello with registries of their own (fuzzed) left one deque each,
+            # holding a gone worker, and every portable task's pump walked them all.
+            worker.idle = False
+            with contextlib.suppress(ValueError):
+                idle.remove(worker)
+            if not idle:
+                del self._idle[worker.registry]
         serving = self._workers_of.get(worker.registry)
         if serving is not None:
             serving.discard(worker)
@@ -193,15 +205,18 @@ class Scheduling(Granting):
         task.queued = self._now
         if task.registry != ANYWHERE and task.registry not in self._workers_of:
             self._orphaned.setdefault(task.registry, self._now)
-        queue = self._ready.get(task.registry)
-        if queue is None:
-            queue = self._ready[task.registry] = FairQueue()
-        queue.push(task)
+        self._queue_of(task.registry).push(task)
         if task.registry == ANYWHERE:
             for registry in list(self._idle):
                 self._pump(registry)
         else:
             self._pump(task.registry)
+
+    def _queue_of(self, registry: int) -> FairQueue[TaskRecord]:
+        queue = self._ready.get(registry)
+        if queue is None:
+            queue = self._ready[registry] = FairQueue()
+        return queue
 
     # -- scheduling ----------------------------------------------------------------------------
 

@@ -23,6 +23,9 @@ from .actors import (
 )
 from .cluster import TASK_ID, Sim, SimDriver, SimWorker, arg, compute, deliver_all
 
+#: What one of these tests' calls (an 8-byte argument) counts against a keep budget.
+CALL = dp.KEPT_CALL_BYTES + 8
+
 SECOND = 1_000_000_000
 
 
@@ -158,7 +161,7 @@ def test_an_actor_takes_a_whole_worker_and_tasks_go_to_the_others() -> None:
     assert line.startswith(
         f"actor {actor:#x} (type {ACTOR_TYPE:#x}): ready on worker {host.address}"
     )
-    assert "calls 1 (unanswered 0), no checkpoint yet, kept 1 calls (8 bytes)" in line
+    assert f"calls 1 (unanswered 0), no checkpoint yet, kept 1 calls ({CALL} bytes)" in line
 
 
 def test_an_actor_waits_while_every_worker_hosts_one_and_starts_on_a_new_worker() -> None:
@@ -342,7 +345,7 @@ def test_another_driver_calls_an_actor_through_its_handle_and_hears_covered() ->
         assert d.got[call] == result_of(total, value)
         _once(d, call)
     assert owner.core.kept(actor) == 2 and other.core.kept(actor) == 3
-    assert other.core.kept_bytes == 24
+    assert other.core.kept_bytes == 3 * CALL
     ask = _checkpoint(sim, owner, actor)
     sim.settle()
     assert owner.got[ask] == b""
@@ -431,10 +434,10 @@ def test_checkpoint_asks_are_answered_written_or_failed_and_the_heads_failures_w
 def test_a_driver_past_its_budget_asks_for_a_checkpoint_itself() -> None:
     sim, actors = _cluster(seed=11, workers=1)
     d = sim.drivers[0]
-    d.core.keep_bytes = 16  # two calls
+    d.core.keep_bytes = 2 * CALL
     actor = _create(sim, d)
     calls = [_call(sim, d, actor, v) for v in (1, 2, 3)]
-    assert d.core.kept_bytes == 24
+    assert d.core.kept_bytes == 3 * CALL
     sim.settle()
     assert [d.got[c] for c in calls] == [result_of(t, v) for t, v in ((1, 1), (3, 2), (6, 3))]
     assert d.core.kept(actor) == 0 and d.core.kept_bytes == 0
@@ -637,7 +640,7 @@ def test_a_checkpoint_ask_for_a_waiting_actor_is_answered_once_it_runs() -> None
 
 
 def test_callers_whose_calls_the_head_cut_still_hear_covered() -> None:
-    sim, actors = _cluster(seed=21, workers=1, drivers=2, actor_keep_bytes=16)
+    sim, actors = _cluster(seed=21, workers=1, drivers=2, actor_keep_bytes=2 * CALL)
     owner, other = sim.drivers
     actor = _create(sim, owner)
     sim.settle()
@@ -662,7 +665,7 @@ def test_callers_whose_calls_the_head_cut_still_hear_covered() -> None:
 
 
 def test_calls_cut_while_an_actor_waits_to_be_rebuilt_fail_it_not_rebuild_it_wrong() -> None:
-    sim, actors = _cluster(seed=22, workers=2, actor_keep_bytes=16)
+    sim, actors = _cluster(seed=22, workers=2, actor_keep_bytes=2 * CALL)
     d = sim.drivers[0]
     actor = _create(sim, d)
     sim.settle()

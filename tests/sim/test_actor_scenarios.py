@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from dista_proto import CheckpointActor
+from dista_proto import KEPT_CALL_BYTES, CheckpointActor
 from dista_proto._head_records import ActorState
 from tests.sim.seeds import failed_seeds
 
@@ -47,6 +47,9 @@ from .actors import (
 )
 from .cluster import Sim, SimDriver
 from .scenario import Scenario
+
+#: What one call (an 8-byte argument) counts against a keep budget.
+CALL = KEPT_CALL_BYTES + 8
 
 SEEDS = int(os.environ.get("DISTA_ACTOR_SIM_SEEDS", "500"))
 BATCH = 100
@@ -96,9 +99,9 @@ class ActorScenario(Scenario):
         head.max_retries = rng.choice([0, 1, 3, 3])
         if seed % 5 == 1:  # small budgets and a failing disk: drivers and the head cut
             self.actors.failure_rate = rng.choice([0.5, 0.9])
-            head.actor_keep_bytes = rng.choice([24, 64])
+            head.actor_keep_bytes = CALL * rng.choice([3, 8])
             for d in self.sim.drivers:
-                d.core.keep_bytes = rng.choice([16, 40, 80])
+                d.core.keep_bytes = CALL * rng.choice([2, 5, 10])
         self.crashes_left = rng.randrange(0, 5)
         self.owed = 0  # crashed workers not yet replaced
         self.records: dict[int, ActorInfo] = {}
