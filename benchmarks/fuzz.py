@@ -2,10 +2,11 @@
 
 Starts a real `dista head` and three `dista worker` processes on loopback, a well-behaved
 driver running a checked workload (small tasks, task-after chains, 1 MiB results stored on
-workers and fetched from their object servers, an actor), then ``--connections`` hostile
-connections (half at the head, half at the workers' object servers) sending mutated frame
-streams until ``--frames`` are sent or ``--seconds`` pass. The head's and workers' RSS is
-sampled idle, every second during the attack, and 10 s after it.
+workers and fetched from their object servers, an actor checkpointed every 500 calls),
+then ``--connections`` hostile connections (half at the head, half at the workers' object
+servers) sending mutated frame streams until ``--frames`` are sent or ``--seconds`` pass.
+The head's and workers' RSS is sampled idle, every second during the attack, and
+``--after`` seconds after it.
 
 Prints frames sent, connections opened and closed by the peer, error frames received, the
 good driver's results checked/wrong/lost, the head's RSS idle/peak/after with ratios, any
@@ -71,6 +72,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_false",
         help="a diagnostic: never announce frames of 1 MiB or more (what the rest costs)",
     )
+    p.add_argument(
+        "--no-checkpoints",
+        dest="checkpoints",
+        action="store_false",
+        help="a diagnostic: the good driver's actor writes no checkpoints, so the head keeps "
+        "its every call (up to the keep budget) and grows with the run, the attack aside",
+    )
     p.add_argument("--allow-stop", action="store_true", help="also send observers' stop frames")
     p.add_argument(
         "--head-arg", action="append", default=[], help="an extra `dista head` argument"
@@ -98,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         impersonate=args.impersonate,
         allow_stop=args.allow_stop,
         big_lengths=args.big_lengths,
+        checkpoints=args.checkpoints,
         say=lambda text: print(text, flush=True),
     )
     print(report.text(), flush=True)

@@ -40,7 +40,7 @@ class Report:
     #: The good driver's slowest round, in seconds (a hang shows here before it is lost).
     slowest_round: float = 0.0
     #: The head's RSS: cold (no driver yet), idle (the driver warmed up, before the attack),
-    #: the peak during the attack, and 10 s after it.
+    #: the peak during the attack, and `after` seconds after it.
     head_cold: int = 0
     head_idle: int = 0
     head_peak: int = 0
@@ -50,6 +50,7 @@ class Report:
     worker_after: int = 0
     deaths: list[Death] = field(default_factory=list)
     crash_file: Path | None = None
+    after: float = 10.0
     during_limit: float = 2.0
     after_limit: float = 1.2
 
@@ -91,12 +92,12 @@ class Report:
             (
                 f"head RSS: cold {self.head_cold / MIB:.1f} MiB, idle {self.head_idle / MIB:.1f} MiB,"
                 f" peak {ratio(self.head_peak, self.head_idle)}, "
-                f"10 s after {ratio(self.head_after, self.head_idle)}"
+                f"{self.after:g} s after {ratio(self.head_after, self.head_idle)}"
             ),
             (
                 f"worker RSS (largest): idle {self.worker_idle / MIB:.1f} MiB, "
                 f"peak {ratio(self.worker_peak, self.worker_idle)}, "
-                f"10 s after {ratio(self.worker_after, self.worker_idle)}"
+                f"{self.after:g} s after {ratio(self.worker_after, self.worker_idle)}"
             ),
         ]
         for d in self.deaths:
@@ -155,10 +156,12 @@ def run(
     impersonate: bool = False,
     allow_stop: bool = False,
     big_lengths: bool = True,
+    checkpoints: bool = True,
     say: Callable[[str], object] = lambda _: None,
 ) -> Report:
-    report = Report(seed, connections)
-    cluster = Cluster(logs, workers=workers, head_args=head_args)
+    report = Report(seed, connections, after=after)
+    env = {"DISTA_CHECKPOINT_URI": str(logs / "checkpoints") if checkpoints else ""}
+    cluster = Cluster(logs, workers=workers, head_args=head_args, env=env)
     sampler = _Sampler(cluster)
     try:
         status = cluster.wait_for_workers()

@@ -9,6 +9,7 @@ Every value is a pure function of its arguments, so the driver checks each resul
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 
 import dista_runtime as dista
@@ -57,7 +58,13 @@ def slow(value: int, seconds: float) -> int:
     return value
 
 
-@dista.actor
+#: The actor checkpoints where the run gives it a store (`hostile_run.run`), as a long-lived
+#: actor is meant to: else the head keeps every call for a rebuild, up to its keep budget,
+#: and the good driver's own calls grow the head during the run, the attack aside.
+CHECKPOINT_EVERY = 500 if os.environ.get("DISTA_CHECKPOINT_URI") else 0
+
+
+@dista.actor(checkpoint_every=CHECKPOINT_EVERY)
 class Tally:
     """A running sum: a call lost, replayed or reordered shows in the answers."""
 
