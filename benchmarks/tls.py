@@ -131,8 +131,14 @@ def _one_get(size: int, timeout: float = 120.0) -> float:
     return size / elapsed / 1e9
 
 
+#: The child's first get (the warm-up): into fresh maps, the link's handshake included.
+FIRST: list[float] = []
+
+
 def _transfer(size: int, reps: int) -> list[float]:
-    _one_get(size)  # warm-up: the fetch link (its handshake), the worker's allocator
+    # Warm-up: the fetch link (its handshake), the worker's allocator, and the driver's
+    # receive buffers (`dista_runtime._buffer_cache`): later gets land in pages faulted in.
+    FIRST.append(_one_get(size))
     CPU.clear()
     return [_one_get(size) for _ in range(reps)]
 
@@ -203,7 +209,7 @@ def child(argv: list[str]) -> int:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-    print(RESULT_MARK + json.dumps({"values": values, "cpu": CPU}), flush=True)
+    print(RESULT_MARK + json.dumps({"values": values, "cpu": CPU, "first": FIRST}), flush=True)
     return 0
 
 
@@ -221,6 +227,8 @@ class Variant:
     cpu: dict[bool, list[tuple[float, float]]] = field(
         default_factory=lambda: {False: [], True: []}
     )
+    #: Per child, its first get's rate (transfers only: fresh maps, not in the table).
+    first: dict[bool, list[float]] = field(default_factory=lambda: {False: [], True: []})
     errors: list[str] = field(default_factory=list)
 
 
@@ -353,6 +361,13 @@ def cpu_table(variants: list[Variant], size_mib: int) -> str:
             bound = size_mib * MiB / max(driver, workers, 1e-9) / 1e9
             cells.append(f"{driver:.2f} s / {workers:.2f} s (~{bound:.1f} GB/s)")
         lines.append(f"{v.name}: plain {cells[0]}; TLS {cells[1]}")
+    for v in variants:
+        if v.first[False] and v.first[True]:
+            plain, tls_ = (statistics.median(v.first[t]) for t in (False, True))
+            lines.append(
+                f"{v.name}, each child's first get (fresh receive maps; the warm-up, not in "
+                f"the table): plain {plain:.2f} GB/s, TLS {tls_:.2f} GB/s (medians)"
+            )
     if not lines:
         return ""
     title = "CPU per get, driver / workers (median; the rate if each had a core of its own):"
@@ -458,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
                         driver = statistics.median(c[0] for c in result["cpu"])
                         workers = statistics.median(c[1] for c in result["cpu"])
                         variant.cpu[tls].append((driver, workers))
+                    variant.first[tls] += result.get("first", [])
                     mode = "TLS  " if tls else "plain"
                     print(
                         f"  run {run + 1}/{args.runs} {mode} {variant.name}: "

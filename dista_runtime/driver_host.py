@@ -12,7 +12,8 @@ from typing import Any
 import dista_proto as dp
 
 from ._address import format_head
-from ._memory import allocate, ready
+from ._buffer_cache import BufferCache
+from ._memory import ready
 from ._reconnect import Reconnect
 from ._session import Hooks, Session
 from ._session_actors import keep_bytes
@@ -36,11 +37,17 @@ class DriverHost(Engine):
         super().__init__(loop)
         if role == dp.Role.CLIENT:  # a task's client shows its worker's certificate
             self.tls = tls_for("worker")
+        #: Large receives land in maps faulted in already when one is free (`_buffer_cache`).
+        self.buffers = BufferCache(loop)
         core = dp.Driver(
-            registry_hash=registry_hash, role=role, allocate=allocate, keep_bytes=keep_bytes()
+            registry_hash=registry_hash,
+            role=role,
+            allocate=self.buffers.allocate,
+            keep_bytes=keep_bytes(),
         )
         self.session = Session(core, self, hooks)
         self.welcomed: Latch[None] = Latch()
+        self.exited.add_callback(self.buffers.close)
         self._flush_scheduled = False
         self._io_thread = threading.get_ident()
         self._where = ""

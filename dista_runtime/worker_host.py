@@ -21,7 +21,8 @@ from ._address import advertised_host, format_head
 from ._context import Context, clear, install
 from ._limits import Limits, limits_from_env
 from ._liveness import DRAIN_ENV, LIVENESS_ENV, drain_timeout, heartbeat_ns
-from ._memory import allocate, ready
+from ._buffer_cache import BufferCache
+from ._memory import ready
 from ._reconnect import Reconnect
 from ._registry import snapshot
 from ._session import Hooks
@@ -261,14 +262,16 @@ def start_worker(
     # Listening on every interface, it tells fetchers the one that reaches the head.
     advertise = advertised_host(head_host) if bind in _ANY else bind
     address = dp.Address(advertise, sock.getsockname()[1])
+    buffers = BufferCache(loop)  # large receives land in maps faulted in already
     core = dp.Worker(
         registry_hash=registry,
         address=address,
-        allocate=allocate,
+        allocate=buffers.allocate,
         heartbeat_ns=heartbeat_ns(),
         check_fetches=True,  # fetches only by the head's grant, or from a TLS member
     )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))
+    worker.exited.add_callback(buffers.close)
     worker.limit(limits if limits is not None else limits_from_env())
     # The heap back after fetchers drop what their transports had queued (`_trim`).
     worker.memory = watch_memory(loop, worker.exited)
