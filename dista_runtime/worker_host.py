@@ -18,10 +18,10 @@ from typing import Any, Final
 import dista_proto as dp
 
 from ._address import advertised_host, format_head
+from ._buffer_cache import BufferCache
 from ._context import Context, clear, install
 from ._limits import Limits, limits_from_env
 from ._liveness import DRAIN_ENV, LIVENESS_ENV, drain_timeout, heartbeat_ns
-from ._buffer_cache import BufferCache
 from ._memory import ready
 from ._reconnect import Reconnect
 from ._registry import snapshot
