@@ -63,6 +63,17 @@ TRANSFER_TARGET_GB_S = 1.0
 RESULT_MARK = "DISTA-TLS-RESULT "
 CHILD_TIMEOUT_S = 600.0
 RESULTS_MD = ROOT / "benchmarks" / "results" / "tls.md"
+#: Where the hand-written part of `RESULTS_MD` starts: a new run keeps it as it is.
+NOTES = "\n## Notes"
+
+
+def _kept_notes() -> str:
+    try:
+        old = RESULTS_MD.read_text()
+    except OSError:
+        return ""
+    at = old.find(NOTES)
+    return "" if at < 0 else old[at:]
 
 
 @dista.task
@@ -497,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.no_write:
         RESULTS_MD.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS_MD.write_text(markdown(rows, header, cpu_text))
+        RESULTS_MD.write_text(markdown(rows, header, cpu_text) + _kept_notes())
         print(f"\nwritten to {RESULTS_MD}")
     failed = [e for v in variants for e in v.errors]
     return 1 if failed else 0
