@@ -5,8 +5,9 @@ driver running a checked workload (small tasks, task-after chains, 1 MiB results
 workers and fetched from their object servers, an actor checkpointed every 500 calls),
 then ``--connections`` hostile connections (half at the head, half at the workers' object
 servers) sending mutated frame streams until ``--frames`` are sent or ``--seconds`` pass.
-The head's and workers' RSS is sampled idle, every second during the attack, and
-``--after`` seconds after it.
+The head's and workers' RSS is sampled idle, every second during the attack, 10 s after
+it, and ``--after`` seconds after it (40: past the recovery grace, 30 s, during which the
+head keeps what the drivers that left own, for them to resume).
 
 Prints frames sent, connections opened and closed by the peer, error frames received, the
 good driver's results checked/wrong/lost, the head's RSS idle/peak/after with ratios, any
@@ -52,7 +53,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--workers", type=int, default=3, help="worker processes (default 3)")
     p.add_argument(
-        "--after", type=float, default=10.0, help="seconds of quiet before the last sample (10)"
+        "--after",
+        type=float,
+        default=40.0,
+        help="seconds of quiet before the last sample (40: past the head's 30 s recovery "
+        "grace, in which it keeps what drivers that left own; a sample at 10 s is printed too)",
     )
     p.add_argument(
         "--logs",

@@ -10,7 +10,8 @@ already takes a core, it held the 256 MiB transfer under 1 GB/s on two vCPUs (0.
 the maps its large receives landed in (`CACHE_FROM` bytes and more, `CACHE_BYTES` in all)
 and lands a later object of a close size (`FIT`) in one that nothing uses any more. A map
 nobody has used for `IDLE_S` seconds goes back to the system, so memory still returns to
-its idle size once the load ends.
+its idle size once the load ends; one never filled whole (a frame its peer announced and
+never sent) goes back as soon as it is free.
 
 Only receives are cached: a received frame fills its whole buffer before anyone sees it,
 so a reused map never shows what it held before (a buffer that must start zeroed, such
@@ -29,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from ._memory import MAP_FROM, allocate
+from ._memory import MAP_FROM, allocate, faulted_in
 from .loop import Loop, Timer
 
 __all__ = ["CACHE_BYTES", "CACHE_FROM", "FIT", "IDLE_S", "BufferCache"]
@@ -120,7 +121,14 @@ class BufferCache:
                 entry.free_since = 0.0
             elif not entry.free_since:
                 entry.free_since = now
-        self._drop(lambda e: bool(e.free_since) and now - e.free_since >= self._idle_s)
+        # A map never filled (a frame its peer announced and did not send) is not kept:
+        # a hostile peer's would otherwise stay mapped the idle time after it left.
+        self._drop(
+            lambda e: (
+                bool(e.free_since)
+                and (now - e.free_since >= self._idle_s or not faulted_in(e.map))
+            )
+        )
         if self._entries:
             self._timer = self._loop.call_later(SWEEP_S, self._sweep)
 

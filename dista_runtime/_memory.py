@@ -40,7 +40,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["AHEAD_MAX", "AHEAD_MIN", "CHUNK", "MAP_FROM", "allocate", "ready", "write_into"]
+__all__ = [
+    "AHEAD_MAX",
+    "AHEAD_MIN",
+    "CHUNK",
+    "MAP_FROM",
+    "allocate",
+    "faulted_in",
+    "ready",
+    "write_into",
+]
 
 #: Buffers at least this large are maps; smaller ones are bytearrays.
 MAP_FROM: Final = 1 << 20
@@ -262,6 +271,12 @@ def ready(view: memoryview) -> memoryview:
     start = _address(view) - filling.base
     end = filling.upto(start)
     return view if end - start >= len(view) else view[: end - start]
+
+
+def faulted_in(region: mmap.mmap) -> bool:
+    """Whether a map from `allocate` is faulted in whole (its writer filled it, or the
+    filler got to its end): not a frame a peer announced and never sent."""
+    return id(region) not in _filling
 
 
 def write_into(dest: memoryview, data: memoryview | bytes) -> None:

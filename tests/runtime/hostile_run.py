@@ -40,17 +40,20 @@ class Report:
     #: The good driver's slowest round, in seconds (a hang shows here before it is lost).
     slowest_round: float = 0.0
     #: The head's RSS: cold (no driver yet), idle (the driver warmed up, before the attack),
-    #: the peak during the attack, and `after` seconds after it.
+    #: the peak during the attack, 10 s after it, and `after` seconds after it: by default
+    #: past the recovery grace (30 s), during which the head keeps what the hostile
+    #: drivers that left own, for them to resume; the 1.2x target is checked there.
     head_cold: int = 0
     head_idle: int = 0
     head_peak: int = 0
     head_after: int = 0
+    head_after_10: int = 0
     worker_idle: int = 0
     worker_peak: int = 0
     worker_after: int = 0
     deaths: list[Death] = field(default_factory=list)
     crash_file: Path | None = None
-    after: float = 10.0
+    after: float = 40.0
     during_limit: float = 2.0
     after_limit: float = 1.2
 
@@ -92,7 +95,12 @@ class Report:
             (
                 f"head RSS: cold {self.head_cold / MIB:.1f} MiB, idle {self.head_idle / MIB:.1f} MiB,"
                 f" peak {ratio(self.head_peak, self.head_idle)}, "
-                f"{self.after:g} s after {ratio(self.head_after, self.head_idle)}"
+                + (
+                    f"10 s after {ratio(self.head_after_10, self.head_idle)}, "
+                    if self.head_after_10
+                    else ""
+                )
+                + f"{self.after:g} s after {ratio(self.head_after, self.head_idle)}"
             ),
             (
                 f"worker RSS (largest): idle {self.worker_idle / MIB:.1f} MiB, "
@@ -151,7 +159,7 @@ def run(
     seconds: float,
     seed: int,
     workers: int = 3,
-    after: float = 10.0,
+    after: float = 40.0,
     head_args: tuple[str, ...] = (),
     impersonate: bool = False,
     allow_stop: bool = False,
@@ -214,6 +222,7 @@ def run(
         )
         time.sleep(after)
         report.head_peak, report.worker_peak = sampler.peak(began, ended + 1.0)
+        report.head_after_10 = sampler.peak(ended + 9.5, ended + 10.5)[0]
         final = cluster.rss()
         report.head_after = final["head"]
         report.worker_after = _largest_worker(final)

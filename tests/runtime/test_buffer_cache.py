@@ -15,6 +15,7 @@ import dista_runtime as dista
 from dista_runtime import _buffer_cache as bc
 from dista_runtime import _context
 from dista_runtime._buffer_cache import CACHE_FROM, BufferCache
+from dista_runtime._memory import write_into
 from tests.runtime import buffer_cache_tasks as bt
 from tests.runtime.conftest import assert_gone, wait_for_workers
 
@@ -85,11 +86,19 @@ def test_sizes_fit_within_a_quarter_and_small_ones_are_not_cached() -> None:
     assert isinstance(small, (bytearray, memoryview)) and cache.kept_bytes == 3 * N
 
 
+def _received(cache: BufferCache, n: int) -> memoryview:
+    """A buffer from ``cache`` filled whole, as a receive fills it."""
+    view = cache.allocate(n)
+    assert isinstance(view, memoryview)
+    write_into(view, bytes(n))
+    return view
+
+
 def test_maps_idle_for_a_while_are_given_back(clock: list[float]) -> None:
     loop = FakeLoop()
     cache = BufferCache(loop, idle_s=5.0)  # type: ignore[arg-type]
-    held = cache.allocate(N)
-    dropped = cache.allocate(N)
+    held = _received(cache, N)
+    dropped = _received(cache, N)
     assert isinstance(dropped, memoryview)
     region = weakref.ref(dropped.obj)
     del dropped
@@ -102,6 +111,18 @@ def test_maps_idle_for_a_while_are_given_back(clock: list[float]) -> None:
     for _ in range(6):
         _sweep(loop, clock, 1.0)
     assert cache.kept_bytes == 0 and loop.due is None  # nothing kept: no timer
+
+
+def test_a_map_never_filled_is_given_back_at_the_first_sweep(clock: list[float]) -> None:
+    loop = FakeLoop()
+    cache = BufferCache(loop)  # type: ignore[arg-type]
+    announced = cache.allocate(4 * N)  # a peer announced a large frame, sent 1 MiB, left
+    assert isinstance(announced, memoryview)
+    write_into(announced[: 1 << 20], bytes(1 << 20))
+    filled = _received(cache, N)
+    del announced, filled
+    _sweep(loop, clock, 1.0)
+    assert cache.kept_bytes == N  # the filled one is kept for its idle time
 
 
 def test_the_cap_drops_free_maps_first_and_never_one_in_use() -> None:
