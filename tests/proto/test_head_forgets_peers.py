@@ -57,3 +57,37 @@ def test_a_registry_whose_tasks_failed_for_want_of_a_worker_keeps_no_queue() -> 
     (error,) = lonely.take()
     assert isinstance(error, dp.Error) and error.object_id == lonely.oid(2)
     assert REGISTRY + 1 not in net.head._ready
+
+
+def test_a_task_whose_last_worker_died_waits_the_grace_then_fails() -> None:
+    net = Net(no_worker_grace_ns=1_000)
+    w = net.worker()
+    d = net.driver()
+    d.send(dp.Task(d.oid(1), TASK_ID, b"x"))
+    assert w.take() == [dp.Task(d.oid(1), TASK_ID, b"x")]
+    net.head.connection_lost(w.link, 10)  # killed while running it: no worker left
+    net.pump()
+    assert d.take() == []
+    assert net.head.next_deadline() is not None, "a deadline for the orphaned task"
+    net.head.on_timer(2_000)
+    net.pump()
+    (error,) = d.take()
+    assert isinstance(error, dp.Error) and error.object_id == d.oid(1)
+    assert "none of the connected workers" in error.message
+    assert net.head.stats().pending == 0
+
+
+def test_a_worker_that_comes_within_the_grace_runs_the_task() -> None:
+    net = Net(no_worker_grace_ns=1_000)
+    w = net.worker()
+    d = net.driver()
+    d.send(dp.Task(d.oid(1), TASK_ID, b"x"))
+    w.take()
+    net.head.connection_lost(w.link, 10)
+    net.pump()
+    again = net.worker(port=7001)  # a supervisor's replacement
+    assert again.take() == [dp.Task(d.oid(1), TASK_ID, b"x")]
+    net.head.on_timer(2_000)
+    net.pump()
+    again.send(dp.Result(d.oid(1), b"y"))
+    assert dp.Result(d.oid(1), b"y") in d.take()

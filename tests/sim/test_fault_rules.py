@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dista_proto as dp
 
-from .cluster import PART, TASK_ID, Sim, SimWorker, arg, deliver_all
+from .cluster import PART, TASK_ID, Sim, SimWorker, arg, compute, deliver_all
 
 SECOND = 1_000_000_000
 
@@ -235,3 +235,54 @@ def test_an_object_server_refuses_parts_under_the_floor() -> None:
     (answer,) = fetcher.next_events()
     assert isinstance(answer, dp.Error)
     assert "ask for at least 65536" in answer.message
+
+
+def _last_worker_killed_at_a_random_step(seed: int) -> None:
+    """A driver's independent tasks on one worker, SIGKILLed at a random step; maybe a
+    replacement joins within the grace. Every task ends: with its value, or (no worker
+    came) failed after the grace naming its registry; nothing waits, the head ends at zero."""
+    sim = Sim(seed=seed, workers=1, drivers=1, worker_slots=1 + seed % 2)
+    rng = sim.rng
+    sim.settle()
+    d, w = sim.drivers[0], sim.workers[0]
+    oids = []
+    for _ in range(rng.randrange(1, 12)):
+        a = arg(rng.choice([4, 16]))  # inline results: the driver has each value
+        oids.append((d.core.submit(TASK_ID, a), a))
+    sim.driver_call(d)
+    for _ in range(rng.randrange(0, 60)):
+        if not sim.step():
+            break
+    sim.crash(w)
+    replaced = seed % 3 == 0
+    if replaced:
+        sim.settle()
+        sim.add_worker()
+    sim.settle()
+    head = sim.head
+    while (deadline := head.next_deadline()) is not None:
+        sim.now = max(sim.now, deadline)
+        head.on_timer(sim.now)
+        sim._run_decisions(head)
+        sim.settle()
+    for oid, a in oids:
+        if oid in d.got:
+            assert d.got[oid] == compute(a, (), False), f"seed {seed}: wrong value"
+        else:
+            assert not replaced, (
+                f"seed {seed}: {oid:#x} failed with a worker there: {d.failed.get(oid)!r}"
+            )
+            assert "none of the connected workers" in d.failed.get(oid, ""), (
+                f"seed {seed}: {oid:#x} neither ran nor failed: {d.failed.get(oid)!r}"
+            )
+    assert head.stats().pending == 0 and head.stats().running == 0, f"seed {seed}"
+    for oid, _ in oids:
+        d.core.release(oid)
+    sim.driver_call(d)
+    sim.settle()
+    assert head.stats()[:4] == (0, 0, 0, 0), f"seed {seed}: {head.stats()}"
+
+
+def test_tasks_whose_last_worker_is_killed_at_a_random_step_run_or_fail_never_wait() -> None:
+    for seed in range(60):
+        _last_worker_killed_at_a_random_step(seed)
