@@ -54,8 +54,9 @@ MAX_WAITING: Final = 16_384
 _HEAD_MACHINE: Final = ""
 
 _WHY: Final = (
-    "only a peer the head told where the object lies, or a cluster member authenticated "
-    "by TLS, may fetch it"
+    "only a peer the head told where the object lies (from the host the head saw it "
+    "connect from), or a cluster member (a worker or admin certificate over TLS), may "
+    "fetch it"
 )
 
 

@@ -11,7 +11,8 @@ arrives first; the worker waits a while for one that races the fetch.
 The head knows a peer's host only if the binding says it (`peer`); for a peer without one
 (in-memory links, an IPv6 peer, which an address cannot carry) no grant goes, and a worker
 that checks fetches refuses it. A fetcher on the head's own machine (loopback) is granted
-as 127.0.0.1: the worker reads that as "the head's machine".
+as 127.0.0.1: the worker reads that as "the head's machine"; so is any fetcher of a holder
+that listens on loopback, which only a process on its machine can reach.
 """
 
 from __future__ import annotations
@@ -62,8 +63,16 @@ class Granting:
         if holder is None or holder.link == fetcher_link:
             return
         fetcher = self._peers.get(fetcher_link)
-        if fetcher is not None and fetcher.host:
-            self._links.send(holder.link, Located(oid, Address(fetcher.host, 0)))
+        if fetcher is None or not fetcher.host:
+            return
+        host = fetcher.host
+        if is_loopback(holder.address.host):
+            # The holder listens on loopback alone: whoever fetches from it is on its
+            # machine, whatever address the head saw them come from (a driver that dialed
+            # the head by the machine's own IP, the worker by 127.0.0.1): grant the head's
+            # machine, which it is, or the fetch from 127.0.0.1 is refused.
+            host = _LOOPBACK
+        self._links.send(holder.link, Located(oid, Address(host, 0)))
 
     def _grant_inputs(self, task: TaskRecord, worker: Peer) -> None:
         """``worker`` is about to fetch ``task``'s stored inputs from their holders."""

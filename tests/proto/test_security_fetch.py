@@ -141,7 +141,7 @@ def test_an_ungranted_fetch_waits_then_gets_an_error_naming_the_object() -> None
     error = the_error(s.got(link))
     assert error.object_id == OID
     assert error.message.startswith(refusal("10.0.0.8"))
-    assert "authenticated by TLS" in error.message
+    assert "a worker or admin certificate over TLS" in error.message
     # The link stays usable: once the head grants the object, the same link gets it.
     assert link not in s.closed and s.core.next_deadline() is None
     s.grant("10.0.0.8", now=7 * SECOND)

@@ -90,6 +90,26 @@ def test_the_head_grants_the_drivers_host_before_it_says_where_the_result_is(
     ]
 
 
+def test_a_holder_on_loopback_is_told_to_let_its_own_machine_fetch() -> None:
+    """A worker that joined by 127.0.0.1 and a driver that dialed the head by the machine's
+    own address: the driver fetches from 127.0.0.1, so the grant names the head's machine."""
+    wire = Wire()
+    worker = wire.link("127.0.0.1")
+    wire.send(worker, dp.Hello(F.ROLE_WORKER, REGISTRY, dp.Address("127.0.0.1", 7000)))
+    driver = wire.link("192.0.2.2")
+    wire.send(driver, dp.Hello(F.ROLE_DRIVER, REGISTRY))
+    ((_, welcome),) = wire.take()
+    assert isinstance(welcome, dp.Welcome)
+    oid = welcome.number << dp.ID_BITS | 1
+    wire.send(driver, dp.Task(oid, TASK_ID, b"x"))
+    wire.take()
+    wire.send(worker, dp.Stored(oid, 1000))
+    assert wire.take() == [
+        (worker, dp.Located(oid, dp.Address("127.0.0.1", 0))),
+        (driver, dp.Located(oid, dp.Address("127.0.0.1", 7000))),
+    ]
+
+
 @pytest.mark.parametrize("host", [None, "fe80::1", "not an address"])
 def test_no_grant_goes_for_a_host_an_address_cannot_carry(host: str | None) -> None:
     wire, _, driver, oid = stored_result(host)
