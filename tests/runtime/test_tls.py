@@ -353,3 +353,37 @@ def test_a_worker_listening_everywhere_advertises_a_real_address(
     start_worker(procs, tls_dir, head, "asyncio", "--host", "0.0.0.0")
     host, _ = wait_worker(head, tls_dir)
     assert host == "127.0.0.1"
+
+
+def _machine_address() -> str | None:
+    """This machine's address on its default route (no packet is sent), or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.254", 9))
+        except OSError:
+            return None
+        host: str = probe.getsockname()[0]
+    return None if host.startswith("127.") else host
+
+
+def test_a_driver_dialing_the_machines_address_fetches_from_a_loopback_worker(
+    tls_dir: Path, procs: Procs
+) -> None:
+    """The worker joins by 127.0.0.1, the driver by the machine's own address: the head
+    sees the driver come from that address, the driver fetches from the worker's 127.0.0.1,
+    and the grant still lets it (it was refused after 5 s)."""
+    address = _machine_address()
+    if address is None:
+        pytest.skip("no address beyond loopback here")
+    argv = [*CLI, "head", "--host", "0.0.0.0", "--port", "0", "--tls-dir", str(tls_dir)]
+    procs.spawn("head", argv, env())
+    port = int(procs.wait_for("head", _LISTENING).group(2))
+    start_worker(procs, tls_dir, ("127.0.0.1", port), "asyncio")
+    wait_worker(("127.0.0.1", port), tls_dir)
+    done = subprocess.run(check=False, args=
+        [sys.executable, "-m", "tests.runtime.tls_tasks", f"{address}:{port}"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        env=env(DISTA_TLS_DIR=str(tls_dir)),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all right" in done.stdout
