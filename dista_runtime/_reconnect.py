@@ -8,6 +8,10 @@ A new head on the same address (restarted after a crash) takes the driver's resu
 worker's holding. The first loss, every ~10 s of retrying, the success and giving up are
 logged at WARNING (``dista.driver`` / ``dista.worker``), so an operator sees a head restart
 in the workers' and drivers' output without turning logging on.
+
+A worker whose first connection the head closes at once (a certificate whose role may not
+join, no TLS against a TLS head) never had the head: it says it could not join, and why,
+and tries for as long.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import dista_proto as dp
 from ._address import format_head
 from ._liveness import RECONNECT_ENV as ENV
 from ._liveness import reconnect_timeout
-from ._tls import refusal_hint
+from ._tls import dial_failure, refusal_hint
 from .engine import Engine
 
 __all__ = ["Reconnect"]
@@ -61,6 +65,16 @@ class Reconnect:
         self._timer: Any = None
         self._up_at = -1e9
         self._reset = False
+        #: Whether the head took us: its link lasted, or (a worker's) its tasks' session
+        #: was welcomed. Until then a loss at once is a head that would not take us (a
+        #: worker whose hello it refused), not a head lost.
+        self.joined = False
+        self._had_head = False  # whether the outage under way lost a head that took us
+
+    def connected(self) -> None:
+        """The engine's own first dial of the head connected (a worker's): a loss within
+        moments, unless it was `joined`, is the head refusing us (`lost` says so)."""
+        self._up_at = time.monotonic()
 
     def lost(self, why: str) -> None:
         """The head link went: start dialing again."""
@@ -71,25 +85,42 @@ class Reconnect:
             return
         self.active = True
         now = time.monotonic()
-        if now - self._up_at < _SETTLE_S:
-            # Lost again right after connecting (a head still going down accepted us, or
-            # one that refuses us: a TLS handshake it rejects): a failed attempt of the same
-            # outage, already said, with its backoff and its bound.
+        at_once = now - self._up_at < _SETTLE_S
+        if not at_once:
+            self.joined = True  # the link lasted: the head had taken us
+        if at_once and (self._since or not self.joined):
+            # Lost right after connecting: a head still going down accepted us, or one that
+            # refuses us (a TLS handshake it rejects, a hello it will not take).
             hint = refusal_hint(self.engine.tls is not None)
-            self.dialed(f"the head closed the connection at once: {hint}")
-            return
+            why = f"the head closed the connection at once: {hint}"
+            if self._since:
+                # A failed attempt of the outage under way, already said, with its backoff
+                # and its bound.
+                self.dialed(why)
+                return
         self._why = why
+        self._had_head = self.joined
         self.attempts = 0
         self._since = self._said = now
         where = format_head(*self.head)
-        self.engine.log.warning(
-            "dista %s: lost the head at %s (%s); reconnecting for up to %g s (%s)",
-            self.engine.name,
-            where,
-            why,
-            self.timeout,
-            ENV,
-        )
+        if self._had_head:
+            self.engine.log.warning(
+                "dista %s: lost the head at %s (%s); reconnecting for up to %g s (%s)",
+                self.engine.name,
+                where,
+                why,
+                self.timeout,
+                ENV,
+            )
+        else:  # its first connection, closed at once: it never had the head
+            self.engine.log.warning(
+                "dista %s: could not join the head at %s (%s); trying again for up to %g s (%s)",
+                self.engine.name,
+                where,
+                why,
+                self.timeout,
+                ENV,
+            )
         self._dial()
 
     @property
@@ -107,6 +138,8 @@ class Reconnect:
         """The engine's head link dial ended (``error`` empty: connected)."""
         if not error and (self._reset or dp.HEAD_LINK not in self.engine.transports):
             error = "the connection closed as soon as it opened"
+        if error:
+            error = dial_failure(error, self.engine.tls)  # another CA's head: say so
         if not error:
             self.active = False
             self._up_at = time.monotonic()
@@ -121,10 +154,16 @@ class Reconnect:
         where = format_head(*self.head)
         if waited >= self.timeout:
             self.active = False
-            self._give_up(
-                f"the head at {where} was lost ({self._why}) and could not be reached again "
-                f"in {self.timeout:g} s ({ENV}; last: {error})"
-            )
+            if self._had_head:
+                self._give_up(
+                    f"the head at {where} was lost ({self._why}) and could not be reached "
+                    f"again in {self.timeout:g} s ({ENV}; last: {error})"
+                )
+            else:
+                self._give_up(
+                    f"could not join the head at {where} in {self.timeout:g} s ({ENV}; "
+                    f"last: {error})"
+                )
             return
         if now - self._said >= _SAY_EVERY_S:
             self._said = now
@@ -143,10 +182,13 @@ class Reconnect:
         if self.active or attempt != self.attempts or dp.HEAD_LINK not in self.engine.transports:
             return  # lost again since: a later dial says it
         said = self._describe()
+        self.joined = True
+        again = "again " if self._had_head else ""  # else: a worker the head took at last
         self.engine.log.warning(
-            "dista %s: reached the head at %s again after %.1f s%s",
+            "dista %s: reached the head at %s %safter %.1f s%s",
             self.engine.name,
             format_head(*self.head),
+            again,
             took,
             f"; {said}" if said else "",
         )

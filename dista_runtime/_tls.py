@@ -33,6 +33,7 @@ __all__ = [
     "TLS",
     "TLS_ENV",
     "check_bind",
+    "dial_failure",
     "dialed_ok",
     "expected_role",
     "insecure",
@@ -58,6 +59,7 @@ class TLS:
     server: ssl.SSLContext
     client: ssl.SSLContext
     where: str  # what the settings named, for messages
+    ca: str = ""  # the CA file it verifies peers with, for messages
 
 
 _cache: dict[tuple[str, tuple[str | None, ...]], TLS | None] = {}
@@ -78,7 +80,6 @@ def _load(
 ) -> TLS | None:
     if directory is None and ca is None and cert is None and key is None:
         return None
-    where = f"DISTA_TLS_DIR={directory}" if directory else "DISTA_TLS_CA/CERT/KEY"
     if directory is not None:
         ca = ca or os.path.join(directory, "ca.pem")
         cert = cert or os.path.join(directory, f"{role}.pem")
@@ -91,6 +92,12 @@ def _load(
             "(or give DISTA_TLS_DIR / --tls-dir, a directory `dista certs DIR` made)"
         )
     assert ca is not None and cert is not None and key is not None
+    # The files themselves, not a variable's name: the CLI's --tls-* flags set the
+    # variables too (for child processes), and a user who gave a flag set no variable.
+    if directory is not None and (ca, cert, key) == _pair_in(directory, role):
+        where = f"certificates from {directory}"
+    else:
+        where = f"CA {ca}, certificate {cert}, key {key}"
     for path in (ca, cert, key):
         if not os.path.isfile(path):
             raise ValueError(
@@ -104,7 +111,17 @@ def _load(
         raise ValueError(
             f"TLS files for role {role} ({cert}, {key}, CA {ca}) are unusable: {e}"
         ) from None
-    return TLS(role, server, client, where)
+    return TLS(role, server, client, where, ca)
+
+
+def _pair_in(directory: str, role: str) -> tuple[str, str, str]:
+    """The CA, certificate and key of ``role`` in a directory `dista certs` made."""
+    join = os.path.join
+    return (
+        join(directory, "ca.pem"),
+        join(directory, f"{role}.pem"),
+        join(directory, f"{role}.key"),
+    )
 
 
 def _context(protocol: int, ca: str, cert: str, key: str) -> ssl.SSLContext:
@@ -147,6 +164,23 @@ def refusal_hint(with_tls: bool) -> str:
         )
     return (
         "if it runs with TLS, give this process its certificates (--tls-dir DIR or DISTA_TLS_DIR)"
+    )
+
+
+def dial_failure(error: str | BaseException, tls: TLS | None) -> str:
+    """Why a dial of the head failed, as messages say it: ``error``, and when the head's
+    certificate failed this process's verification, what that means and what to fix (one
+    cluster's processes each took another `dista certs` directory's CA)."""
+    text = str(error)
+    verify = isinstance(error, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text
+    # An expired or not yet valid certificate says so itself, and is no CA mismatch.
+    if not verify or "expired" in text or "not yet valid" in text:
+        return text
+    ca = tls.ca if tls is not None and tls.ca else "its ca.pem"
+    return (
+        f"{text}; the head's certificate is not signed by this process's CA ({ca}): both "
+        "sides must use certificates from the same `dista certs` directory (or the same "
+        "--tls-ca)"
     )
 
 

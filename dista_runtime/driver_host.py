@@ -17,7 +17,7 @@ from ._memory import ready
 from ._reconnect import Reconnect
 from ._session import Hooks, Session
 from ._session_actors import keep_bytes
-from ._tls import refusal_hint, tls_for
+from ._tls import dial_failure, refusal_hint, tls_for
 from .engine import Engine
 from .loop import Latch, Loop
 
@@ -82,7 +82,8 @@ class DriverHost(Engine):
         elif self._reconnect is not None and self._reconnect.active:
             self._reconnect.dialed(error)
         elif error:
-            self._fail(f"cannot reach a Dista head at {self._where}: {error}")
+            why = dial_failure(error, self.tls)
+            self._fail(f"cannot reach a Dista head at {self._where}: {why}")
         else:
             self.act(self.session.start())
 

@@ -11,7 +11,7 @@ import time
 import dista_proto as dp
 
 from ._address import format_head
-from ._tls import refusal_hint
+from ._tls import dial_failure, refusal_hint
 from .engine import Engine
 from .loop import Latch, Loop
 
@@ -40,7 +40,8 @@ class ObserverHost(Engine):
 
     def dialed(self, link: int, error: str) -> None:
         if error:
-            self._fail(f"cannot reach a Dista head at {self.where}: {error}")
+            why = dial_failure(error, self.tls)
+            self._fail(f"cannot reach a Dista head at {self.where}: {why}")
             return
         now = time.time_ns()
         self.core.start(now)

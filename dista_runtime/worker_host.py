@@ -27,7 +27,7 @@ from ._reconnect import Reconnect
 from ._registry import snapshot
 from ._session import Hooks
 from ._timer import PulledTimer
-from ._tls import check_bind, tls_for
+from ._tls import check_bind, dial_failure, tls_for
 from ._trim import MemoryWatch, watch_memory
 from .driver_host import DriverHost
 from .engine import Engine
@@ -102,8 +102,10 @@ class WorkerHost(Engine):
         elif self._reconnect.active:
             self._reconnect.dialed(error)
         elif error:
-            self.exit(f"cannot reach the head at {format_head(*self.head)}: {error}")
+            why = dial_failure(error, self.tls)
+            self.exit(f"cannot reach the head at {format_head(*self.head)}: {why}")
         else:
+            self._reconnect.connected()  # a head that will not take us closes it at once
             self.core.start(time.time_ns())
             self._timer.arm()
             self.act(self.execution.decisions())
@@ -139,6 +141,9 @@ class WorkerHost(Engine):
             if latch.failed():
                 session.close()  # tasks get no session; the worker itself may still serve
             else:
+                # Its hello needs what a worker's does: the head takes this process, and a
+                # loss from now on is a lost head, not a refusal (`_reconnect`).
+                self._reconnect.joined = True
                 self.client = session
                 clear()
                 install(Context(session.session, names, self.head))

@@ -8,7 +8,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from dista_runtime.binding import Latch, Loop
 
@@ -62,7 +62,28 @@ def run(
     try:
         return running.run_until_complete(main())
     finally:
-        running.close()
+        try:
+            _cancel_left(running)
+        finally:
+            running.close()
+
+
+#: How long the tasks a role left may take to end once cancelled.
+_CANCEL_S: Final = 1.0
+
+
+def _cancel_left(running: asyncio.AbstractEventLoop) -> None:
+    """Cancel what a role left running when it ended (a dial still in its handshake: a
+    worker that gave up on its head had just started one for its tasks' session), and let
+    it end, as `asyncio.run` does: a task closed with its loop says "Task was destroyed but
+    it is pending!", and its transport's close raises "Event loop is closed"."""
+    left = asyncio.all_tasks(running)
+    if not left:
+        return
+    for task in left:
+        task.cancel()
+    # Bounded: a task that ignores its cancellation must not keep the process.
+    running.run_until_complete(asyncio.wait(left, timeout=_CANCEL_S))
 
 
 class LoopThread:
