@@ -7,11 +7,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import dista_runtime as dista
+from tests.runtime.processes import Procs
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +169,13 @@ def cli_head() -> Iterator[CliHead]:
         yield head
     finally:
         head.close()
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Procs]:
+    """Processes a test starts (`tests.runtime.processes.Procs`), all killed at its end."""
+    p = Procs(tmp_path)
+    try:
+        yield p
+    finally:
+        p.close()

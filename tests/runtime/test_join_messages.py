@@ -10,7 +10,6 @@ import re
 import ssl
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,8 @@ pytest.importorskip("cryptography", reason="dista certs needs the tls extra")
 
 from dista_runtime import certs
 from dista_runtime._tls import dial_failure
-from tests.runtime.test_tls import CLI, ROOT, Procs, env, start_head
+from tests.runtime.processes import Procs
+from tests.runtime.test_tls import CLI, ROOT, env, start_head
 
 #: The hint for a head whose certificate another CA signed (`_tls.dial_failure`).
 _OTHER_CA = "the head's certificate is not signed by this process's CA"
@@ -32,15 +32,6 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     certs.write_quickstart(ours)
     certs.write_quickstart(theirs)
     return ours, theirs
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    p = Procs(tmp_path)
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def run(argv: list[str], timeout: float = 60, **environ: str) -> subprocess.CompletedProcess[str]:

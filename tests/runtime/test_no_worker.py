@@ -17,6 +17,20 @@ from tests.runtime.conftest import head_process, stop_process
 GRACE_S = 2.0
 CLI = [sys.executable, "-m", "dista_runtime.cli"]
 
+#: The end of each driver script: wait for ``ref`` (submitted at ``began``), then say how
+#: it ended, when, and how many tasks the head still has waiting.
+REPORT = """
+try:
+    ref.get(timeout=60)
+except dista.TaskError as e:
+    print("ERROR", str(e).splitlines()[0])
+    print("AFTER", round(time.monotonic() - began, 1))
+else:
+    print("RAN")
+print("STATUS", dista.stats().pending)
+dista.shutdown()
+"""
+
 DRIVER = """
 import sys, time
 import dista_runtime as dista
@@ -32,15 +46,6 @@ assert by_value.remote(41).get(timeout=30) == 42
 began = time.monotonic()
 ref = lonely_tasks.lonely.remote()
 later = lonely_tasks.lonely.remote()
-try:
-    ref.get(timeout=60)
-except dista.TaskError as e:
-    print("ERROR", str(e).splitlines()[0])
-    print("AFTER", round(time.monotonic() - began, 1))
-else:
-    print("RAN")
-print("STATUS", dista.stats().pending)
-dista.shutdown()
 """
 
 
@@ -56,7 +61,7 @@ def test_tasks_no_worker_imports_fail_after_the_grace_naming_the_module(tmp_path
             """
         )
     )
-    (tmp_path / "driver.py").write_text(DRIVER)
+    (tmp_path / "driver.py").write_text(DRIVER + REPORT)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
     with head_process("--no-worker-grace", str(GRACE_S), env=env) as address:
         worker = subprocess.Popen(
@@ -95,15 +100,6 @@ dista.init(sys.argv[1])
 ref = tasks.sleep_then.remote(60, 1, sys.argv[2])
 print("SUBMITTED", flush=True)
 began = time.monotonic()
-try:
-    ref.get(timeout=60)
-except dista.TaskError as e:
-    print("ERROR", str(e).splitlines()[0])
-    print("AFTER", round(time.monotonic() - began, 1))
-else:
-    print("RAN")
-print("STATUS", dista.stats().pending)
-dista.shutdown()
 """
 
 
@@ -118,7 +114,7 @@ def test_a_task_whose_only_worker_is_killed_fails_after_the_grace(tmp_path: Path
             [*CLI, "worker", "--head", address, "--import", "tests.runtime.tasks"], env=env
         )
         driver = subprocess.Popen(
-            [sys.executable, "-c", LOST, address, str(marker)],
+            [sys.executable, "-c", LOST + REPORT, address, str(marker)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -15,7 +15,6 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from dista_proto import frame as F
 pytest.importorskip("cryptography", reason="dista certs needs the tls extra")
 
 from dista_runtime import certs
+from tests.runtime.processes import Procs
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "dista_runtime.cli"]
@@ -65,53 +65,6 @@ def tls_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (folder / f"{name}.key").write_bytes(key)
         (folder / f"{name}.key").chmod(0o600)
     return folder
-
-
-class Procs:
-    """Processes a test starts, each with its output in a file; all killed at the end."""
-
-    def __init__(self, logs: Path) -> None:
-        self.logs = logs
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def spawn(self, name: str, argv: list[str], environ: dict[str, str]) -> None:
-        out = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        self.procs[name] = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, env=environ, cwd=ROOT
-        )
-        out.close()
-
-    def log(self, name: str) -> str:
-        return (self.logs / f"{name}.log").read_text(errors="replace")
-
-    def wait_for(
-        self, name: str, pattern: re.Pattern[str], timeout: float = 20.0
-    ) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = pattern.search(self.log(name))
-            if found:
-                return found
-            if self.procs[name].poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"{name} did not print {pattern.pattern!r}:\n{self.log(name)}")
-
-    def close(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-        for proc in self.procs.values():
-            proc.wait(10)
-
-
-@pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Procs]:
-    p = Procs(tmp_path)
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def start_head(procs: Procs, tls_dir: Path, loop: str = "asyncio") -> tuple[str, int]:
