@@ -7,11 +7,11 @@ is most of what a large get costs beyond moving its bytes, and over TLS, whose d
 already takes a core, it held the 256 MiB transfer under 1 GB/s on two vCPUs (0.86 GB/s:
 `benchmarks/results/tls.md`); into pages faulted already, the same get decrypts at
 1.4-1.6 GB/s. So, as Ray's object store keeps its arena mapped, a driver or worker keeps
-the maps its large receives landed in (`CACHE_FROM` bytes and more, `CACHE_BYTES` in all)
-and lands a later object of a close size (`FIT`) in one that nothing uses any more. A map
-nobody has used for `IDLE_S` seconds goes back to the system, so memory still returns to
-its idle size once the load ends; one never filled whole (a frame its peer announced and
-never sent) goes back as soon as it is free.
+the maps its large receives landed in (`CACHE_FROM` bytes and more, `CACHE_BYTES` in all:
+an eighth of the machine's memory, 1 to 8 GiB) and lands a later object of a close size
+(`FIT`) in one that nothing uses any more. A map nobody has used for `IDLE_S` seconds goes
+back to the system, so memory still returns to its idle size once the load ends; one never
+filled whole (a frame its peer announced and never sent) goes back as soon as it is free.
 
 Only receives are cached: a received frame fills its whole buffer before anyone sees it,
 so a reused map never shows what it held before (a buffer that must start zeroed, such
@@ -25,6 +25,7 @@ receives large (inline arguments) it passes on at once, and its memory is kept l
 from __future__ import annotations
 
 import mmap
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -37,8 +38,20 @@ __all__ = ["CACHE_BYTES", "CACHE_FROM", "FIT", "IDLE_S", "BufferCache"]
 
 #: Receives from this size are cached (smaller ones fault little and come and go often).
 CACHE_FROM: Final = max(MAP_FROM, 8 << 20)
+
+
+def _cache_bytes() -> int:
+    """An eighth of this machine's memory, within 1 to 8 GiB: room for the maps of the
+    sizes a loop of gets alternates between (256 MiB and 1 GiB took more than 1 GiB)."""
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        ram = 0
+    return min(8 << 30, max(1 << 30, ram // 8))
+
+
 #: The most the maps a cache tracks may add up to, in use or not.
-CACHE_BYTES: Final = 1 << 30
+CACHE_BYTES: Final = _cache_bytes()
 #: A free map is reused for an object at least this fraction of its size, no smaller.
 FIT: Final = 0.75
 #: A map free this long is given back (checked every `SWEEP_S`).
