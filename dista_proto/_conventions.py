@@ -20,7 +20,6 @@ from collections.abc import Sized
 from typing import Final
 
 __all__ = [
-    "KEPT_CALL_BYTES",
     "CANCEL_FORCE",
     "ERROR_COVERED",
     "ERROR_NO_CHECKPOINT",
@@ -30,6 +29,7 @@ __all__ = [
     "HEAD_LINK",
     "ID_BITS",
     "ID_MASK",
+    "KEPT_CALL_BYTES",
     "KILL_AFTER_CALLS",
     "KILL_FORCE",
     "KILL_KEEP",
@@ -44,6 +44,7 @@ __all__ = [
     "TASK_ID_BITS",
     "TASK_ID_MASK",
     "driver_number",
+    "kept_size",
     "retry_limit",
     "with_retry_limit",
 ]

@@ -87,7 +87,7 @@ from ._head_records import (
     TrackedObject,
 )
 from ._head_recovery import LIVENESS_NS, RECOVERY_GRACE_NS
-from ._head_scheduling import ANYWHERE, has_work
+from ._head_scheduling import ANYWHERE
 from ._head_security import Guard, HelloWatch, hello_refusal, may_stop
 from ._head_status import status_text
 from ._links import Links
@@ -797,11 +797,10 @@ class Head(Guard):
             self.pending += 1
             task.state = _QUEUED
             self._queue_of(task.registry).push(task, front=True)
-        if worker.registry not in self._workers_of and has_work(self._ready.get(worker.registry)):
-            # Its tasks are back in the queue and no worker of their registry is left: they
-            # wait the no-worker grace for one, then fail, as tasks queued without one do
-            # (they waited for ever, while status said they would fail).
-            self._orphaned.setdefault(worker.registry, self._now)
+        # Its tasks are back in the queue (after `_forget_worker` looked): with no worker of
+        # their registry left they wait the no-worker grace for one, then fail, as tasks
+        # queued without one do (they waited for ever, while status said they would fail).
+        self._note_orphaned(worker.registry)
         stack: list[tuple[TaskRecord, str]] = []
         lost = [self._objects[oid] for oid in worker.holds if oid in self._objects]
         for obj in lost:

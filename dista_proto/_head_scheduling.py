@@ -40,7 +40,7 @@ from ._head_grants import Granting
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
 from ._links import Links
 
-__all__ = ["ANYWHERE", "Scheduling", "has_work"]
+__all__ = ["ANYWHERE", "Scheduling"]
 
 #: The registry key of tasks any worker can run (by-value functions).
 ANYWHERE: Final = -1
@@ -197,8 +197,12 @@ class Scheduling(Granting):
             serving.discard(worker)
             if not serving:
                 del self._workers_of[worker.registry]
-                if has_work(self._ready.get(worker.registry)):
-                    self._orphaned.setdefault(worker.registry, self._now)
+                self._note_orphaned(worker.registry)
+
+    def _note_orphaned(self, registry: int) -> None:
+        """If tasks of ``registry`` wait and no worker of it is left, start their grace."""
+        if registry not in self._workers_of and _has_work(self._ready.get(registry)):
+            self._orphaned.setdefault(registry, self._now)
 
     def _enqueue(self, task: TaskRecord) -> None:
         task.state = _QUEUED
@@ -250,7 +254,7 @@ class Scheduling(Granting):
         queue = self._ready.get(registry)
         anywhere = self._ready.get(ANYWHERE)
         idle = self._idle.get(registry)
-        if not idle or not (has_work(queue) or has_work(anywhere)):
+        if not idle or not (_has_work(queue) or _has_work(anywhere)):
             return
         peers = self._peers
         short_ids = self._durations
@@ -379,7 +383,7 @@ class Scheduling(Granting):
             or worker.registry not in (self._workers_of)
         ):
             return
-        if has_work(self._ready.get(worker.registry)) or has_work(self._ready.get(ANYWHERE)):
+        if _has_work(self._ready.get(worker.registry)) or _has_work(self._ready.get(ANYWHERE)):
             return
         for _ in range(worker.free):
             victim, task = None, None
@@ -411,7 +415,7 @@ class Scheduling(Granting):
         return TaskInputs(task.oid, task.task_id, tuple(inputs), task.gather, task.value, many)
 
 
-def has_work(queue: FairQueue[TaskRecord] | None) -> bool:
+def _has_work(queue: FairQueue[TaskRecord] | None) -> bool:
     """Whether ``queue`` holds a live task. (Not ``bool(queue)``: compiled by mypyc, a
     native class is always true, whatever its ``__len__``.)"""
     return queue is not None and queue.peek() is not None

@@ -96,10 +96,11 @@ class MemoryWatch:
     def __init__(self, loop: Loop, libc: Any) -> None:
         self._loop = loop
         self._libc = libc
-        self._floor = self._free()  # free bytes just after the last trim, or fewer since
+        info = libc.mallinfo2()
+        self._floor = int(info.fordblks)  # free bytes just after the last trim, or fewer since
+        self._used = int(info.uordblks)  # bytes in use at the last check
         self._trimmed = 0.0
         self._settled_trim = 0.0
-        self._used = self._in_use()
         self._steady = 0  # checks in a row the bytes in use moved less than SETTLED_MOVE
         self._collect = False
         self._collected = 0.0
@@ -108,12 +109,6 @@ class MemoryWatch:
     def collect_soon(self) -> None:
         """Garbage in cycles is likely (a peer refused): collect at the next check."""
         self._collect = True
-
-    def _free(self) -> int:
-        return int(self._libc.mallinfo2().fordblks)
-
-    def _in_use(self) -> int:
-        return int(self._libc.mallinfo2().uordblks)
 
     def _check(self) -> None:
         if self._collect and time.monotonic() - self._collected >= MIN_GAP_S:
