@@ -72,6 +72,10 @@ PEER_LABEL: Final = "dista_peer_label"
 ACCEPT_LATER: Final = -1
 #: How long opening a connection the core asks for (`Connect`: an object server) may take.
 DIAL_TIMEOUT_S: Final = 10.0
+#: How long `Engine.close_all` lets its connections flush and close before aborting them:
+#: a peer that stops reading, or never answers TLS's close_notify, must not keep one (and
+#: its socket) open after its engine is done, nor leave it to a closed loop.
+CLOSE_GRACE_S: Final = 1.0
 
 
 class Stream(Protocol):
@@ -89,12 +93,15 @@ class Stream(Protocol):
 
     def close(self) -> None: ...
 
+    def abort(self) -> None: ...
+
     def get_extra_info(self, name: str, default: Any = None) -> Any: ...
 
 
 class Engine:
     """The streams of one core on ``loop``; subclasses say where the core reads and what it
-    decides. ``exited`` is settled with the reason when the core exits."""
+    decides. ``exited`` is settled with the reason when the core exits, ``drained`` once
+    `close_all` has closed every connection."""
 
     #: Whose certificate this engine shows in TLS (head, worker, driver, observer): its
     #: pair in ``DISTA_TLS_DIR``; "" for one that needs none.
@@ -106,6 +113,8 @@ class Engine:
     def __init__(self, loop: Loop) -> None:
         self.loop = loop
         self.exited: Latch[str] = Latch()
+        self.drained: Latch[None] = Latch()
+        self._closing_all = False
         name = self.role_name or type(self).__module__.rsplit(".", 1)[-1].strip("_")
         self.name = name
         self.log = logging.getLogger(f"dista.{name}")
@@ -179,10 +188,10 @@ class Engine:
         return link
 
     def attach(self, link: int, transport: Stream) -> None:
-        if self.exited.done():
+        if self.exited.done() or self._closing_all:
             # A peer that connected as the role exited (a worker started late, joining a
-            # head that is stopping): nobody will read it, so close it now.
-            transport.close()
+            # head that is stopping): nobody will read it, and nothing was written to it.
+            transport.abort()
             return
         if self.admission is not None and not self.admission.admit(link, transport):
             self.act(self.lost(link))  # refused before a byte was read: the core forgets it
@@ -204,6 +213,8 @@ class Engine:
         self._close_after.discard(link)
         self.resume(link)
         self.act(self.lost(link))
+        if self._closing_all and not self.transports and not self.drained.done():
+            self.drained.set(None)
 
     def on_updated(self, link: int, nbytes: int) -> None:
         decisions = self.updated(link, nbytes)
@@ -344,8 +355,23 @@ class Engine:
             transport.pause_reading()
 
     def close_all(self) -> None:
+        """Close every connection, each once what it has buffered is sent; abort what is
+        still open `CLOSE_GRACE_S` later. ``drained`` is settled when none is left: whoever
+        ends the loop waits for it, or a connection still closing is left to a closed loop
+        (its socket then leaks until collected, with a ResourceWarning)."""
+        first = not self._closing_all
+        self._closing_all = True
         for transport in list(self.transports.values()):
             transport.close()
+        if not self.transports:
+            if not self.drained.done():
+                self.drained.set(None)
+        elif first:
+            self.loop.call_later(CLOSE_GRACE_S, self._abort_left)
+
+    def _abort_left(self) -> None:
+        for transport in list(self.transports.values()):
+            transport.abort()
 
 
 class Link:

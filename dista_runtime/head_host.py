@@ -70,7 +70,7 @@ def peer_pid(transport: Stream) -> int | None:
 
 class HeadHost(Engine):
     """The head's links. ``closed`` is settled with the head's exit reason once it has
-    stopped listening and its last frames are flushed."""
+    stopped listening, its last frames are flushed and its connections are closed."""
 
     role_name = "head"
     tls_role = "head"
@@ -204,7 +204,7 @@ class HeadHost(Engine):
             self.loop.call_later(_FLUSH_POLL_S, self._flush, deadline)
             return
         self.close_all()
-        self.closed.set(self.exited.result())
+        self.drained.add_callback(lambda _: self.closed.set(self.exited.result()))
 
 
 def start_head(

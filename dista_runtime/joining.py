@@ -11,6 +11,7 @@ gevent the hub the caller's greenlets already share) and hand back a `Context` w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -25,7 +26,7 @@ from ._errors import DistaError
 from ._joined import Cluster
 from ._registry import snapshot
 from .driver_host import DriverHost
-from .engine import Link
+from .engine import CLOSE_GRACE_S, Engine, Link
 from .head_host import HeadHost, start_head
 from .loop import Background, Latch, Loop, Timer
 from .memlink import memory_link
@@ -85,6 +86,13 @@ def _on_loop(background: Background, call: Callable[[], object], timeout: float)
         pass  # the loop is gone or stuck: stopping it is all that is left
 
 
+def _drained(engine: Engine) -> None:
+    """Wait until ``engine``'s connections are closed (`Engine.close_all`): each is
+    aborted after `CLOSE_GRACE_S`, so this is bounded unless the loop is stuck."""
+    with contextlib.suppress(TimeoutError):
+        engine.drained.wait(CLOSE_GRACE_S + 1.0)
+
+
 def connect_blocking(
     background: Background, host: str, port: int, timeout: float = 10.0
 ) -> Context:
@@ -106,6 +114,7 @@ def connect_blocking(
 
     def close() -> None:
         _on_loop(background, driver.close, _DRIVER_CLOSE_S)
+        _drained(driver)
         background.stop()
 
     context.close.append(close)
@@ -203,6 +212,7 @@ def connect_local(
             head.closed.wait(_HEAD_CLOSE_S)
         except TimeoutError:
             _on_loop(background, lambda: force(head), _DRIVER_CLOSE_S)
+        _drained(driver)
         background.stop()
 
     def force(head: HeadHost) -> None:

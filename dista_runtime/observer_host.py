@@ -105,4 +105,17 @@ def ask(
     where = format_head(host, port)
     observer = ObserverHost(loop, request, where, timeout)
     observer.dial(dp.HEAD_LINK, host, port, timeout)
-    return observer.answer
+    answer = observer.answer
+    reply: Latch[dp.Event | None] = Latch()
+
+    def settle(_: object) -> None:
+        error = answer.error()
+        if error is not None:
+            reply.fail(error)
+        else:
+            reply.set(answer.result())
+
+    # Settled once the connection is closed too: a caller that ends the loop then leaves
+    # nothing open on it (a TLS close waits for the head's close_notify).
+    answer.add_callback(lambda _: observer.drained.add_callback(settle))
+    return reply

@@ -116,6 +116,10 @@ class SocketStream:
         if not self._queue:
             self.end()
 
+    def abort(self) -> None:
+        """Close now, dropping what is queued."""
+        self.end()
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         if name == "socket":
             return self.sock

@@ -199,11 +199,20 @@ class WorkerHost(Engine):
             self.client.close()
         self.close_all()
         reason = exited.result()
-        if self.ready.done():
-            self.done.set(reason)
-        else:  # it never joined: both say why
+        joined = self.ready.done()
+        if not joined:  # it never joined: both say why
             self.ready.fail(ConnectionError(reason))
-            self.done.fail(ConnectionError(reason))
+
+        def drained(_: object) -> None:
+            # `done` ends the loop: once no connection is left to it (`Engine.close_all`).
+            if self.client is not None and not self.client.drained.done():
+                self.client.drained.add_callback(drained)
+            elif joined:
+                self.done.set(reason)
+            else:
+                self.done.fail(ConnectionError(reason))
+
+        self.drained.add_callback(drained)
 
     def accept(self) -> int:
         link = self.inbound(self.core.connection_made(time.time_ns()))

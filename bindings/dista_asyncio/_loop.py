@@ -10,9 +10,10 @@ that its bytes are written once, by the read, and never copied in user space.
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from dista_runtime.binding import (
     ACCEPT_LATER,
@@ -43,66 +44,94 @@ class Reader(Link, asyncio.BufferedProtocol):
 
 
 class _Listener:
+    """``sock`` served for ``engine``: each connection accepted here and made a transport
+    with ``connect_accepted_socket`` (in TLS, once its handshake is done: a peer that fails
+    it never reaches the core).
+
+    Not ``create_server``, nor ``sock_accept``: in 3.11 the first's ``Server.close`` races
+    a connection accepted in the same turn (CPython gh-109564: its transport fails to
+    attach, and its socket stays open), and a cancelled ``sock_accept`` may still accept
+    one and drop it. Removing the reader here takes back an accept already queued too."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, engine: Connections):
         self.address = socket_address(sock)
+        sock.setblocking(False)
+        self._loop = loop
         self._sock = sock
-        self._closed = False
-        _quiet_accept_errors(loop, engine)
-        tls = engine.tls
-        if tls is None:
-            serving = loop.create_server(lambda: Reader(engine, engine.accept()), sock=sock)
-        else:
-            # A link once the handshake is done (`ACCEPT_LATER`): a peer that fails it
-            # never reaches the core. (asyncio and uvloop drop it without a word; loop.
-            # start_tls would let us log it, but uvloop may read the ClientHello before
-            # it takes over, and the handshake then hangs.)
-            serving = loop.create_server(
-                lambda: Reader(engine, ACCEPT_LATER),
-                sock=sock,
-                ssl=tls.server,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S,
-            )
-        self._server = loop.create_task(serving)
-        self._server.add_done_callback(self._served)
+        self._engine = engine
+        self._errors = AcceptErrors(engine, loop.call_later)
+        self._rest: asyncio.TimerHandle | None = None
+        loop.add_reader(sock, self._accept)
 
-    def _served(self, _: object) -> None:
-        if self._closed:
-            self.close()  # closed before it served
+    def _accept(self) -> None:
+        for _ in range(_ACCEPTS_A_TURN):
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as e:  # out of descriptors or memory: rest (logged once a second)
+                rest = self._errors.failed(e)
+                if rest:
+                    self._loop.remove_reader(self._sock)
+                    self._rest = self._loop.call_later(rest, self._resume)
+                    return
+                continue
+            conn.setblocking(False)
+            task = self._loop.create_task(self._connect(conn))
+            task.add_done_callback(functools.partial(_close_if_cancelled, conn))
+
+    def _resume(self) -> None:
+        self._rest = None
+        self._loop.add_reader(self._sock, self._accept)
+
+    async def _connect(self, conn: socket.socket) -> None:
+        engine = self._engine
+        tls: dict[str, Any] = {}
+        if engine.tls is not None:
+            tls = {"ssl": engine.tls.server, "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
+        peer = _Accepted(conn)
+        try:
+            await self._loop.connect_accepted_socket(
+                lambda: Reader(engine, ACCEPT_LATER), conn, **tls
+            )
+        except OSError as e:  # ssl.SSLError, a reset, the handshake's timeout
+            conn.close()  # a transport that was made has closed it already
+            if tls:
+                engine.tls_failed(ACCEPT_LATER, peer, str(e) or type(e).__name__)
 
     def close(self) -> None:
-        self._closed = True
-        server = self._server
-        if not server.done():
-            return  # closed once it serves
-        if server.cancelled() or server.exception() is not None:
-            self._sock.close()
+        if self._sock.fileno() < 0:
+            return
+        if self._rest is not None:
+            self._rest.cancel()
         else:
-            server.result().close()
+            self._loop.remove_reader(self._sock)
+        self._sock.close()
 
 
-#: What asyncio's listener says when ``accept`` fails for want of descriptors or memory.
-_ACCEPT_FAILED = "socket.accept() out of system resource"
+#: How many connections one turn of the loop accepts, at most (asyncio's own: a backlog).
+_ACCEPTS_A_TURN: Final = 100
 
 
-def _quiet_accept_errors(loop: asyncio.AbstractEventLoop, engine: Connections) -> None:
-    """Log ``loop``'s failed accepts once a second with a count, as the other bindings do.
+def _close_if_cancelled(conn: socket.socket, task: asyncio.Task[None]) -> None:
+    """A connection's task cancelled before it ran (its loop closing) left it open."""
+    if task.cancelled():
+        conn.close()
 
-    asyncio rests its listener a second after one, but (3.11) logs a six-line traceback for
-    each of up to 100 accepts a turn and keeps a retry timer for each: a head past
-    ``ulimit -n`` wrote 13,735 lines in 5 s. Other exceptions go to the handler there was."""
-    errors = AcceptErrors(engine, loop.call_later)
-    previous = loop.get_exception_handler()
 
-    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        error = context.get("exception")
-        if context.get("message") == _ACCEPT_FAILED and isinstance(error, OSError):
-            errors.failed(error)
-        elif previous is not None:
-            previous(loop, context)
-        else:
-            loop.default_exception_handler(context)
+class _Accepted:
+    """A connection that failed its TLS handshake, as `Engine.tls_failed` names it."""
 
-    loop.set_exception_handler(handler)
+    __slots__ = ("_peer",)
+
+    def __init__(self, conn: socket.socket) -> None:
+        try:
+            self._peer: Any = conn.getpeername()
+        except OSError:
+            self._peer = None
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._peer if name == "peername" else default
 
 
 class AsyncioLoop:

@@ -105,9 +105,10 @@ class LoopThread:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
         if not self._thread.is_alive():
-            # A connection accepted in the last turn has its connection_made still queued:
-            # two more turns let it run (its engine closes it) and the close complete.
+            # What the engines left (a connection accepted in the last turn, its transport
+            # still to be made; a dial in its handshake) ends before the loop closes.
             with contextlib.suppress(Exception):
+                _cancel_left(self._loop)
                 for _ in range(2):
                     self._loop.run_until_complete(asyncio.sleep(0))
             self._loop.close()
