@@ -213,7 +213,7 @@ class Engine:
         self._close_after.discard(link)
         self.resume(link)
         self.act(self.lost(link))
-        if self._closing_all and not self.transports and not self.drained.done():
+        if self._closing_all and not self.transports:
             self.drained.set(None)
 
     def on_updated(self, link: int, nbytes: int) -> None:
@@ -364,8 +364,7 @@ class Engine:
         for transport in list(self.transports.values()):
             transport.close()
         if not self.transports:
-            if not self.drained.done():
-                self.drained.set(None)
+            self.drained.set(None)  # a second settle is ignored
         elif first:
             self.loop.call_later(CLOSE_GRACE_S, self._abort_left)
 
