@@ -61,10 +61,25 @@ class _Listener:
         self._engine = engine
         self._errors = AcceptErrors(engine, loop.call_later)
         self._rest: asyncio.TimerHandle | None = None
-        loop.add_reader(sock, self._accept)
+        self._reading = False
+        self._unattached = 0  # accepted, their transports not made yet
+        self._read()
+
+    def _read(self) -> None:
+        """Accept when the socket is readable, unless resting, closed or at the bound."""
+        if self._reading or self._rest is not None or self._sock.fileno() < 0:
+            return
+        if self._unattached < _UNATTACHED:
+            self._loop.add_reader(self._sock, self._accept)
+            self._reading = True
+
+    def _unread(self) -> None:
+        if self._reading:
+            self._loop.remove_reader(self._sock)
+            self._reading = False
 
     def _accept(self) -> None:
-        for _ in range(_ACCEPTS_A_TURN):
+        while self._unattached < _UNATTACHED:
             try:
                 conn, _ = self._sock.accept()
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
@@ -72,51 +87,55 @@ class _Listener:
             except OSError as e:  # out of descriptors or memory: rest (logged once a second)
                 rest = self._errors.failed(e)
                 if rest:
-                    self._loop.remove_reader(self._sock)
-                    self._rest = self._loop.call_later(rest, self._resume)
+                    self._unread()
+                    self._rest = self._loop.call_later(rest, self._rested)
                     return
                 continue
             conn.setblocking(False)
+            self._unattached += 1
             task = self._loop.create_task(self._connect(conn))
-            task.add_done_callback(functools.partial(_close_if_cancelled, conn))
+            task.add_done_callback(functools.partial(self._connected, conn))
+        self._unread()  # until some of them are attached (`_connected`)
 
-    def _resume(self) -> None:
+    def _rested(self) -> None:
         self._rest = None
-        self._loop.add_reader(self._sock, self._accept)
+        self._read()
+
+    def _connected(self, conn: socket.socket, task: asyncio.Task[None]) -> None:
+        self._unattached -= 1
+        if task.cancelled():  # before it ran (its loop closing): nothing closed ``conn``
+            conn.close()
+        self._read()
 
     async def _connect(self, conn: socket.socket) -> None:
         engine = self._engine
         tls: dict[str, Any] = {}
         if engine.tls is not None:
             tls = {"ssl": engine.tls.server, "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
-        peer = _Accepted(conn)
+        peer = _Accepted(conn) if tls else None  # named in the log if its handshake fails
         try:
             await self._loop.connect_accepted_socket(
                 lambda: Reader(engine, ACCEPT_LATER), conn, **tls
             )
         except OSError as e:  # ssl.SSLError, a reset, the handshake's timeout
             conn.close()  # a transport that was made has closed it already
-            if tls:
+            if peer is not None:
                 engine.tls_failed(ACCEPT_LATER, peer, str(e) or type(e).__name__)
 
     def close(self) -> None:
-        if self._sock.fileno() < 0:
-            return
         if self._rest is not None:
             self._rest.cancel()
-        else:
-            self._loop.remove_reader(self._sock)
+            self._rest = None
+        self._unread()
         self._sock.close()
 
 
-#: How many connections one turn of the loop accepts, at most (asyncio's own: a backlog).
-_ACCEPTS_A_TURN: Final = 100
-
-
-def _close_if_cancelled(conn: socket.socket, task: asyncio.Task[None]) -> None:
-    """A connection's task cancelled before it ran (its loop closing) left it open."""
-    if task.cancelled():
-        conn.close()
+#: Connections accepted whose transports are not made yet, at most: the descriptors
+#: `dista_runtime._limits.ACCEPT_BATCH` keeps for them, less a margin for connections
+#: closed whose descriptors go on the loop's next turn. Each counts against the caps once
+#: attached; until then nothing else bounds a burst (uvloop makes a transport a turn or two
+#: after its accept: unbounded, a head under ``ulimit -n 256`` ran out of descriptors).
+_UNATTACHED: Final = 100
 
 
 class _Accepted:
