@@ -112,14 +112,15 @@ from ._head import (
     HELLO_DEADLINE_NS,
     HELLO_IDLE_NS,
     INLINE_CAP_BYTES,
+    LIVENESS_NS,
     MAX_RETRIES,
     NO_WORKER_GRACE_NS,
     PREFETCH,
+    RECOVERY_GRACE_NS,
     TIMELINE_CAP,
     WORKER_SLOTS,
     Head,
 )
-from ._head_recovery import LIVENESS_NS, RECOVERY_GRACE_NS
 from ._observer import Observer
 from ._roles import Role, allowed_kinds
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker

@@ -1,4 +1,4 @@
-"""The head: a sans-IO scheduler and reference counter.
+"""The head: a sans-IO scheduler and reference counter, as a router over its parts.
 
 Theory of operation
 -------------------
@@ -6,42 +6,35 @@ The binding reports links (`connection_made`, `receive_data`, `connection_lost`)
 with the current time in nanoseconds, and carries out `decisions()` after each call. The
 head numbers drivers, queues their tasks, dispatches each ready task to a worker slot whose
 registry hash matches the driver's, routes every answer to the driver that owns the object,
-and counts references:
+and counts references.
 
-    "The head counts references to every object: its driver's, until a release, and one
-    per submitted task that takes it as input, until that task settles. At zero it forgets
-    the object, and sends free to the worker holding it."
+`Head` holds the parts that own the state and the rules, and routes each event to one of
+them by its kind and the sender's role (one table per role, `_routes`):
 
-An object is also kept while its own task is unsettled, so a late answer still finds it.
-A task is WAITING for inputs, QUEUED for a slot, RUNNING on a worker, then DONE. A failed
-input fails every task that depends on it, transitively, naming the input; the cascade is a
-loop, not recursion, so a chain of any length fails cleanly. A worker that is lost has its
-running tasks retried elsewhere (at most ``max_retries`` times) and the objects only it held
-fail with an error naming it (if it may be alive, they wait for it: `_head_recovery`). Ready tasks wait in one `FairQueue` per registry (round-robin
-between drivers); idle worker slots wait in one deque per registry; a task whose largest
-stored input sits on an idle worker goes there. A cancelled task a worker holds is withdrawn
-from it (or interrupted there); slots lent by blocked tasks, tasks taken back for idle
-workers and tasks no worker can run are `Scheduling`'s (`_head_scheduling`).
+- `Wire` (`_head_wire`): links, peers, the time, fetch grants;
+- `Objects` (`_head_objects`): objects, references, settling, the failure cascade, inline
+  caps;
+- `Scheduler` (`_head_scheduling`): ready queues, idle workers, slots and prefetch, runs
+  and their answers, the timeline;
+- `Actors` (`_head_actors`, with `Checkpoints`): placement, calls, checkpoints, restore;
+- `Holdings` (`_head_holdings`): claims and holdings, lost workers' objects, stale copies,
+  drains;
+- `Resume` (`_head_resume`): drivers resuming and away, calls parked for actors;
+- `Guard` (`_head_security`): what peers may name, and links before their hello.
+
+Every record's state moves through `_lifecycle`'s tables, which keep the counters. The head
+itself keeps what crosses parts: peers joining (hello) and leaving (`_lose`), stopping, and
+the pulled timer (`next_deadline` is the minimum of the parts').
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import Final, TypeVar
 
 from . import frame as F
-from ._conventions import (
-    CANCEL_FORCE,
-    ERROR_COVERED,
-    ID_BITS,
-    ID_MASK,
-    NUMBER_SPACE,
-    TASK_ID_MASK,
-    retry_limit,
-)
+from ._conventions import CANCEL_FORCE, NUMBER_SPACE, TASK_ID_MASK
 from ._decisions import Decision, Exit
-from ._durations import Durations
 from ._events import (
     ActorCall,
     ActorCreate,
@@ -50,16 +43,13 @@ from ._events import (
     Adopted,
     Cancel,
     Checkpoint,
-    Checkpointed,
     Claim,
     Drain,
     Error,
     Event,
-    Free,
     HeadStats,
     Hello,
     Holding,
-    Located,
     Release,
     Result,
     Resumed,
@@ -75,24 +65,18 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
-from ._fairqueue import FairQueue
-from ._head_actors import DEFAULT_ACTOR_KEEP_BYTES
-from ._head_records import (
-    ActorRecord,
-    ActorState,
-    ObjState,
-    Peer,
-    TaskRecord,
-    TaskState,
-    TrackedObject,
-)
-from ._head_recovery import LIVENESS_NS, RECOVERY_GRACE_NS
-from ._head_scheduling import ANYWHERE
-from ._head_security import Guard, HelloWatch, hello_refusal, may_stop
+from ._head_actors import Actors
+from ._head_checkpoints import DEFAULT_ACTOR_KEEP_BYTES
+from ._head_holdings import Holdings
+from ._head_objects import Objects
+from ._head_records import ActorRecord, ActorState, Peer, TaskRecord
+from ._head_resume import Resume
+from ._head_scheduling import Scheduler
+from ._head_security import Guard, hello_refusal, may_stop
 from ._head_status import status_text
-from ._links import Links
+from ._head_wire import Wire, grant_host
+from ._lifecycle import Counts
 from ._roles import Role
-from ._timeline import TimelineLog
 from .frame import Bytes
 
 __all__ = ["Head"]
@@ -115,19 +99,22 @@ HELLO_IDLE_NS: Final = 5_000_000_000
 #: Bytes of inline results the head keeps for one driver; past it, its results are stored on
 #: workers (DISTA_HEAD_INLINE_CAP).
 INLINE_CAP_BYTES: Final = 256 << 20
+#: A worker the head has not heard from for this long is lost (workers beat every 5 s).
+LIVENESS_NS: Final = 30_000_000_000
+#: How long a claim waits for the worker holding its object to rejoin, a holding for its
+#: driver to claim it, a silent worker's objects for it to come back, and an away driver
+#: to resume.
+RECOVERY_GRACE_NS: Final = 30_000_000_000
+#: How often the head looks for silent workers and expired waits, at most.
+_TICK_NS: Final = 1_000_000_000
 
-_PENDING: Final = ObjState.PENDING
-_INLINE: Final = ObjState.INLINE
-_STORED: Final = ObjState.STORED
-_FAILED: Final = ObjState.FAILED
-_WAITING: Final = TaskState.WAITING
-_QUEUED: Final = TaskState.QUEUED
-_RUNNING: Final = TaskState.RUNNING
-_DONE: Final = TaskState.DONE
+#: What the head does with an event from a peer of one role.
+_Route = Callable[[Peer, Event], None]
+_E = TypeVar("_E")
 
 
-class Head(Guard):
-    """The head's whole state; see the module docstring."""
+class Head:
+    """The head's parts and the routes between them; see the module docstring."""
 
     def __init__(
         self,
@@ -152,101 +139,210 @@ class Head(Guard):
         if not 1 <= first_number < NUMBER_SPACE:
             raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
         self.epoch: Final = epoch
-        self.max_retries = max_retries
-        self.worker_slots = worker_slots
-        # Extra slots per worker for tasks known to be short (see `_durations`).
-        self.prefetch = prefetch
-        self._durations = Durations()
         # A local head lives while a driver is connected (clients don't count), then stops
         # itself and its workers.
         self.exit_without_drivers = exit_without_drivers
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
         self._allocate = allocate
-        # Task IDs (low 60 bits) that any worker runs, whatever its registry: by-value ones.
-        self._portable = frozenset(t & TASK_ID_MASK for t in portable_tasks)
-        self.no_worker_grace_ns = no_worker_grace_ns
-        self.actor_keep_bytes = actor_keep_bytes
-        self._actors: dict[int, ActorRecord] = {}
-        self._waiting_actors: deque[ActorRecord] = deque()
-        self._dead_actors: deque[int] = deque()
-        self.actors_alive = 0
-        self._orphaned: dict[int, int] = {}  # registry with no worker -> since when
-        self._workers_of: dict[int, set[Peer]] = {}
-        self._next_number = first_number
-        self._links = Links()
-        self._peers: dict[int, Peer] = {}
-        self._numbers: dict[int, Peer] = {}  # driver number -> its peer
-        self._objects: dict[int, TrackedObject] = {}
-        self._ready: dict[int, FairQueue[TaskRecord]] = {}  # registry -> ready tasks
-        self._idle: dict[int, deque[Peer]] = {}  # registry -> workers with a free slot
-        self._timeline = TimelineLog(timeline_cap)
-        self.held_bytes = 0
-        self.pending = 0  # tasks WAITING or QUEUED
-        self.running = 0
-        self.stopping = False
-        self._now = 0
-        # A worker silent this long is lost (0: never); see `_head_recovery`.
+        # A worker silent this long is lost (0: never).
         self.liveness_ns = liveness_ns
-        self.recovery_grace_ns = recovery_grace_ns
-        self._claims: dict[int, int] = {}
-        self._away: dict[int, tuple[Peer, int]] = {}
-        self._parked: dict[int, tuple[int, list[tuple[int, ActorCall, bool]]]] = {}
-        self._parked_calls: set[int] = set()
-        self._unclaimed: dict[int, tuple[Peer, int]] = {}
-        self._limbo: dict[int, tuple[str, int]] = {}
-        self._stale: dict[int, Peer] = {}
-        self._adopting: dict[int, Peer] = {}
-        self._adopt_tries: dict[int, int] = {}
+        self._next_number = first_number
         self._tick_at = 0
-        self._hello_watch = HelloWatch(hello_deadline_ns, hello_idle_ns)
-        if inline_cap_bytes < 0:
-            raise ValueError(f"inline_cap_bytes must be >= 0 (0: off), not {inline_cap_bytes}")
-        self.inline_cap_bytes = inline_cap_bytes
-        self._inline_of: dict[int, int] = {}  # driver number -> bytes of its inline results
+        self._counts = counts = Counts()
+        self._wire = wire = Wire(epoch)
+        actor_records: dict[int, ActorRecord] = {}
+        self._objects = objects = Objects(
+            wire, counts, actor_ids=actor_records, inline_cap_bytes=inline_cap_bytes
+        )
+        self._scheduler = scheduler = Scheduler(
+            wire,
+            counts,
+            objects,
+            worker_slots=worker_slots,
+            prefetch=prefetch,
+            max_retries=max_retries,
+            no_worker_grace_ns=no_worker_grace_ns,
+            portable_tasks=frozenset(t & TASK_ID_MASK for t in portable_tasks),
+            timeline_cap=timeline_cap,
+        )
+        self._holdings = holdings = Holdings(wire, objects, recovery_grace_ns=recovery_grace_ns)
+        self._actors = actors = Actors(
+            wire,
+            counts,
+            objects,
+            scheduler,
+            holdings,
+            records=actor_records,
+            max_retries=max_retries,
+            keep_bytes=actor_keep_bytes,
+        )
+        self._resume = resume = Resume(
+            wire,
+            objects,
+            actors,
+            holdings,
+            scheduler.timeline,
+            recovery_grace_ns=recovery_grace_ns,
+            exit_without_drivers=exit_without_drivers,
+        )
+        self._guard = Guard(
+            wire,
+            objects=objects.by_id,
+            actors=actor_records,
+            hello_deadline_ns=hello_deadline_ns,
+            hello_idle_ns=hello_idle_ns,
+        )
+        objects.bind(scheduler.enqueue, holdings)
+        scheduler.bind(holdings, actors.kept_for)
+        # h2's `_frame_dispatch_table`: one route per event kind, per sender role.
+        self._driver_routes: dict[type[Event], _Route] = {
+            Task: self._on_task,
+            TaskMany: self._on_task,
+            TaskAfter: self._on_task_after,
+            Release: self._on_release,
+            Cancel: self._on_cancel,
+            ActorCreate: _narrow(ActorCreate, resume.on_actor_create),
+            ActorCall: _narrow(ActorCall, resume.on_actor_call),
+            ActorKill: self._on_actor_kill,
+            Checkpoint: _narrow(Checkpoint, actors.ask_checkpoint),
+            Result: self._on_driver_answer,
+            Error: self._on_driver_answer,
+            Claim: self._on_claim,
+            Resumed: self._on_resumed,
+            Stats: self._on_stats,
+            Timeline: self._on_timeline,
+        }
+        self._worker_routes: dict[type[Event], _Route] = {
+            Holding: _narrow(Holding, holdings.on_holding),
+            Adopted: _narrow(Adopted, holdings.on_adopted),
+            Drain: self._on_drain,
+        }
+        self._run_routes: dict[type[Event], _Route] = {
+            Result: self._on_answer,
+            Stored: self._on_answer,
+            Error: self._on_answer,
+            Span: _narrow(Span, scheduler.on_span),
+        }
+        self._observer_routes: dict[type[Event], _Route] = {
+            Status: self._on_status,
+            Timeline: self._on_all_timeline,
+            Stop: self._on_stop,
+        }
 
-    # -- the binding's side -------------------------------------------------------------------
+    # -- settings the parts hold -----------------------------------------------------------
+
+    @property
+    def max_retries(self) -> int:
+        return self._scheduler.max_retries
+
+    @max_retries.setter
+    def max_retries(self, value: int) -> None:
+        self._scheduler.max_retries = self._actors.max_retries = value
+
+    @property
+    def actor_keep_bytes(self) -> int:
+        return self._actors.checkpoints.keep_bytes
+
+    @actor_keep_bytes.setter
+    def actor_keep_bytes(self, value: int) -> None:
+        self._actors.checkpoints.keep_bytes = value
+
+    @property
+    def inline_cap_bytes(self) -> int:
+        return self._objects.inline_cap_bytes
+
+    @inline_cap_bytes.setter
+    def inline_cap_bytes(self, value: int) -> None:
+        self._objects.inline_cap_bytes = value
+
+    @property
+    def worker_slots(self) -> int:
+        return self._scheduler.worker_slots
+
+    @property
+    def prefetch(self) -> int:
+        return self._scheduler.prefetch
+
+    @property
+    def no_worker_grace_ns(self) -> int:
+        return self._scheduler.no_worker_grace_ns
+
+    @property
+    def recovery_grace_ns(self) -> int:
+        return self._holdings.recovery_grace_ns
+
+    # -- counts ----------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Tasks waiting for inputs or a slot, and actor calls not answered."""
+        return self._counts.pending
+
+    @property
+    def running(self) -> int:
+        return self._counts.running
+
+    @property
+    def held_bytes(self) -> int:
+        return self._counts.held_bytes
+
+    @property
+    def actors_alive(self) -> int:
+        """Actors created and not ended: a local cluster starts a worker for each."""
+        return self._counts.actors_alive
+
+    @property
+    def stopping(self) -> bool:
+        return self._wire.stopping
+
+    @property
+    def drivers(self) -> int:
+        """Connected drivers (clients excluded): a local head lives while there are any."""
+        return self._wire.drivers
+
+    # -- the binding's side ----------------------------------------------------------------
 
     def connection_made(self, now: int) -> int:
         """A peer connected: the link number to use for it from now on."""
-        link = self._links.open(Role.HEAD)
+        wire = self._wire
+        link = wire.links.open(Role.HEAD)
         if self._allocate is not None:
-            conn = self._links.conn(link)
+            conn = wire.links.conn(link)
             assert conn is not None
             conn.land(None, self._allocate)
-        self._peers[link] = Peer(link)
-        self._hello_watch.opened(link, now)
+        wire.peers[link] = Peer(link)
+        self._guard.hello_watch.opened(link, now)
         return link
+
+    def peer(self, link: int, host: str) -> None:
+        """The host (IP address) ``link``'s peer connects from, as the head's binding sees
+        it: call it for every accepted link (127.0.0.1 for an in-memory one)."""
+        peer = self._wire.peers.get(link)
+        if peer is not None:
+            peer.host = grant_host(host)
+
+    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+        """The peer on ``link`` proved a certificate granting ``roles`` (`Guard`)."""
+        return self._guard.authenticated(link, roles)
+
+    def greeted(self, link: int) -> bool:
+        """Whether ``link`` has said hello (`Guard`)."""
+        return self._guard.greeted(link)
 
     def receive_data(self, link: int, data: Bytes, now: int) -> None:
         """Bytes read from ``link``."""
-        self._now = now
-        events, error = self._links.receive(link, data)
+        self._wire.now = now
+        events, error = self._wire.links.receive(link, data)
         self._received(link, events, error)
-
-    def _received(self, link: int, events: list[Event], error: str | None) -> None:
-        peer = self._peers.get(link)
-        if peer is None:
-            return
-        peer.heard = self._now
-        if peer.role is None:
-            self._hello_watch.heard(link, self._now)
-        peers = self._peers
-        for event in events:
-            if peers.get(link) is not peer:
-                return  # refused mid-batch: the rest of its frames are moot
-            self._on_event(peer, event)
-        if error is not None:
-            self._lose(peer, f"protocol error: {error}")
-            self._links.close(link, f"protocol error: {error}")
 
     def get_buffer(self, link: int, sizehint: int = -1) -> memoryview:
         """Where to read ``link``'s next bytes (`Connection.get_buffer`)."""
-        return self._links.get_buffer(link, sizehint)
+        return self._wire.links.get_buffer(link, sizehint)
 
     def buffer_updated(self, link: int, nbytes: int, now: int) -> None:
         """`receive_data` for ``nbytes`` read into the view `get_buffer` gave."""
-        self._now = now
-        events, error = self._links.buffer_updated(link, nbytes)
+        self._wire.now = now
+        events, error = self._wire.links.buffer_updated(link, nbytes)
         self._received(link, events, error)
 
     def connection_lost(self, link: int, now: int, why: str | None = None) -> None:
@@ -255,43 +351,36 @@ class Head(Guard):
         ``why`` is what the binding knows beyond the closed connection (a supervisor's
         "worker pid 4242 died: SIGSEGV"); it goes into the errors of what the peer took along.
         Without it the peer may well be alive (a link cut or reset): a worker's stored
-        objects wait for it to rejoin with holding, as a silent worker's do
-        (`_head_recovery`).
+        objects wait for it to rejoin with holding, as a silent worker's do (`Holdings`),
+        and a driver is away, for a while, rather than gone (`Resume`).
         """
-        self._now = now
-        peer = self._peers.get(link)
-        self._links.forget(link)
-        self._hello_watch.done(link)
+        wire = self._wire
+        wire.now = now
+        peer = wire.peers.get(link)
+        wire.links.forget(link)
+        self._guard.hello_watch.done(link)
         if peer is None:
             return
         if why is None:
             if peer.role == Role.WORKER:
-                self._to_limbo(peer, f"{peer.name} disconnected (connection lost)")
-            elif self._driver_away(peer):
-                return  # it may resume on a new connection (`_head_recovery`)
+                self._holdings.to_limbo(peer, f"{peer.name} disconnected (connection lost)")
+            elif self._resume.went_away(peer):
+                return
         self._lose(peer, why or "connection lost")
 
     def decisions(self) -> list[Decision]:
         """What to do now: writes, closes, exit; in order."""
-        return self._links.decisions()
-
-    def _epoch(self) -> int:
-        return self.epoch
-
-    def _stopping(self) -> bool:
-        return self.stopping
-
-    def _exit_without_drivers(self) -> bool:
-        return self.exit_without_drivers
+        return self._wire.links.decisions()
 
     def next_deadline(self) -> int | None:
         """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
         times = [
             t
             for t in (
-                super().next_deadline(),
+                self._actors.next_deadline(),
+                self._scheduler.next_deadline(),
                 self._recovery_deadline(),
-                self._hello_watch.next_deadline(),
+                self._guard.hello_watch.next_deadline(),
             )
             if t is not None
         ]
@@ -299,214 +388,146 @@ class Head(Guard):
 
     def on_timer(self, now: int) -> None:
         """Time passed: tasks and actors that waited out their grace fail, silent workers
-        are lost, claims and holdings that waited out theirs end (`_head_recovery`)."""
-        super().on_timer(now)
+        are lost, claims, holdings and away drivers that waited out theirs end."""
+        self._wire.now = now
+        self._actors.on_timer(now)
+        self._scheduler.on_timer(now)
         self._on_recovery_timer(now)
-        self._hello_watch.due(now, self._no_hello)
+        self._guard.hello_watch.due(now, self._guard.no_hello)
 
-    @property
-    def drivers(self) -> int:
-        """Connected drivers (clients excluded): a local head lives while there are any."""
-        return sum(1 for p in self._peers.values() if p.role == Role.DRIVER)
+    def _recovery_deadline(self) -> int | None:
+        watching = self._holdings.watching() or self._resume.watching()
+        if not watching and not (self.liveness_ns and self._scheduler.workers_of):
+            return None
+        return self._tick_at
+
+    def _on_recovery_timer(self, now: int) -> None:
+        if now < self._tick_at:
+            return
+        self._tick_at = now + min(_TICK_NS, max(self.liveness_ns // 4, 1_000_000))
+        if self.liveness_ns:
+            late = now - self.liveness_ns
+            for peer in self._wire.workers():
+                if peer.heard < late:
+                    self._silent(peer)
+        for driver in self._resume.on_timer(now):
+            self._lose_driver(driver)  # it did not come back
+        self._holdings.on_timer(now)
+
+    def _silent(self, worker: Peer) -> None:
+        """``worker`` said nothing for the liveness timeout: it is lost, but what it stored
+        waits for it to rejoin."""
+        seconds = self.liveness_ns / 1e9
+        why = f"silent for {seconds:g} s (no heartbeat: stopped, hung, or cut off)"
+        self._holdings.to_limbo(worker, f"{worker.name} went {why}")
+        self._wire.close(worker.link, why)
+        self._lose(worker, why)
+
+    # -- what the head tells ---------------------------------------------------------------
 
     def stats(self) -> HeadStats:
-        workers = sum(len(w) for w in self._workers_of.values())
-        return HeadStats(len(self._objects), self.held_bytes, self.pending, self.running, workers)
+        counts = self._counts
+        workers = sum(len(w) for w in self._scheduler.workers_of.values())
+        objects = len(self._objects.by_id)
+        return HeadStats(objects, counts.held_bytes, counts.pending, counts.running, workers)
 
     def status(self) -> str:
-        return status_text(self, self._peers.values(), self._ready)
+        return status_text(self, self._wire.peers.values(), self._scheduler)
 
-    # -- dispatch of incoming events -----------------------------------------------------------
+    def actors(self) -> list[ActorRecord]:
+        """The actors the head knows, live and dead (for status and tests)."""
+        return list(self._actors.records.values())
 
-    def _on_event(self, peer: Peer, event: Event) -> None:
+    def tracked(self, oid: int) -> bool:
+        """Whether the head still counts references for ``oid`` (for tests and status)."""
+        return oid in self._objects.by_id
+
+    def inline_bytes(self, number: int) -> int:
+        """Bytes of driver ``number``'s inline results the head keeps (its cap's count)."""
+        return self._objects.inline_bytes(number)
+
+    def worker_address(self, link: int) -> Address | None:
+        peer = self._wire.peers.get(link)
+        return peer.address if peer is not None and peer.role == Role.WORKER else None
+
+    def stop(self, why: str, now: int) -> None:
+        """Stop as an observer's stop would: workers told to stop, drivers told why, Exit."""
+        self._wire.now = now
+        if not self._wire.stopping:
+            self._stop(why)
+
+    # -- routing ---------------------------------------------------------------------------
+
+    def _received(self, link: int, events: list[Event], error: str | None) -> None:
+        wire = self._wire
+        peers = wire.peers
+        peer = peers.get(link)
+        if peer is None:
+            return
+        peer.heard = wire.now
+        if peer.role is None:
+            self._guard.hello_watch.heard(link, wire.now)
+        for event in events:
+            if peers.get(link) is not peer:
+                return  # refused mid-batch: the rest of its frames are moot
+            self._route(peer, event)
+        if error is not None:
+            self._lose(peer, f"protocol error: {error}")
+            wire.close(link, f"protocol error: {error}")
+
+    def _route(self, peer: Peer, event: Event) -> None:
         role = peer.role
         if role is None:
             assert isinstance(event, Hello)  # the connection lets nothing else through first
             self._on_hello(peer, event)
-        elif role == Role.WORKER:
-            self._on_worker_event(peer, event)
-        elif role == Role.OBSERVER:
-            self._on_observer_event(peer, event)
-        else:
-            self._on_driver_event(peer, event)
-
-    def _on_hello(self, peer: Peer, hello: Hello) -> None:
-        role = Role(hello.role)
-        self._hello_watch.done(peer.link)
-        refusal = hello_refusal(peer.roles, role)
-        if refusal is not None:
-            self._refuse(peer, refusal)
             return
-        peer.role = role
-        peer.registry = hello.registry_hash
         if role == Role.WORKER:
-            assert hello.address is not None
-            peer.address = hello.address
-            self._replace_worker(peer)
-            peer.heard = self._now
-            peer.free = self.worker_slots
-            peer.spare = self.prefetch
-            self._workers_of.setdefault(peer.registry, set()).add(peer)
-            self._orphaned.pop(peer.registry, None)
-            self._place_waiting()  # actors that wait come first
-            self._make_idle(peer)
-            self._pump(peer.registry)
-            self._steal_for(peer)
-            for other in list(self._peers.values()):
-                if other.draining and other.holds and other is not peer:
-                    self._maybe_release_drained(other)  # it may adopt what they hold
-        elif role in (Role.DRIVER, Role.CLIENT):
-            number = self._assign_number(peer, hello)
-            if number == 0:
+            route = self._worker_routes.get(type(event))
+            if route is None:
+                actor = peer.actor
+                if actor is not None and actor.state is not ActorState.WAITING:
+                    # A worker hosting an actor runs nothing else: every answer is the actor's.
+                    self._actors.on_worker_event(peer, actor, event)
+                    return
+                route = self._run_routes.get(type(event))
+        elif role == Role.OBSERVER:
+            route = self._observer_routes.get(type(event))
+        else:
+            route = self._driver_routes.get(type(event))
+            if route is None:
+                oid = getattr(event, "object_id", 0)
+                name = F.kind_name(event.kind)
+                self._wire.send(peer.link, Error(oid, f"{name} is not supported by this head"))
                 return
-            peer.number = number
-            if hello.resume is None:
-                peer.epoch = self.epoch
-            self._numbers[number] = peer
-            self._links.send(peer.link, Welcome(number, self.epoch))
+        if route is not None:
+            route(peer, event)
 
-    def _assign_number(self, peer: Peer, hello: Hello) -> int:
-        if hello.resume is not None:
-            # A driver of an earlier head keeps its number, so its object IDs stay valid.
-            return self._resume_number(peer, hello)
-        for _ in range(NUMBER_SPACE):
-            number = self._next_number
-            self._next_number = number + 1 if number + 1 < NUMBER_SPACE else 1
-            if number not in self._numbers:
-                return number
-        self._refuse(peer, "every driver number is in use")  # pragma: no cover
-        return 0
+    # -- drivers ---------------------------------------------------------------------------
 
-    def _refuse(self, peer: Peer, why: str) -> None:
-        self._links.send(peer.link, Error(0, why))
-        self._links.close(peer.link, why)
-        self._peers.pop(peer.link, None)
-
-    def _on_driver_event(self, peer: Peer, event: Event) -> None:
-        if isinstance(event, Task):
-            self._submit(peer, event.object_id, event.task_id, 1, event)
-        elif isinstance(event, Release):
-            self._release(peer, event.object_id)
-        elif isinstance(event, TaskAfter):
-            self._submit_after(peer, event)
-        elif isinstance(event, TaskMany):
-            self._submit(peer, event.object_id, event.task_id, event.results, event)
-        elif isinstance(event, Cancel):
-            self._cancel(peer, event.object_id, event.mark == CANCEL_FORCE)
-        elif isinstance(event, ActorCall):
-            self._on_actor_call(peer, event)
-        elif isinstance(event, Stats):
-            self._links.send(peer.link, Stats(self.stats()))
-        elif isinstance(event, Timeline):
-            self._links.send(peer.link, Timeline(self._take_timeline(peer.number)))
-        elif isinstance(event, ActorCreate):
-            self._on_actor_create(peer, event)
-        elif isinstance(event, ActorKill):
-            self._on_actor_kill(peer, event)
-        elif isinstance(event, Checkpoint):
-            self._on_checkpoint_ask(peer, event)
-        elif isinstance(event, (Result, Error)):
-            self._on_driver_answer(peer, event)
-        elif isinstance(event, Claim):
-            self._on_claim(peer, event)
-        elif isinstance(event, Resumed):
-            self._on_resumed(peer)
-        else:
-            oid = getattr(event, "object_id", 0)
-            name = F.kind_name(event.kind)
-            self._links.send(peer.link, Error(oid, f"{name} is not supported by this head"))
-
-    def _on_worker_event(self, peer: Peer, event: Event) -> None:
-        if isinstance(event, Holding):
-            self._on_holding(peer, event)
-            return
-        if isinstance(event, Adopted):
-            self._on_adopted(peer, event)
-            return
-        if isinstance(event, Drain):
-            self._on_drain(peer)
-            return
-        actor = peer.actor
-        if actor is not None and actor.state is not ActorState.WAITING:
-            # A worker hosting an actor runs nothing else: every answer is the actor's.
-            if actor.restoring and getattr(event, "object_id", 0) == actor.actor_id:
-                if isinstance(event, (Result, Error)):
-                    self._on_restored(peer, actor, event)
-            elif isinstance(event, Error) and event.mark == ERROR_COVERED:
-                self._on_covered_call(peer, event)
-            elif isinstance(event, (Result, Stored)):
-                self._on_actor_answer(peer, event.object_id, event, None)
-            elif isinstance(event, Error):
-                self._on_actor_answer(peer, event.object_id, None, event.message)
-            elif isinstance(event, Checkpointed):
-                self._on_checkpointed(peer, event)
-            return
-        if isinstance(event, Result):
-            self._on_answer(peer, event.object_id, event, None)
-        elif isinstance(event, Span):
-            if event.mark:
-                self._on_mark(peer, event)
-            else:
-                self._on_span(peer, event)
-        elif isinstance(event, Stored):
-            self._on_answer(peer, event.object_id, event, None)
-        elif isinstance(event, Error):
-            self._on_answer(peer, event.object_id, None, event.message)
-
-    def _on_observer_event(self, peer: Peer, event: Event) -> None:
-        if isinstance(event, Status):
-            self._links.send(peer.link, Status(self.status()))
-        elif isinstance(event, Timeline):
-            self._links.send(peer.link, Timeline(self._timeline.all()))
-        elif isinstance(event, Stop):
-            refusal = may_stop(peer.roles)
-            if refusal is not None:
-                self._refuse(peer, refusal)
-            else:
-                self._stop("stopped by an observer")
-
-    # -- submission ----------------------------------------------------------------------------
-
-    def _check_new_ids(self, peer: Peer, oid: int, results: int) -> bool:
-        """Whether ``results`` IDs from ``oid`` are this driver's and unused; else say why."""
-        if oid >> ID_BITS != peer.number or not oid & ID_MASK:
-            why = f"object ID {oid:#x} is not numbered for driver {peer.number}"
-        elif (oid & ID_MASK) + results - 1 > ID_MASK:
-            why = f"object IDs {oid:#x} + {results} run past this driver's range"
-        elif oid in self._actors:
-            why = f"object ID {oid:#x} is already in use (an actor's)"
-        elif (results == 1 and oid not in self._objects) or not any(
-            i in self._objects for i in range(oid, oid + results)
-        ):
-            return True
-        else:
-            why = f"object ID {oid:#x} is already in use"
-        self._links.send(peer.link, Error(oid, why))
-        return False
+    def _on_task(self, peer: Peer, event: Event) -> None:
+        assert isinstance(event, (Task, TaskMany))
+        results = event.results if isinstance(event, TaskMany) else 1
+        self._submit(peer, event.object_id, event.task_id, results, event)
 
     def _submit(
         self, peer: Peer, oid: int, task_id: int, results: int, event: Task | TaskMany | None
     ) -> TaskRecord | None:
-        if self._too_many(peer, oid, results):
+        if self._guard.too_many(peer, oid, results):
             return None
         # A resuming driver's frames may be ones this head has: checked only for them.
-        if (peer.resuming and self._resent(peer, oid, results)) or not self._check_new_ids(
-            peer, oid, results
+        if (peer.resuming and self._resume.resent(peer, oid, results)) or not (
+            self._objects.check_new_ids(peer, oid, results)
         ):
             return None
-        registry = ANYWHERE if task_id & TASK_ID_MASK in self._portable else peer.registry
-        task = TaskRecord(oid, task_id, peer.link, registry, results, event, self._now)
-        objects = self._objects
-        for i in range(oid, oid + results):
-            objects[i] = TrackedObject(i, peer.link, task)
-        self.pending += 1
-        if event is not None:
-            self._enqueue(task)
+        registry = self._scheduler.registry_of(task_id, peer)
+        task = TaskRecord(oid, task_id, peer.link, registry, results, event, self._wire.now)
+        self._objects.submit(task)
         return task
 
-    def _submit_after(self, peer: Peer, event: TaskAfter) -> None:
+    def _on_task_after(self, peer: Peer, event: Event) -> None:
+        assert isinstance(event, TaskAfter)
         results = event.results or 1
-        if self._foreign_input(peer, event, results):
+        if self._guard.foreign_input(peer, event, results):
             return
         task = self._submit(peer, event.object_id, event.task_id, results, None)
         if task is None:
@@ -514,250 +535,144 @@ class Head(Guard):
         task.many = event.results is not None
         task.gather = event.gather
         task.value = event.value
-        missing = None
-        inputs = []
-        for input_id in event.inputs:
-            obj = self._objects.get(input_id)
-            if obj is None:
-                missing = input_id
-                continue
-            obj.refs += 1
-            inputs.append(obj)
-        task.inputs = tuple(inputs)
-        if missing is not None:
-            why = f"input {missing:#x} is unknown to the head (released, or never submitted)"
-            self._fail_tasks([(task, why)])
+        self._objects.take_inputs(task, event.inputs)
+
+    def _on_release(self, peer: Peer, event: Event) -> None:
+        assert isinstance(event, Release)
+        if not self._guard.foreign(peer, event.object_id):
+            self._objects.release(peer, event.object_id)
+
+    def _on_cancel(self, peer: Peer, event: Event) -> None:
+        assert isinstance(event, Cancel)
+        if self._guard.foreign(peer, event.object_id):
             return
-        failed = None
-        for obj in inputs:
-            if obj.state is _PENDING:
-                task.waiting += 1
-                if obj.waiters is None:
-                    obj.waiters = [task]
-                else:
-                    obj.waiters.append(task)
-            elif obj.state is _FAILED and failed is None:
-                failed = obj
-        if failed is not None:
-            self._fail_tasks([(task, f"input {failed.oid:#x} failed: {failed.error}")])
-        elif task.waiting == 0:
-            self._enqueue(task)
+        stopped = self._objects.cancel(peer, event.object_id, event.mark == CANCEL_FORCE)
+        if stopped is not None:
+            self._lose(*stopped)
 
-    # -- answers from workers -----------------------------------------------------------------
+    def _on_actor_kill(self, peer: Peer, event: Event) -> None:
+        assert isinstance(event, ActorKill)
+        if self._guard.foreign_actor(peer, event.object_id, event.object_id):
+            return
+        stopped = self._actors.kill(peer, event)
+        if stopped is not None:
+            self._lose(*stopped)
 
-    def _on_span(self, worker: Peer, span: Span) -> None:
-        obj = self._objects.get(span.object_id)
-        if obj is not None and obj.task is not None and obj.task.worker is worker:
-            obj.task.span = (span.arrived, span.started, span.ended)
-            self._durations.record(obj.task.task_id, span.ended - span.started)
+    def _on_driver_answer(self, peer: Peer, event: Event) -> None:
+        assert isinstance(event, (Result, Error))
+        self._resume.on_driver_answer(peer, event)
+
+    def _on_claim(self, peer: Peer, event: Event) -> None:
+        assert isinstance(event, Claim)
+        if not self._guard.foreign(peer, event.object_id):
+            self._resume.on_claim(peer, event)
+
+    def _on_resumed(self, peer: Peer, event: Event) -> None:
+        self._resume.on_resumed(peer)
+
+    def _on_stats(self, peer: Peer, event: Event) -> None:
+        self._wire.send(peer.link, Stats(self.stats()))
+
+    def _on_timeline(self, peer: Peer, event: Event) -> None:
+        self._wire.send(peer.link, Timeline(self._take_timeline(peer.number)))
+
+    def _take_timeline(self, number: int) -> tuple[TimelineRecord, ...]:
+        peer = self._wire.numbers.get(number)
+        return self._scheduler.timeline.take(peer.link) if peer is not None else ()
+
+    # -- workers ---------------------------------------------------------------------------
+
+    def _on_answer(self, peer: Peer, event: Event) -> None:
+        if isinstance(event, Error):
+            self._scheduler.on_answer(peer, event.object_id, None, event.message)
         else:
-            self._not_given(worker, span.object_id)
+            assert isinstance(event, (Result, Stored))
+            self._scheduler.on_answer(peer, event.object_id, event, None)
 
-    def _on_answer(
-        self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
-    ) -> None:
-        obj = self._objects.get(oid)
-        task = obj.task if obj is not None else None
-        if obj is None or task is None or task.worker is not worker or obj.answered:
-            # Stale: a dropped task, a retried one's old worker; or forged. Free what it
-            # stored.
-            if isinstance(answer, Stored):
-                self._free_copy(worker, oid)
-            if obj is None or task is None or task.worker is not worker:
-                self._not_given(worker, oid)  # (not a duplicate of its own answer)
+    def _on_drain(self, worker: Peer, event: Event) -> None:
+        if worker.draining:
             return
-        obj.answered = True
-        task.answers_left -= 1
-        if obj.state is _PENDING and not task.dropped:
-            self._set_answer(worker, obj, answer, error)
-        elif isinstance(answer, Stored):
-            self._free_copy(worker, oid)
-        if task.answers_left == 0:
-            self._finish_run(task)
+        worker.draining = True
+        self._scheduler.forget_worker(worker)
+        if worker.actor is not None:
+            self._actors.move_off(worker)
+        self._holdings.recheck(worker)
 
-    def _set_answer(
-        self, worker: Peer, obj: TrackedObject, answer: Result | Stored | None, error: str | None
-    ) -> None:
-        """``worker`` answered pending ``obj``: keep the value or where it lies, tell its
-        driver, start the tasks waiting for it; or fail it and them."""
-        if error is not None:
-            self._fail_object(obj, error)
+    # -- observers -------------------------------------------------------------------------
+
+    def _on_status(self, peer: Peer, event: Event) -> None:
+        self._wire.send(peer.link, Status(self.status()))
+
+    def _on_all_timeline(self, peer: Peer, event: Event) -> None:
+        self._wire.send(peer.link, Timeline(self._scheduler.timeline.all()))
+
+    def _on_stop(self, peer: Peer, event: Event) -> None:
+        refusal = may_stop(peer.roles)
+        if refusal is not None:
+            self._wire.refuse(peer, refusal)
+        else:
+            self._stop("stopped by an observer")
+
+    # -- peers joining ---------------------------------------------------------------------
+
+    def _on_hello(self, peer: Peer, hello: Hello) -> None:
+        wire = self._wire
+        role = Role(hello.role)
+        self._guard.hello_watch.done(peer.link)
+        refusal = hello_refusal(peer.roles, role)
+        if refusal is not None:
+            wire.refuse(peer, refusal)
             return
-        if isinstance(answer, Result):
-            over = self._over_inline_cap(obj)
-            if over is not None:
-                self._fail_object(obj, over)
+        peer.role = role
+        peer.registry = hello.registry_hash
+        if role == Role.WORKER:
+            assert hello.address is not None
+            peer.address = hello.address
+            self._replace_worker(peer)
+            peer.heard = wire.now
+            self._scheduler.add_worker(peer)
+            self._actors.place_waiting()  # actors that wait come first
+            self._scheduler.offer(peer)
+            self._holdings.recheck_holders(peer)  # it may adopt what they hold
+        elif role in (Role.DRIVER, Role.CLIENT):
+            number = self._assign_number(peer, hello)
+            if number == 0:
                 return
-            obj.state = _INLINE
-            obj.value = answer.value
-            obj.size = len(answer.value)
-            self._count_inline(obj)
-            self.held_bytes += obj.size
-            if obj.held:
-                self._links.send(obj.owner, answer)
-        else:
-            assert answer is not None
-            obj.state = _STORED
-            obj.size = answer.size
-            self.held_bytes += obj.size
-            obj.holder = worker
-            worker.holds.add(obj.oid)
-            if obj.held:
-                self._grant(worker, obj.oid, obj.owner)
-                self._links.send(obj.owner, Located(obj.oid, worker.address))
-        self._wake(obj)
+            peer.number = number
+            if hello.resume is None:
+                peer.epoch = self.epoch
+            wire.numbers[number] = peer
+            wire.send(peer.link, Welcome(number, self.epoch))
 
-    def _finish_run(self, task: TaskRecord) -> None:
-        """The worker has answered every result of ``task``: settle it, free the slot."""
-        worker = task.worker
-        assert worker is not None
-        worker.running.pop(task.oid, None)
-        self._give_slot_back(worker, task)
-        self.running -= 1
-        task.worker = None
-        task.withdrawing = False
-        if task.sources:
-            self._sources_done(task)
-        if not task.dropped:
-            arrived, started, ended = task.span
-            stamps = (task.oid, task.task_id, task.submitted, task.queued, task.dispatched)
-            self._timeline.add(
-                task.owner, (*stamps, self._now, arrived, started, ended), worker.address
-            )
-        self._settle(task)
-        self._after_slot_freed(worker)
+    def _assign_number(self, peer: Peer, hello: Hello) -> int:
+        if hello.resume is not None:
+            # A driver of an earlier head keeps its number, so its object IDs stay valid.
+            return self._resume.number(peer, hello)
+        numbers = self._wire.numbers
+        for _ in range(NUMBER_SPACE):
+            number = self._next_number
+            self._next_number = number + 1 if number + 1 < NUMBER_SPACE else 1
+            if number not in numbers:
+                return number
+        self._wire.refuse(peer, "every driver number is in use")  # pragma: no cover
+        return 0
 
-    def _wake(self, obj: TrackedObject) -> None:
-        waiters = obj.waiters
-        if waiters is None:
-            return
-        obj.waiters = None
-        for task in waiters:
-            if task.state is _WAITING:
-                task.waiting -= 1
-                if task.waiting == 0:
-                    self._enqueue(task)
+    def _replace_worker(self, worker: Peer) -> None:
+        """``worker`` says hello with the address of a worker still connected: the same
+        worker, rejoining before its old connection's loss reached the head (a reset). The
+        old connection is lost now, what it stored waiting for the holding that follows: its
+        free of a copy the old connection held deleted the only one."""
+        for old in self._wire.workers():
+            if old is not worker and old.address == worker.address:
+                why = "the same worker connected again"
+                self._holdings.to_limbo(old, f"{old.name} connected again")
+                self._wire.close(old.link, why)
+                self._lose(old, why)
 
-    # -- settling, failing, forgetting ---------------------------------------------------------
-
-    def _settle(self, task: TaskRecord) -> None:
-        """``task`` will never answer again: release its inputs and its hold on its results."""
-        task.state = _DONE
-        if task.sources:
-            self._sources_done(task)
-        objects = self._objects
-        for oid in range(task.oid, task.oid + task.results):
-            obj = objects.get(oid)
-            if self._stale:
-                self._free_stale(oid, obj)
-            if obj is not None and obj.task is task:
-                obj.task = None
-                if obj.state is _PENDING:  # a retried task-many never re-answered this one
-                    obj.state = _FAILED
-                    obj.error = "its task ended without answering it"
-                if obj.refs == 0:
-                    self._forget(obj)
-        for obj in task.inputs:
-            self._unref(obj)
-
-    def _unref(self, obj: TrackedObject) -> None:
-        obj.refs -= 1
-        if obj.refs == 0 and obj.task is None:
-            self._forget(obj)
-
-    def _forget(self, obj: TrackedObject) -> None:
-        del self._objects[obj.oid]
-        if self._stale:
-            self._free_stale(obj.oid, None)  # a stale copy waiting for a run that never came
-        if obj.state is _INLINE:
-            self.held_bytes -= obj.size
-            self._uncount_inline(obj)
-            obj.value = b""
-        elif obj.state is _STORED:
-            self.held_bytes -= obj.size
-            holder = obj.holder
-            if holder is not None:
-                holder.holds.discard(obj.oid)
-                self._links.send(holder.link, Free(obj.oid))
-                if holder.draining and not holder.holds:
-                    self._maybe_release_drained(holder)  # its last object went: it may go
-
-    def _fail_object(self, obj: TrackedObject, why: str) -> None:
-        """Fail pending ``obj`` and, transitively, every task waiting on it."""
-        stack: list[tuple[TaskRecord, str]] = []
-        self._fail_results([obj], why, stack)
-        self._fail_tasks(stack)
-
-    def _fail_results(
-        self, objs: list[TrackedObject], why: str, stack: list[tuple[TaskRecord, str]]
-    ) -> None:
-        for obj in objs:
-            if obj.state is not _PENDING:
-                continue
-            obj.state = _FAILED
-            obj.error = why
-            if obj.held:
-                self._links.send(obj.owner, Error(obj.oid, why))
-            waiters, obj.waiters = obj.waiters, None
-            if waiters:
-                because = f"input {obj.oid:#x} failed: {why}"
-                stack.extend((t, because) for t in waiters if t.state is _WAITING)
-
-    def _fail_tasks(self, stack: list[tuple[TaskRecord, str]]) -> None:
-        """Fail tasks that have not run (or whose run is dropped), cascading without recursion."""
-        objects = self._objects
-        while stack:
-            task, why = stack.pop()
-            if task.state is _DONE:
-                continue
-            results = [
-                objects[i] for i in range(task.oid, task.oid + task.results) if i in objects
-            ]
-            self._fail_results(results, why, stack)
-            if task.state is _RUNNING:
-                if not task.dropped:
-                    task.dropped = True  # its answers are dropped
-                    # Its worker drops it if it has not started, else interrupts it.
-                    if task.worker is not None:
-                        self._links.send(task.worker.link, Free(task.oid))
-                continue
-            self.pending -= 1
-            self._settle(task)
-
-    def _release(self, peer: Peer, oid: int) -> None:
-        if self._foreign(peer, oid):
-            return
-        obj = self._objects.get(oid)
-        if obj is None or obj.owner != peer.link or not obj.held:
-            if not peer.resuming:  # (a resume releases what this head may have forgotten)
-                why = f"release of {oid:#x}, which you don't hold"
-                self._links.send(peer.link, Error(oid, why))
-            return
-        obj.held = False
-        self._unref(obj)
-
-    def _cancel(self, peer: Peer, oid: int, force: bool) -> None:
-        if self._foreign(peer, oid):
-            return
-        obj = self._objects.get(oid)
-        if obj is None or obj.owner != peer.link:
-            return  # already settled and released: nothing left to cancel
-        task = obj.task
-        if task is None or task.state is _DONE:
-            return
-        worker = task.worker if task.state is _RUNNING else None
-        self._fail_tasks([(task, "cancelled")])
-        if force and worker is not None and self._peers.get(worker.link) is worker:
-            # The task may not answer an interrupt (stuck in C code): end its worker.
-            why = f"stopped to force-cancel task {task.oid:#x}"
-            self._links.send(worker.link, Stop())
-            self._links.close(worker.link, why)
-            self._lose(worker, why)
-
-    # -- losing peers --------------------------------------------------------------------------
+    # -- peers leaving ---------------------------------------------------------------------
 
     def _lose(self, peer: Peer, why: str) -> None:
-        if self._peers.pop(peer.link, None) is None:
+        if self._wire.peers.pop(peer.link, None) is None:
             return
         if peer.role == Role.WORKER:
             self._lose_worker(peer, why)
@@ -767,99 +682,37 @@ class Head(Guard):
                 self._stop("the last driver left")
 
     def _lose_worker(self, worker: Peer, why: str) -> None:
-        self._forget_worker(worker)
-        self._lose_actor_worker(worker, why)
-        name = worker.name
-        for task in list(worker.running.values()):
-            worker.running.pop(task.oid, None)
-            self.running -= 1
-            task.worker = None
-            task.blocked = task.withdrawing = False
-            if task.dropped:
-                self.pending += 1  # _settle via _fail_tasks expects a not-yet-run task
-                task.state = _QUEUED
-                self._fail_tasks([(task, "cancelled")])
-                continue
-            task.retries += 1
-            if task.retries > retry_limit(task.task_id, self.max_retries):
-                self.pending += 1
-                task.state = _QUEUED
-                why_task = (
-                    f"{name} was lost ({why}) while running this task; "
-                    f"gave up after {task.retries} attempt{'s' if task.retries > 1 else ''}"
-                )
-                self._fail_tasks([(task, why_task)])
-                continue
-            for oid in range(task.oid, task.oid + task.results):
-                obj = self._objects.get(oid)
-                if obj is not None:
-                    obj.answered = False
-            self.pending += 1
-            task.state = _QUEUED
-            self._queue_of(task.registry).push(task, front=True)
-        # Its tasks are back in the queue (after `_forget_worker` looked): with no worker of
-        # their registry left they wait the no-worker grace for one, then fail, as tasks
-        # queued without one do (they waited for ever, while status said they would fail).
-        self._note_orphaned(worker.registry)
-        stack: list[tuple[TaskRecord, str]] = []
-        lost = [self._objects[oid] for oid in worker.holds if oid in self._objects]
-        for obj in lost:
-            obj.holder = None
-            self.held_bytes -= obj.size
-            obj.state = _PENDING  # so that _fail_results takes it
-            self._fail_results([obj], f"object lost: {name} disconnected ({why})", stack)
-        worker.holds.clear()
-        self._fail_tasks(stack)
-        self._pump(worker.registry)
-        self._adopter_lost(worker)
+        scheduler = self._scheduler
+        scheduler.forget_worker(worker)
+        self._actors.worker_lost(worker, why)
+        scheduler.lose_tasks(worker, why)
+        self._objects.holder_lost(worker, why)
+        scheduler.pump(worker.registry)
+        self._holdings.adopter_lost(worker)
 
     def _lose_driver(self, driver: Peer) -> None:
-        self._numbers.pop(driver.number, None)
-        self._end_actors_of(driver)
-        mine = [obj for obj in self._objects.values() if obj.owner == driver.link]
-        stack = [
-            (obj.task, "its driver disconnected")
-            for obj in mine
-            if obj.task is not None and obj.task.oid == obj.oid
-        ]
-        # Its reference goes once: objects it already released gave theirs up then.
-        held = [obj for obj in mine if obj.held]
-        for obj in held:
-            obj.held = False  # no Error frames to a driver that is gone
-        self._fail_tasks(stack)
-        for obj in held:
-            if obj.oid in self._objects:
-                self._unref(obj)
+        self._wire.numbers.pop(driver.number, None)
+        self._actors.ends_with(driver)
+        self._objects.drop_driver(driver)
 
     def _stop(self, why: str) -> None:
-        self.stopping = True
-        for peer in list(self._peers.values()):
+        wire = self._wire
+        wire.stopping = True
+        for peer in list(wire.peers.values()):
             if peer.role == Role.WORKER:
-                self._links.send(peer.link, Stop())
-                self._links.close(peer.link, why)
+                wire.send(peer.link, Stop())
+                wire.close(peer.link, why)
             elif peer.role in (Role.DRIVER, Role.CLIENT):
-                self._links.send(peer.link, Error(0, f"the head is stopping: {why}"))
-                self._links.close(peer.link, why)
-        self._links.queue(Exit(why))
+                wire.send(peer.link, Error(0, f"the head is stopping: {why}"))
+                wire.close(peer.link, why)
+        wire.links.queue(Exit(why))
 
-    def _take_timeline(self, number: int) -> tuple[TimelineRecord, ...]:
-        peer = self._numbers.get(number)
-        return self._timeline.take(peer.link) if peer is not None else ()
 
-    def stop(self, why: str, now: int) -> None:
-        """Stop as an observer's stop would: workers told to stop, drivers told why, Exit."""
-        self._now = now
-        if not self.stopping:
-            self._stop(why)
+def _narrow(kind: type[_E], handler: Callable[[Peer, _E], None]) -> _Route:
+    """A route for ``kind`` to a part's handler that takes that kind only."""
 
-    def actors(self) -> list[ActorRecord]:
-        """The actors the head knows, live and dead (for status and tests)."""
-        return list(self._actors.values())
+    def route(peer: Peer, event: Event) -> None:
+        assert isinstance(event, kind)
+        handler(peer, event)
 
-    def tracked(self, oid: int) -> bool:
-        """Whether the head still counts references for ``oid`` (for tests and status)."""
-        return oid in self._objects
-
-    def worker_address(self, link: int) -> Address | None:
-        peer = self._peers.get(link)
-        return peer.address if peer is not None and peer.role == Role.WORKER else None
+    return route

@@ -1,4 +1,4 @@
-"""The head's actors: placement, calls in order, checkpoints, covered, and restore.
+"""The head's actors: placement, calls in order, answers, restore, and their end.
 
 An actor takes a whole worker: "An actor lives on one worker, which runs nothing else while
 it hosts it." It goes to a worker of its registry with nothing running; if every such
@@ -9,28 +9,18 @@ tasks do.
 
 Calls are numbered 1, 2, ... in the order they reach the head (so each caller's stay in
 the order it sent them) and sent to the actor's worker at once: the worker runs them one at
-a time, in order, so the head never waits for an answer before sending the next. Every
-``checkpoint_every`` calls, and when a driver asks, a checkpoint frame follows the calls it
-covers; the head keeps every call the checkpoint it would restore from does not cover. When
-checkpointed says one is written, it becomes the one the head restores from (a worker
-removes only checkpoints older than the restore point a frame names, see
-`_on_checkpointed`): the head drops the calls it covers and tells each of their callers, with
-covered, the newest of its own calls it includes.
+a time, in order, so the head never waits for an answer before sending the next.
+Checkpoints and the calls the head keeps until one covers them are `Checkpoints`'.
 
 When the worker is lost, the actor starts again on another worker: actor-restore from the
 checkpoint the head restores from (actor-create without one), then every kept call, in
 order. A call answered before runs again for the actor's state, but its answer is not sent
 twice: a caller gets each answer once. An actor that loses ``max_retries + 1`` workers in a
 row without answering anything in between is given up, as is one whose kept calls were
-cut. The head's kept calls are bounded as drivers' are: past ``actor_keep_bytes`` it asks
-for a checkpoint; if checkpoints fail, it cuts the oldest and the actor can no longer be
-rebuilt until a checkpoint covers them (one cut while it waits to be rebuilt fails then).
-A call to an actor that is gone is a failed object, and its caller hears once that the
-actor is gone. After a head restart a call to an actor this head does not know yet waits for
-its owner to resume and create it again (`_head_recovery`), and a driver resuming on this
-same head is answered again what its old connection missed (its create's answer, its calls',
-covered, that an actor is gone).
-`Head` inherits this; the state it reads is the head's own.
+cut. A call to an actor that is gone is a failed object, and its caller hears once that the
+actor is gone. A driver resuming after a head restart creates its actors again: they
+restore from the newest checkpoint there is (`restoring`), and what a resuming driver sends
+again is sorted out by `Resume` before it reaches here.
 """
 
 from __future__ import annotations
@@ -39,12 +29,13 @@ from collections import deque
 from typing import Final
 
 from ._conventions import (
-    ERROR_WARNING,
+    ERROR_COVERED,
+    ERROR_NO_CHECKPOINT,
     ID_BITS,
     KILL_AFTER_CALLS,
     KILL_FORCE,
+    KILL_KEEP,
     RESTORE_NEWEST,
-    TASK_ID_MASK,
     kept_size,
 )
 from ._events import (
@@ -54,17 +45,21 @@ from ._events import (
     ActorRestore,
     Checkpoint,
     Checkpointed,
-    Covered,
     Error,
+    Event,
     Result,
     Stop,
     Stored,
 )
-from ._head_records import ActorRecord, ActorState, CallRecord, Peer, TrackedObject
-from ._head_scheduling import ANYWHERE, Scheduling
+from ._head_checkpoints import Checkpoints
+from ._head_objects import Copies, Objects
+from ._head_records import ActorRecord, ActorState, CallRecord, Peer
+from ._head_scheduling import ANYWHERE, Scheduler
+from ._head_wire import Wire
+from ._lifecycle import ActorCause, CallCause, Counts
 from ._roles import Role
 
-__all__ = ["DEFAULT_ACTOR_KEEP_BYTES", "Actors"]
+__all__ = ["Actors"]
 
 #: Checkpoint frames an actor may have on their way: a periodic one falling due beyond
 #: them holds the calls after it back, so that with calls coming faster than checkpoints
@@ -73,8 +68,6 @@ __all__ = ["DEFAULT_ACTOR_KEEP_BYTES", "Actors"]
 CHECKPOINTS_IN_FLIGHT: Final = 2
 #: Ended actors the head remembers (so that a late call hears why), the oldest forgotten.
 DEAD_ACTORS_KEPT: Final = 10_000
-#: The bytes of uncovered calls the head keeps per actor before it asks for a checkpoint.
-DEFAULT_ACTOR_KEEP_BYTES: Final = 64 << 20
 
 _WAITING: Final = ActorState.WAITING
 _STARTING: Final = ActorState.STARTING
@@ -82,110 +75,57 @@ _READY: Final = ActorState.READY
 _DEAD: Final = ActorState.DEAD
 
 
-class Actors(Scheduling):
-    """The actor half of `Head`."""
+class Actors:
+    """Every actor the head knows, live and dead (the newest `DEAD_ACTORS_KEPT` of those)."""
 
-    _actors: dict[int, ActorRecord]
-    _waiting_actors: deque[ActorRecord]
-    _dead_actors: deque[int]  # ended actors whose records stay, oldest first
-    #: Actors created and not ended: a local cluster starts a worker for each.
-    actors_alive: int
-    _portable: frozenset[int]
-    max_retries: int
-    actor_keep_bytes: int
-
-    def _check_new_ids(self, peer: Peer, oid: int, results: int) -> bool:
-        raise NotImplementedError  # the head's
-
-    def _lose(self, peer: Peer, why: str) -> None:
-        raise NotImplementedError  # the head's
-
-    def _set_answer(
-        self, worker: Peer, obj: TrackedObject, answer: Result | Stored | None, error: str | None
+    def __init__(
+        self,
+        wire: Wire,
+        counts: Counts,
+        objects: Objects,
+        scheduler: Scheduler,
+        copies: Copies,
+        *,
+        records: dict[int, ActorRecord],
+        max_retries: int,
+        keep_bytes: int,
     ) -> None:
-        raise NotImplementedError  # the head's
+        self._wire = wire
+        self._counts = counts
+        self._objects = objects
+        self._scheduler = scheduler
+        self._copies = copies
+        self.records = records  # actor ID -> its record (`Objects` reads the IDs)
+        self.max_retries = max_retries
+        self.checkpoints = Checkpoints(wire, keep_bytes)
+        self._waiting: deque[ActorRecord] = deque()
+        self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
 
-    def _fail_object(self, obj: TrackedObject, why: str) -> None:
-        raise NotImplementedError  # the head's
-
-    def _confirmed(self, peer: Peer, oid: int) -> None:
-        raise NotImplementedError  # the recovery's
-
-    def _answer_again(self, obj: TrackedObject) -> None:
-        raise NotImplementedError  # the recovery's
-
-    def _park_call(self, peer: Peer, event: ActorCall) -> bool:
-        raise NotImplementedError  # the recovery's
-
-    def _free_copy(self, worker: Peer, oid: int) -> None:
-        raise NotImplementedError  # the recovery's
-
-    def _free_stale_call(self, oid: int) -> None:
-        raise NotImplementedError  # the recovery's
-
-    def _unpark_calls(self, actor: ActorRecord) -> None:
-        raise NotImplementedError  # the recovery's
+    @property
+    def keep_bytes(self) -> int:
+        return self.checkpoints.keep_bytes
 
     # -- from drivers ----------------------------------------------------------------------
 
-    def _on_actor_create(self, peer: Peer, event: ActorCreate) -> None:
-        known = self._actors.get(event.object_id)
-        if peer.resuming and known is not None:
-            # This head has it: the same driver on a new connection, which may have missed
-            # how its create went (the answer was on its way on the old one).
-            self._confirmed(peer, known.actor_id)
-            if known.state is _DEAD:
-                self._links.send(peer.link, Error(known.actor_id, known.why))
-            elif known.announced:
-                self._links.send(peer.link, Result(known.actor_id, b""))
-            return
-        if not self._check_new_ids(peer, event.object_id, 1):
-            return
-        registry = ANYWHERE if event.task_id & TASK_ID_MASK in self._portable else peer.registry
-        actor = ActorRecord(event, peer.link, registry, self._now)
+    def create(self, peer: Peer, event: ActorCreate) -> ActorRecord | None:
+        """A new actor (None if its ID is refused)."""
+        if not self._objects.check_new_ids(peer, event.object_id, 1):
+            return None
+        registry = self._scheduler.registry_of(event.task_id, peer)
+        actor = ActorRecord(event, peer.link, registry, self._wire.now)
         # A driver resuming after a head restart: the actor lives on in its checkpoints.
         actor.restoring = peer.resuming
-        self._actors[actor.actor_id] = actor
-        self.actors_alive += 1
+        self.records[actor.actor_id] = actor
         self._place(actor)
-        self._unpark_calls(actor)
+        return actor
 
-    def _on_actor_call(self, peer: Peer, event: ActorCall) -> None:
+    def call(self, peer: Peer, event: ActorCall) -> None:
+        """A new call (what a resuming driver sends again went to `Resume` first)."""
         oid = event.object_id
-        actor = self._actors.get(event.actor_id)
-        if peer.resuming and actor is not None and actor.state is not _DEAD:
-            obj = self._objects.get(oid)
-            if obj is not None and obj.owner == peer.link:
-                self._confirmed(peer, oid)
-            if oid <= actor.newest_from.get(peer.number, 0):
-                # A call this head took already: the same driver, reconnected, which may
-                # have missed its answer and that a checkpoint covers it.
-                if obj is not None and obj.owner == peer.link and obj.held:
-                    self._answer_again(obj)
-                newest = actor.covered_of.get(peer.number, 0)
-                if oid <= newest:
-                    self._links.send(peer.link, Covered(actor.actor_id, newest))
-                return
-            if obj is not None and obj.owner == peer.link and obj.task is None:
-                self._replay_call(peer, actor, event)  # answered before the restart
-                return
-        if actor is None and self._park_call(peer, event):
-            return  # its owner has not resumed yet: it may create it
-        if peer.resuming:
-            obj = self._objects.get(oid)
-            if obj is not None and obj.owner == peer.link:
-                # A call to a gone actor this head answered already: answer it again, and
-                # say again that the actor is gone (it may have ended while the caller's
-                # link was down, and the caller would keep its calls for good).
-                self._confirmed(peer, oid)
-                if obj.held:
-                    self._answer_again(obj)
-                if actor is not None:
-                    self._links.send(peer.link, Error(actor.actor_id, actor.why))
-                return
-        if not self._check_new_ids(peer, oid, 1):
+        if not self._objects.check_new_ids(peer, oid, 1):
             return
-        obj = self._objects[oid] = TrackedObject(oid, peer.link, None)
+        obj = self._objects.track(oid, peer.link)
+        actor = self.records.get(event.actor_id)
         if actor is None or actor.state is _DEAD:
             why = actor.why if actor is not None else "it is unknown to the head"
             if actor is None or peer.link not in actor.callers:
@@ -194,23 +134,21 @@ class Actors(Scheduling):
                 # (One this head never knew, after a restart, tells it each time.)
                 if actor is not None:
                     actor.callers.add(peer.link)
-                self._links.send(peer.link, Error(event.actor_id, why))
+                self._wire.send(peer.link, Error(event.actor_id, why))
             # A failed object the driver releases as any other (not an error frame).
-            self._fail_object(obj, f"actor {event.actor_id:#x} is gone: {why}")
+            self._objects.fail_object(obj, f"actor {event.actor_id:#x} is gone: {why}")
             return
-        self.pending += 1
-        self._take_call(peer, actor, event, False)
+        self.take_call(peer, actor, event, False)
 
-    def _replay_call(self, peer: Peer, actor: ActorRecord, event: ActorCall) -> None:
-        """A call a resuming driver got the answer of: it runs again for the actor's state
-        (unless its checkpoint includes it), and its answer goes nowhere."""
-        self._take_call(peer, actor, event, True)
-
-    def _take_call(self, peer: Peer, actor: ActorRecord, event: ActorCall, answered: bool) -> None:
+    def take_call(self, peer: Peer, actor: ActorRecord, event: ActorCall, answered: bool) -> None:
+        """Number ``event`` and send it on; one ``answered`` before (a resuming driver's)
+        runs for the actor's state only."""
         actor.seq += 1
         call = CallRecord(actor.seq, event.object_id, event.task_id, event.argument, peer.link)
-        call.answered = answered
-        if not answered:
+        if answered:
+            self._counts.move_call(call, CallCause.REPLAY)
+        else:
+            self._counts.move_call(call, CallCause.TAKE)
             actor.by_oid[call.oid] = call
         actor.calls.append(call)
         actor.kept_bytes += kept_size(event.argument)
@@ -218,96 +156,97 @@ class Actors(Scheduling):
         actor.newest_from[peer.number] = event.object_id
         if (actor.state is _STARTING or actor.state is _READY) and not actor.restoring:
             self._send_calls(actor)
-        if actor.kept_bytes > self.actor_keep_bytes:
-            self._over_budget(actor)
+        if actor.kept_bytes > self.keep_bytes and self.checkpoints.over_budget(actor):
+            self._cannot_rebuild(actor)
 
-    def _on_actor_kill(self, peer: Peer, event: ActorKill) -> None:
-        if self._foreign_actor(peer, event.object_id, event.object_id):
-            return
-        actor = self._actors.get(event.object_id)
+    def kill(self, peer: Peer, event: ActorKill) -> tuple[Peer, str] | None:
+        """End an actor, now or after its calls; a force-kill also stops its worker's
+        process: that worker and why, for the head to lose (it owns losing peers)."""
+        actor = self.records.get(event.object_id)
         if actor is None or actor.state is _DEAD:
-            return
+            return None
         if event.mark == KILL_AFTER_CALLS:
             # Its last handle went: the calls already made run first, as in Ray.
             why = f"actor {actor.actor_id:#x} ended: {peer.name} dropped its last handle"
             if actor.by_oid:
                 actor.ending = why
-                return
-            self._end_actor(actor, why)
-        else:
-            why = f"actor {actor.actor_id:#x} was killed by {peer.name}"
-            worker = actor.worker
-            if (
-                event.mark == KILL_FORCE
-                and worker is not None
-                and actor.state is not _WAITING
-                and self._peers.get(worker.link) is worker
-            ):
-                # A method stuck in C code: end its process (a supervisor replaces it).
-                worker.actor = None
-                actor.worker = None
-                stopped = f"stopped to force-kill actor {actor.actor_id:#x}"
-                self._links.send(worker.link, Stop())
-                self._links.close(worker.link, stopped)
-                self._lose(worker, stopped)
-            self._end_actor(actor, why)
+            else:
+                self.end(actor, why)
+            return None
+        why = f"actor {actor.actor_id:#x} was killed by {peer.name}"
+        worker = actor.worker
+        stopped = None
+        if (
+            event.mark == KILL_FORCE
+            and worker is not None
+            and actor.state is not _WAITING
+            and self._wire.alive(worker)
+        ):
+            # A method stuck in C code: end its process (a supervisor replaces it).
+            worker.actor = None
+            actor.worker = None
+            stopped = (worker, f"stopped to force-kill actor {actor.actor_id:#x}")
+            self._wire.send(worker.link, Stop())
+            self._wire.close(worker.link, stopped[1])
+        self.end(actor, why)
+        return stopped
 
-    def _on_checkpoint_ask(self, peer: Peer, event: Checkpoint) -> None:
+    def ask_checkpoint(self, peer: Peer, event: Checkpoint) -> None:
         oid = event.object_id
-        actor = self._actors.get(event.actor_id or 0)
+        actor = self.records.get(event.actor_id or 0)
+        send = self._wire.send
         if oid >> ID_BITS != peer.number:
             why = f"checkpoint ID {oid:#x} is not numbered for driver {peer.number}"
-            self._links.send(peer.link, Error(oid, why))
+            send(peer.link, Error(oid, why))
         elif actor is None or actor.state is _DEAD:
             why = actor.why if actor is not None else "it is unknown to the head"
-            self._links.send(peer.link, Error(oid, f"actor {event.actor_id or 0:#x}: {why}"))
+            send(peer.link, Error(oid, f"actor {event.actor_id or 0:#x}: {why}"))
         elif actor.seq == actor.covered:
-            self._links.send(peer.link, Result(oid, b""))  # one covering all is written
+            send(peer.link, Result(oid, b""))  # one covering all is written
         else:
-            self._ask_checkpoint(actor, (peer.link, oid))
+            self.checkpoints.ask(actor, (peer.link, oid))
 
-    # -- placement ---------------------------------------------------------------------------
+    # -- placement -------------------------------------------------------------------------
 
     def _candidates(self, actor: ActorRecord) -> list[Peer]:
+        workers_of = self._scheduler.workers_of
         if actor.registry == ANYWHERE:
-            serving: set[Peer] = set().union(*self._workers_of.values())
+            serving: set[Peer] = set().union(*workers_of.values())
         else:
-            serving = self._workers_of.get(actor.registry, set())
-        peers = self._peers
-        return [
-            w for w in serving if w.actor is None and not w.draining and peers.get(w.link) is w
-        ]
+            serving = workers_of.get(actor.registry, set())
+        alive = self._wire.alive
+        return [w for w in serving if w.actor is None and not w.draining and alive(w)]
 
     def _place(self, actor: ActorRecord) -> None:
         """Start ``actor`` on a free worker, keep the least busy one for it, or wait."""
         actor.worker = None
-        actor.state = _WAITING
-        actor.since = self._now
+        self._counts.move_actor(actor, ActorCause.PLACE)
+        actor.since = self._wire.now
         free = self._candidates(actor)
         if not free:
-            if actor.registry == ANYWHERE or actor.registry in self._workers_of:
+            if actor.registry == ANYWHERE or actor.registry in self._scheduler.workers_of:
                 actor.why = "every worker of its registry hosts an actor: start another worker"
             else:
                 actor.why = f"no connected worker has its driver's registry {actor.registry:#018x}"
-            if actor not in self._waiting_actors:
-                self._waiting_actors.append(actor)
+            if actor not in self._waiting:
+                self._waiting.append(actor)
             return
         worker = min(free, key=lambda w: (len(w.running), str(w.address)))
         worker.actor = actor
         actor.worker = worker
         if worker.running:
             actor.why = f"{worker.name} finishes its {len(worker.running)} tasks first"
-            return  # `_after_slot_freed` starts it once they are done
+            return  # `kept_for` starts it once they are done
         self._start_on(actor, worker)
 
-    def _place_waiting(self) -> None:
+    def place_waiting(self) -> None:
         """A worker came or was freed: place the actors that wait, oldest first."""
-        waiting = self._waiting_actors
+        waiting = self._waiting
         for _ in range(len(waiting)):
             actor = waiting.popleft()
             if actor.state is _WAITING and actor.worker is None:
                 self._place(actor)  # waits again (appended) if there is still no worker
-        for actor in list(self._actors.values()):
+        for actor in list(self.records.values()):
             kept = actor.worker
             if actor.state is _WAITING and kept is not None and kept.running:
                 # Kept a busy worker for it: a worker with nothing to do is better.
@@ -315,10 +254,10 @@ class Actors(Scheduling):
                 if free:
                     kept.actor = None
                     self._start_on(actor, min(free, key=lambda w: str(w.address)))
-                    self._make_idle(kept)
-                    self._pump(kept.registry)
+                    self._scheduler.make_idle(kept)
+                    self._scheduler.pump(kept.registry)
 
-    def _actor_worker_free(self, worker: Peer) -> bool:
+    def kept_for(self, worker: Peer) -> bool:
         """``worker``'s last task ended: start the actor kept for it; True if one is."""
         actor = worker.actor
         if actor is None:
@@ -331,12 +270,12 @@ class Actors(Scheduling):
         """Build ``actor`` on ``worker`` and send it every kept call again, in order."""
         worker.actor = actor
         actor.worker = worker
-        actor.state = _STARTING
+        self._counts.move_actor(actor, ActorCause.START)
         actor.why = ""
-        send = self._links.send
+        send = self._wire.send
         if actor.restoring:
             # After a head restart: the newest checkpoint there is, whose answer says what
-            # it covers (`_on_restored` sends the calls then).
+            # it covers (`_restored` sends the calls then).
             send(worker.link, ActorRestore(actor.actor_id, actor.type_id, RESTORE_NEWEST))
             return
         if actor.covered >= 0:
@@ -345,232 +284,196 @@ class Actors(Scheduling):
             send(worker.link, actor.create)
         actor.sent = max(actor.covered, 0)
         actor.asked_at = actor.sent
-        self._send_checkpoints_at(actor, actor.sent)
+        self.checkpoints.send_at(actor, actor.sent)
         self._send_calls(actor)
 
     def _send_calls(self, actor: ActorRecord) -> None:
         """Send the calls not sent yet, in order, with a checkpoint frame every
         ``checkpoint_every`` calls; stop where a periodic checkpoint falls due while
-        `CHECKPOINTS_IN_FLIGHT` frames are on their way (`_on_checkpointed` goes on)."""
+        `CHECKPOINTS_IN_FLIGHT` frames are on their way (`_written` goes on)."""
         worker = actor.worker
         assert worker is not None
         calls = actor.calls
         every = actor.every
+        checkpoints = self.checkpoints
         while True:
             if every and actor.sent - actor.asked_at >= every:
                 sent = sum(1 for at in actor.pending if at <= actor.sent)  # asks ahead wait
                 if sent >= CHECKPOINTS_IN_FLIGHT:
                     return  # the calls wait: checkpoints keep pace with them
-                self._ask_checkpoint(actor, None, actor.sent)
+                checkpoints.ask(actor, None, actor.sent)
             if actor.sent >= actor.seq:
                 return
             index = actor.sent + 1 - calls[0].seq
             assert index >= 0, "a call not sent yet was dropped"
             call = calls[index]
             event = ActorCall(call.oid, call.method, actor.actor_id, call.argument)
-            self._store_mark(call.oid, worker)
-            self._links.send(worker.link, event)
+            self._objects.store_mark(call.oid, worker)
+            self._wire.send(worker.link, event)
             actor.sent = call.seq
             if call.seq in actor.pending:
-                self._send_checkpoints_at(actor, call.seq)
+                checkpoints.send_at(actor, call.seq)
 
-    # -- checkpoints ---------------------------------------------------------------------
+    # -- from the actor's worker -----------------------------------------------------------
 
-    def _ask_checkpoint(
-        self, actor: ActorRecord, ask: tuple[int, int] | None, calls: int = -1
-    ) -> None:
-        """A checkpoint covering ``calls`` calls (default: every call received so far);
-        ``ask`` is a driver's."""
-        if calls < 0:
-            calls = actor.seq
-        asks = actor.pending.get(calls)
-        if asks is None:
-            asks = actor.pending[calls] = []
-            actor.asked_at = calls
-            if actor.state is not _WAITING and actor.sent == calls and not actor.restoring:
-                self._send_checkpoints_at(actor, calls)
-        if ask is not None:
-            asks.append(ask)
+    def on_worker_event(self, worker: Peer, actor: ActorRecord, event: Event) -> None:
+        """What the worker hosting ``actor`` (started, or starting) says: every answer is
+        the actor's, as it runs nothing else."""
+        if actor.restoring and getattr(event, "object_id", 0) == actor.actor_id:
+            if isinstance(event, (Result, Error)):
+                self._restored(worker, actor, event)
+        elif isinstance(event, Error) and event.mark == ERROR_COVERED:
+            self._covered_call(worker, event)
+        elif isinstance(event, (Result, Stored)):
+            self._answer(worker, event.object_id, event, None)
+        elif isinstance(event, Error):
+            self._answer(worker, event.object_id, None, event.message)
+        elif isinstance(event, Checkpointed):
+            self._written(worker, event)
 
-    def _send_checkpoints_at(self, actor: ActorRecord, calls: int) -> None:
-        if calls in actor.pending and actor.worker is not None:
-            restore = actor.covered if actor.covered >= 0 else None
-            frame = Checkpoint(actor.actor_id, calls, None, restore)
-            self._links.send(actor.worker.link, frame)
-
-    def _on_checkpointed(self, worker: Peer, event: Checkpointed) -> None:
-        """A checkpoint frame is answered: the asks on it too, and maybe a new restore point.
-
-        The head restores from `covered`, so that checkpoint must stay on disk: each
-        checkpoint frame names it as the one to keep, and writing one removes the others.
-        A worker writing one removes only the checkpoints older than the one its frame
-        names, and a frame names the restore point as it was when sent, never a newer one:
-        no frame on its way can remove a checkpoint the head has heard is written. So a
-        written checkpoint becomes the restore point at once (`covered`, the calls it covers
-        dropped, `Covered` to their callers), however many frames are on their way.
-        """
+    def _written(self, worker: Peer, event: Checkpointed) -> None:
         actor = worker.actor
         if actor is None or actor.actor_id != event.object_id or actor.state is _WAITING:
             return
-        calls = event.task_id
-        asks = actor.pending.pop(calls, [])
-        failure = event.failure
-        for link, oid in asks:
-            if link in self._peers:
-                answer = Result(oid, b"") if failure is None else Error(oid, failure)
-                self._links.send(link, answer)
-        if failure is None:
-            actor.failure = actor.warned = ""
-            actor.checkpoints += 1
-            if calls > actor.covered:
-                self._cover(actor, calls)
-        else:
-            if failure != actor.warned and not asks:
-                # Once per reason (a driver's own ask hears it in its answer instead).
-                actor.warned = failure
-                why = f"a checkpoint of actor {actor.actor_id:#x} failed: {failure}"
-                for link in actor.callers:
-                    if link in self._peers:
-                        self._links.send(link, Error(actor.actor_id, why, ERROR_WARNING))
-            actor.failure = failure
-            if actor.kept_bytes > 2 * self.actor_keep_bytes:
-                self._cut(actor)
+        if self.checkpoints.written(actor, event):
+            self._cannot_rebuild(actor)
         if actor.state is not _DEAD and actor.worker is worker:
             self._send_calls(actor)  # calls held back for this answer go on
 
-    def _cover(self, actor: ActorRecord, calls: int) -> None:
-        """Restore ``actor`` from the checkpoint covering ``calls`` calls from now on."""
-        actor.covered = calls
-        newest: dict[int, int] = {}
-        for owner, (seq, oid) in list(actor.cut.items()):
-            if seq <= calls:  # its calls cut past the budget are in this checkpoint
-                newest[owner] = oid
-                del actor.cut[owner]
-        if not actor.cut:
-            actor.lossy = False  # every call cut is in a checkpoint: it can be rebuilt again
-        kept = actor.calls
-        while kept and kept[0].seq <= calls:
-            call = kept.popleft()
-            actor.kept_bytes -= kept_size(call.argument)
-            newest[call.owner] = call.oid
-        covered_of = actor.covered_of
-        for link, oid in newest.items():
-            number = oid >> ID_BITS
-            if oid > covered_of.get(number, 0):
-                covered_of[number] = oid
-            if link in self._peers:
-                self._links.send(link, Covered(actor.actor_id, oid))
-
-    def _over_budget(self, actor: ActorRecord) -> None:
-        if actor.failure and actor.kept_bytes > 2 * self.actor_keep_bytes:
-            self._cut(actor)
-        elif not actor.pending:
-            self._ask_checkpoint(actor, None)
-
-    def _cut(self, actor: ActorRecord) -> None:
-        """Drop the oldest kept calls down to the budget: the actor can't be rebuilt now."""
-        kept = actor.calls
-        # Never one not sent yet (calls held back behind a checkpoint): it must still run.
-        while kept and kept[0].seq <= actor.sent and actor.kept_bytes > self.actor_keep_bytes:
-            call = kept.popleft()
-            actor.kept_bytes -= kept_size(call.argument)
-            call.argument = b""
-            # Its caller keeps it until covered says a checkpoint includes it: remember it.
-            actor.cut[call.owner] = (call.seq, call.oid)
-        actor.lossy = True
-        if actor.state is _WAITING:
-            # It waits to be rebuilt after losing its worker (with failing checkpoints it
-            # has run before): replaying what is left would build a wrong state.
-            self._end_actor(
-                actor,
-                f"actor {actor.actor_id:#x} lost its worker and cannot be rebuilt: calls "
-                "not covered by a checkpoint were dropped past the budget (set "
-                "DISTA_CHECKPOINT_URI so that checkpoints cover them)",
-            )
-
-    # -- answers from the actor's worker -------------------------------------------------
-
-    def _on_actor_answer(
+    def _answer(
         self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
     ) -> None:
         actor = worker.actor
         assert actor is not None
         if oid == actor.actor_id:
-            self._actor_started(actor, error)
+            self._started(actor, error)
             return
         call = actor.by_oid.pop(oid, None)
         if call is not None:
-            call.answered = True
+            self._counts.move_call(call, CallCause.ANSWER)
             actor.losses = 0
-            self.pending -= 1
         obj = self._objects.get(oid)
         if call is None or obj is None or obj.owner != call.owner:
             # Answered before (a call run again after a restore), or released meanwhile; or
             # not a call to this actor at all (forged).
             if isinstance(answer, Stored):
-                self._free_copy(worker, oid)
+                self._copies.free_copy(worker, oid)
             if call is None:
-                self._not_given(worker, oid)
+                self._wire.not_given(worker, oid)
         else:
-            self._set_answer(worker, obj, answer, error)
-        self._free_stale_call(oid)
+            self._objects.set_answer(worker, obj, answer, error)
+        self._copies.call_answered(oid)
         if actor.ending and not actor.by_oid and actor.state is not _DEAD:
-            self._end_actor(actor, actor.ending)
+            self.end(actor, actor.ending)
 
-    def _actor_started(self, actor: ActorRecord, error: str | None) -> None:
+    def _started(self, actor: ActorRecord, error: str | None) -> None:
         if error is not None:
             restored = "restored from its checkpoint" if actor.covered >= 0 else "created"
-            self._end_actor(actor, f"actor {actor.actor_id:#x} could not be {restored}: {error}")
+            self.end(actor, f"actor {actor.actor_id:#x} could not be {restored}: {error}")
             return
-        actor.state = _READY
+        self._counts.move_actor(actor, ActorCause.STARTED)
         if not actor.announced:
             actor.announced = True
-            if actor.owner in self._peers:
-                self._links.send(actor.owner, Result(actor.actor_id, b""))
+            if actor.owner in self._wire.peers:
+                self._wire.send(actor.owner, Result(actor.actor_id, b""))
 
-    # -- the end of an actor -------------------------------------------------------------
+    def _restored(self, worker: Peer, actor: ActorRecord, event: Result | Error) -> None:
+        """The answer to actor-restore for the newest checkpoint (`RESTORE_NEWEST`)."""
+        actor.restoring = False
+        if isinstance(event, Error):
+            if event.mark == ERROR_NO_CHECKPOINT:
+                self._wire.send(worker.link, actor.create)  # none: build it anew
+                actor.covered = -1
+                self._resume_calls(actor, 0)
+                return
+            self.end(actor, f"actor {actor.actor_id:#x} could not be restored: {event.message}")
+            return
+        value = bytes(event.value)
+        calls = int.from_bytes(value[:8], "little") if len(value) == 8 else 0
+        actor.covered = calls if len(value) == 8 else -1
+        self._resume_calls(actor, max(calls, 0))
+        self._started(actor, None)
 
-    def _end_actor(self, actor: ActorRecord, why: str) -> None:
+    def _resume_calls(self, actor: ActorRecord, base: int) -> None:
+        """Number the calls this head took so far after the ``base`` the restored
+        checkpoint covers (checkpoints stay named in order), and send them."""
+        for call in actor.calls:
+            call.seq += base
+        actor.pending = {calls + base: asks for calls, asks in actor.pending.items()}
+        actor.seq += base
+        actor.sent = base
+        actor.asked_at = base
+        self.checkpoints.send_at(actor, base)
+        self._send_calls(actor)
+
+    def _covered_call(self, worker: Peer, event: Error) -> None:
+        """The restored checkpoint includes this call: it did not run again."""
+        actor = worker.actor
+        assert actor is not None
+        call = actor.by_oid.pop(event.object_id, None)
+        if call is None:
+            return  # its answer came before the restart: nothing more to say
+        self._counts.move_call(call, CallCause.ANSWER)
+        obj = self._objects.get(call.oid)
+        if obj is not None and obj.owner == call.owner:
+            why = (
+                f"actor call {call.oid:#x} ran before the head restarted and its answer was "
+                "lost with the head; the checkpoint the actor was restored from includes "
+                "it, so it was not run twice"
+            )
+            self._objects.fail_object(obj, why)
+
+    # -- the end of an actor ---------------------------------------------------------------
+
+    def _cannot_rebuild(self, actor: ActorRecord) -> None:
+        self.end(
+            actor,
+            f"actor {actor.actor_id:#x} lost its worker and cannot be rebuilt: calls "
+            "not covered by a checkpoint were dropped past the budget (set "
+            "DISTA_CHECKPOINT_URI so that checkpoints cover them)",
+        )
+
+    def end(self, actor: ActorRecord, why: str) -> None:
         """``actor`` is gone for good: its unanswered calls fail, its worker runs tasks."""
         if actor.state is _DEAD:
             return
-        self.actors_alive -= 1
+        wire = self._wire
         worker = actor.worker
-        actor.state = _DEAD
+        self._counts.move_actor(actor, ActorCause.END)
         actor.why = why
         actor.worker = None
         # Late calls get why it ended; the records kept for that are bounded.
-        self._dead_actors.append(actor.actor_id)
-        if len(self._dead_actors) > DEAD_ACTORS_KEPT:
-            self._actors.pop(self._dead_actors.popleft(), None)
+        self._dead.append(actor.actor_id)
+        if len(self._dead) > DEAD_ACTORS_KEPT:
+            self.records.pop(self._dead.popleft(), None)
         if worker is not None and worker.actor is actor:
             worker.actor = None
-            if self._peers.get(worker.link) is worker:
-                self._links.send(worker.link, ActorKill(actor.actor_id))
-                self._place_waiting()  # which may keep this worker for a waiting actor
+            if wire.alive(worker):
+                wire.send(worker.link, ActorKill(actor.actor_id))
+                self.place_waiting()  # which may keep this worker for a waiting actor
                 if _actor_of(worker) is None:
-                    self._make_idle(worker)
-                    self._pump(worker.registry)
-                    self._steal_for(worker)
-        self.pending -= len(actor.by_oid)
-        for call in actor.by_oid.values():
+                    self._scheduler.offer(worker)
+        calls = list(actor.by_oid.values())
+        actor.by_oid.clear()
+        for call in calls:
+            self._counts.move_call(call, CallCause.FAIL)
+        for call in calls:
             obj = self._objects.get(call.oid)
             if obj is not None and obj.owner == call.owner:
-                self._fail_object(obj, why)
-        actor.by_oid.clear()
+                self._objects.fail_object(obj, why)
         actor.calls.clear()
         for asks in actor.pending.values():
             for link, oid in asks:  # a driver's checkpoint ask is answered, whatever happens
-                if link in self._peers:
-                    self._links.send(link, Error(oid, why))
+                if link in wire.peers:
+                    wire.send(link, Error(oid, why))
         actor.pending.clear()
         actor.kept_bytes = 0
         for link in actor.callers:
-            if link in self._peers:
-                self._links.send(link, Error(actor.actor_id, why))
-        # `callers` stays: the drivers told (`_on_actor_call` tells a later one once).
+            if link in wire.peers:
+                wire.send(link, Error(actor.actor_id, why))
+        # `callers` stays: the drivers told (`call` tells a later one once).
 
-    def _lose_actor_worker(self, worker: Peer, why: str) -> None:
+    def worker_lost(self, worker: Peer, why: str) -> None:
         """The worker hosting (or kept for) an actor is lost: start it elsewhere."""
         actor = worker.actor
         worker.actor = None
@@ -584,14 +487,14 @@ class Actors(Scheduling):
         actor.lost = f"{worker.name}: {why}"
         name = f"actor {actor.actor_id:#x}"
         if actor.lossy:
-            self._end_actor(
+            self.end(
                 actor,
                 f"{name} was lost with {worker.name} ({why}) and cannot be rebuilt: calls "
                 "not covered by a checkpoint were dropped past the budget (set "
                 "DISTA_CHECKPOINT_URI so that checkpoints cover them)",
             )
         elif actor.losses >= self.max_retries + 1:  # max_retries + 1 lost, as tasks are
-            self._end_actor(
+            self.end(
                 actor,
                 f"{name} was lost with {worker.name} ({why}); it lost {actor.losses} "
                 "workers in a row without answering a call in between: gave up",
@@ -599,43 +502,55 @@ class Actors(Scheduling):
         else:
             self._place(actor)
 
-    def _fail_waiting_actors(self, now: int) -> None:
-        """Actors no worker of their registry came for within the grace fail."""
-        for actor in list(self._waiting_actors):
-            if (
-                actor.state is _WAITING
-                and actor.registry != ANYWHERE
-                and actor.registry not in self._workers_of
-                and now >= actor.since + self.no_worker_grace_ns
-            ):
-                self._waiting_actors.remove(actor)
-                waited = self.no_worker_grace_ns / 1e9
-                lost = f" after losing its worker ({actor.lost})" if actor.lost else ""
-                self._end_actor(
-                    actor,
-                    f"no worker can host actor {actor.actor_id:#x}{lost} (type "
-                    f"{actor.type_id:#x}): none of the connected workers has its driver's "
-                    f"registry {actor.registry:#018x} (waited {waited:g} s for one)",
-                )
+    def move_off(self, worker: Peer) -> None:
+        """A draining worker's actor goes elsewhere, restored from its checkpoints."""
+        actor = worker.actor
+        assert actor is not None
+        if actor.lossy:
+            worker.why = f"it hosts actor {actor.actor_id:#x}, which cannot move (calls cut)"
+            return
+        worker.actor = None
+        if actor.worker is not worker:
+            return
+        if actor.state is not _WAITING:
+            self._wire.send(worker.link, ActorKill(actor.actor_id, KILL_KEEP))
+        self._place(actor)
 
-    def _actors_deadline(self) -> int | None:
-        starts = [
-            a.since
-            for a in self._waiting_actors
-            if a.state is _WAITING
-            and a.registry != ANYWHERE
-            and a.registry not in self._workers_of
-        ]
-        return min(starts) + self.no_worker_grace_ns if starts else None
-
-    def _end_actors_of(self, driver: Peer) -> None:
+    def ends_with(self, driver: Peer) -> None:
         """A driver left: the actors it made go too (as Ray's non-detached ones do)."""
         if driver.role != Role.DRIVER and driver.role != Role.CLIENT:
             return
-        for actor in list(self._actors.values()):
+        for actor in list(self.records.values()):
             if actor.owner == driver.link and actor.state is not _DEAD:
-                self._end_actor(actor, f"actor {actor.actor_id:#x}: its driver disconnected")
+                self.end(actor, f"actor {actor.actor_id:#x}: its driver disconnected")
             actor.callers.discard(driver.link)
+
+    # -- the pulled timer: actors no worker can host ---------------------------------------
+
+    def _orphaned(self, actor: ActorRecord) -> bool:
+        return (
+            actor.state is _WAITING
+            and actor.registry != ANYWHERE
+            and actor.registry not in self._scheduler.workers_of
+        )
+
+    def next_deadline(self) -> int | None:
+        starts = [a.since for a in self._waiting if self._orphaned(a)]
+        return min(starts) + self._scheduler.no_worker_grace_ns if starts else None
+
+    def on_timer(self, now: int) -> None:
+        """Actors no worker of their registry came for within the grace fail."""
+        grace = self._scheduler.no_worker_grace_ns
+        for actor in list(self._waiting):
+            if self._orphaned(actor) and now >= actor.since + grace:
+                self._waiting.remove(actor)
+                lost = f" after losing its worker ({actor.lost})" if actor.lost else ""
+                self.end(
+                    actor,
+                    f"no worker can host actor {actor.actor_id:#x}{lost} (type "
+                    f"{actor.type_id:#x}): none of the connected workers has its driver's "
+                    f"registry {actor.registry:#018x} (waited {grace / 1e9:g} s for one)",
+                )
 
 
 def _actor_of(worker: Peer) -> ActorRecord | None:

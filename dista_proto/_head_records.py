@@ -1,4 +1,5 @@
-"""The head's records: peers, objects and tasks, as small mutable slotted classes.
+"""The head's records: peers, objects, tasks, actors and their calls, as small mutable
+slotted classes. Their states move only through `_lifecycle`'s tables.
 
 They are plain classes rather than dataclasses because a queued task costs one of each and
 a million queued tasks must stay well under a GiB (see benchmarks/head_core.py).
@@ -6,11 +7,11 @@ a million queued tasks must stay well under a GiB (see benchmarks/head_core.py).
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from typing import Final
 
 from ._events import ActorCreate, Address, Task, TaskMany
+from ._lifecycle import ActorState, CallState, ObjState, Slot, TaskState
 from ._roles import Role
 from .frame import Bytes
 
@@ -26,20 +27,6 @@ __all__ = [
 ]
 
 NO_ADDRESS: Final = Address("0.0.0.0", 0)
-
-
-class ObjState(enum.Enum):
-    PENDING = "pending"  # its task has not answered
-    INLINE = "inline"  # the head holds the value
-    STORED = "stored"  # a worker holds the value
-    FAILED = "failed"  # ``error`` says why
-
-
-class TaskState(enum.Enum):
-    WAITING = "waiting"  # for inputs
-    QUEUED = "queued"  # ready, waiting for a worker slot
-    RUNNING = "running"  # dispatched to ``worker``
-    DONE = "done"  # settled: answered, failed or dropped
 
 
 class Peer:
@@ -113,7 +100,6 @@ class TrackedObject:
     """An object the head counts references for."""
 
     __slots__ = (
-        "answered",
         "error",
         "held",
         "holder",
@@ -139,17 +125,15 @@ class TrackedObject:
         self.error = ""
         self.waiters: list[TaskRecord] | None = None
         self.task = task  # the producing task, until it settles
-        self.answered = False  # by the current attempt's worker
 
 
 class TaskRecord:
     """A submitted task, from submission until it settles."""
 
     __slots__ = (
+        "answered",
         "answers_left",
-        "blocked",
         "dispatched",
-        "dropped",
         "event",
         "gather",
         "inputs",
@@ -160,16 +144,15 @@ class TaskRecord:
         "registry",
         "results",
         "retries",
+        "slot",
         "sources",
         "span",
-        "spare",
         "spare_ns",
         "state",
         "submitted",
         "task_id",
         "value",
         "waiting",
-        "withdrawing",
         "worker",
     )
 
@@ -194,19 +177,18 @@ class TaskRecord:
         self.many = False  # a task-after with MANY: task-inputs carries the result count
         self.value: Bytes | None = None
         self.waiting = 0
-        self.state = TaskState.WAITING
+        self.state = TaskState.NEW
         self.worker: Peer | None = None
         self.retries = 0
         self.answers_left = 0
-        self.dropped = False  # cancelled or orphaned while running: drop its answers
+        #: Of a task-many's results, those the current attempt answered (None: none yet).
+        self.answered: set[int] | None = None
         self.submitted = now
         self.queued = 0
         self.dispatched = 0
         self.span: tuple[int, int, int] = (0, 0, 0)
-        self.spare = False  # it runs in one of its worker's prefetch slots
-        self.spare_ns = 0  # its estimate, counted in its worker's `prefetched` meanwhile
-        self.blocked = False  # waiting on other objects: its slot is lent meanwhile
-        self.withdrawing = False  # asked back from its worker (to run where one idles)
+        self.slot = Slot.NONE  # the slot of its worker it holds
+        self.spare_ns = 0  # its estimate, counted in its worker's `prefetched` in a spare slot
         #: Other workers its stored inputs were on when it was sent (task-inputs): they
         #: fetch from there, so a draining one waits for it before it leaves.
         self.sources: tuple[Peer, ...] = ()
@@ -217,17 +199,10 @@ class TaskRecord:
         return self.state is TaskState.QUEUED
 
 
-class ActorState(enum.Enum):
-    WAITING = "waiting"  # for a worker: none is free, or its worker finishes its tasks
-    STARTING = "starting"  # actor-create or actor-restore sent, no answer yet
-    READY = "ready"
-    DEAD = "dead"  # killed, failed, or lost for good: ``why`` says which
-
-
 class CallRecord:
     """A call to an actor, kept until a checkpoint covers it (to run again on a new worker)."""
 
-    __slots__ = ("answered", "argument", "method", "oid", "owner", "seq")
+    __slots__ = ("argument", "method", "oid", "owner", "seq", "state")
 
     def __init__(self, seq: int, oid: int, method: int, argument: Bytes, owner: int) -> None:
         self.seq = seq  # its place in the actor's calls, from 1
@@ -235,7 +210,7 @@ class CallRecord:
         self.method = method
         self.argument = argument
         self.owner = owner  # the caller's link
-        self.answered = False
+        self.state = CallState.NEW
 
 
 class ActorRecord:
@@ -283,7 +258,7 @@ class ActorRecord:
         self.every = create.checkpoint_every or 0
         self.owner = owner
         self.registry = registry
-        self.state = ActorState.WAITING
+        self.state = ActorState.NEW
         self.why = ""
         #: Why it ends once its calls are answered (a kill with `KILL_AFTER_CALLS`), or "".
         self.ending = ""

@@ -1,4 +1,5 @@
-"""The head's scheduling: ready queues, idle workers, slots and prefetch.
+"""The head's scheduler: ready queues, idle workers, slots and prefetch; runs and their
+answers; the timeline of finished runs.
 
 Which ready task goes to which worker, and when. Ready tasks wait in one `FairQueue` per
 registry hash (round-robin between drivers, FIFO within one); workers with a free slot wait
@@ -14,108 +15,190 @@ worker has a real slot; a task whose worker blocks (reading other objects) lends
 until it resumes; and a worker that runs dry while its queue is empty asks the busiest
 worker of its registry for its newest task back (`FREE_WITHDRAW`): if that worker has not
 started it, it says so (`SPAN_WITHDRAWN`) and the task is queued again, at the front.
-`Head` inherits this; the state it reads is the head's own.
+
+A worker that is lost has its running tasks retried elsewhere (at most ``max_retries``
+times); tasks of a registry no connected worker has wait ``no_worker_grace_ns`` for one,
+then fail.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections import deque
+from collections.abc import Callable
 from typing import Final
 
-from ._conventions import FREE_WITHDRAW, SPAN_BLOCKED, SPAN_RESUMED, SPAN_WITHDRAWN, TASK_ID_MASK
+from ._conventions import (
+    FREE_WITHDRAW,
+    SPAN_BLOCKED,
+    SPAN_RESUMED,
+    SPAN_WITHDRAWN,
+    TASK_ID_MASK,
+    retry_limit,
+)
 from ._durations import PREFETCH_NS, Durations
 from ._events import (
     Free,
     InlineInput,
     LocatedInput,
+    Result,
     Span,
+    Stored,
     Task,
     TaskInput,
     TaskInputs,
     TaskMany,
 )
 from ._fairqueue import FairQueue
-from ._head_grants import Granting
-from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
-from ._links import Links
+from ._head_objects import Copies, Objects
+from ._head_records import ObjState, Peer, TaskRecord, TaskState
+from ._head_wire import Wire
+from ._lifecycle import Counts, Slot, SlotCause, TaskCause
+from ._timeline import TimelineLog
 
-__all__ = ["ANYWHERE", "Scheduling"]
+__all__ = ["ANYWHERE", "Scheduler"]
 
 #: The registry key of tasks any worker can run (by-value functions).
 ANYWHERE: Final = -1
 
+_PENDING: Final = ObjState.PENDING
 _INLINE: Final = ObjState.INLINE
 _STORED: Final = ObjState.STORED
 _QUEUED: Final = TaskState.QUEUED
 _RUNNING: Final = TaskState.RUNNING
+_DROPPED: Final = TaskState.DROPPED
+_ON_WORKER: Final = frozenset({TaskState.RUNNING, TaskState.WITHDRAWING, TaskState.DROPPED})
 
 
-class Scheduling(Granting):
-    """The scheduling half of `Head`."""
+class Scheduler:
+    """Ready tasks, idle workers, and the tasks each worker runs."""
 
-    _links: Links
-    _peers: dict[int, Peer]
-    _ready: dict[int, FairQueue[TaskRecord]]  # registry -> ready tasks
-    _idle: dict[int, deque[Peer]]  # registry -> workers with a free slot
-    _durations: Durations
-    _objects: dict[int, TrackedObject]
-    _workers_of: dict[int, set[Peer]]  # registry -> its connected, undrained workers
-    _orphaned: dict[int, int]  # registry with queued tasks and no worker -> since when
-    _now: int
-    pending: int
-    running: int
+    def __init__(
+        self,
+        wire: Wire,
+        counts: Counts,
+        objects: Objects,
+        *,
+        worker_slots: int,
+        prefetch: int,
+        max_retries: int,
+        no_worker_grace_ns: int,
+        portable_tasks: frozenset[int],
+        timeline_cap: int,
+    ) -> None:
+        self._wire = wire
+        self._counts = counts
+        self._objects = objects
+        self.worker_slots = worker_slots
+        # Extra slots per worker for tasks known to be short (see `_durations`).
+        self.prefetch = prefetch
+        self.max_retries = max_retries
+        self.no_worker_grace_ns = no_worker_grace_ns
+        # Task IDs (low 60 bits) that any worker runs, whatever its registry: by-value ones.
+        self.portable = portable_tasks
+        self.durations = Durations()
+        self.timeline = TimelineLog(timeline_cap)
+        self.ready: dict[int, FairQueue[TaskRecord]] = {}  # registry -> ready tasks
+        self.idle: dict[int, deque[Peer]] = {}  # registry -> workers with a free slot
+        self.workers_of: dict[int, set[Peer]] = {}  # registry -> connected, undrained workers
+        self.orphaned: dict[int, int] = {}  # registry with no worker -> since when
+        self._sources: Copies | None = None
+        self._kept_for_actor: Callable[[Peer], bool] = _no_actor
 
-    no_worker_grace_ns: int
+    def bind(self, sources: Copies, kept_for_actor: Callable[[Peer], bool]) -> None:
+        """Who hears about draining sources and stale copies (`Holdings`), and who says
+        whether a worker whose last task ended is kept for an actor (and starts it)."""
+        self._sources = sources
+        self._kept_for_actor = kept_for_actor
 
-    def _fail_tasks(self, stack: list[tuple[TaskRecord, str]]) -> None:
-        raise NotImplementedError  # the head's
+    def registry_of(self, task_id: int, peer: Peer) -> int:
+        """The registry whose workers run ``task_id`` for ``peer``."""
+        return ANYWHERE if task_id & TASK_ID_MASK in self.portable else peer.registry
 
-    def _settle(self, task: TaskRecord) -> None:
-        raise NotImplementedError  # the head's
+    # -- workers coming and going ----------------------------------------------------------
 
-    def _maybe_release_drained(self, worker: Peer) -> None:
-        raise NotImplementedError  # the head's
+    def add_worker(self, worker: Peer) -> None:
+        worker.free = self.worker_slots
+        worker.spare = self.prefetch
+        self.workers_of.setdefault(worker.registry, set()).add(worker)
+        self.orphaned.pop(worker.registry, None)
 
-    def _not_given(self, worker: Peer, oid: int) -> None:
-        raise NotImplementedError  # the head's
+    def offer(self, worker: Peer) -> None:
+        """``worker`` may take work: idle it, give it tasks, or take some back for it."""
+        self.make_idle(worker)
+        self.pump(worker.registry)
+        self.steal_for(worker)
 
-    def _foreign_actor(self, peer: Peer, actor_id: int, oid: int) -> bool:
-        raise NotImplementedError  # the head's
+    def forget_worker(self, worker: Peer) -> None:
+        """``worker`` takes no more work (lost or draining)."""
+        idle = self.idle.get(worker.registry)
+        if worker.idle and idle is not None:
+            # Out of its registry's idle deque now, not when a pump reaches it: peers
+            # saying hello with registries of their own (fuzzed) left one deque each,
+            # holding a gone worker, and every portable task's pump walked them all.
+            worker.idle = False
+            with contextlib.suppress(ValueError):
+                idle.remove(worker)
+            if not idle:
+                del self.idle[worker.registry]
+        serving = self.workers_of.get(worker.registry)
+        if serving is not None:
+            serving.discard(worker)
+            if not serving:
+                del self.workers_of[worker.registry]
+                self.note_orphaned(worker.registry)
 
-    def _store_mark(self, oid: int, worker: Peer) -> None:
-        raise NotImplementedError  # the head's
+    def note_orphaned(self, registry: int) -> None:
+        """If tasks of ``registry`` wait and no worker of it is left, start their grace."""
+        if registry not in self.workers_of and _has_work(self.ready.get(registry)):
+            self.orphaned.setdefault(registry, self._wire.now)
 
-    # -- the pulled timer: tasks no worker can run ---------------------------------------
+    def lose_tasks(self, worker: Peer, why: str) -> None:
+        """``worker`` is lost: its tasks run again elsewhere (at the front of their queue),
+        or fail once they ran out of retries; a dropped one settles."""
+        objects = self._objects
+        counts = self._counts
+        name = worker.name
+        for task in list(worker.running.values()):
+            worker.running.pop(task.oid, None)
+            counts.move_slot(task, worker, SlotCause.GIVE_BACK)
+            task.worker = None
+            if task.state is _DROPPED:
+                counts.move_task(task, TaskCause.LOST)
+                objects.settle(task)
+                continue
+            counts.move_task(task, TaskCause.LOST)
+            task.retries += 1
+            task.answered = None
+            if task.retries > retry_limit(task.task_id, self.max_retries):
+                why_task = (
+                    f"{name} was lost ({why}) while running this task; "
+                    f"gave up after {task.retries} attempt{'s' if task.retries > 1 else ''}"
+                )
+                objects.fail_tasks([(task, why_task)])
+                continue
+            self._queue_of(task.registry).push(task, front=True)
+        # Its tasks are back in the queue (after `forget_worker` looked): with no worker of
+        # their registry left they wait the no-worker grace for one, then fail, as tasks
+        # queued without one do (they waited for ever, while status said they would fail).
+        self.note_orphaned(worker.registry)
+
+    # -- the pulled timer: tasks no worker can run -----------------------------------------
 
     def next_deadline(self) -> int | None:
-        """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
-        actors = self._actors_deadline()
-        if not self._orphaned:
-            return actors
-        tasks = min(self._orphaned.values()) + self.no_worker_grace_ns
-        return tasks if actors is None else min(tasks, actors)
-
-    def _actors_deadline(self) -> int | None:
-        raise NotImplementedError  # the head's
-
-    def _fail_waiting_actors(self, now: int) -> None:
-        raise NotImplementedError  # the head's
-
-    def _actor_worker_free(self, worker: Peer) -> bool:
-        raise NotImplementedError  # the head's
+        if not self.orphaned:
+            return None
+        return min(self.orphaned.values()) + self.no_worker_grace_ns
 
     def on_timer(self, now: int) -> None:
-        """Time passed: fail tasks that waited out the grace for a worker of their registry."""
-        self._now = now
-        self._fail_waiting_actors(now)
-        for registry, since in list(self._orphaned.items()):
+        """Fail tasks that waited out the grace for a worker of their registry."""
+        for registry, since in list(self.orphaned.items()):
             if now < since + self.no_worker_grace_ns:
                 continue
-            del self._orphaned[registry]
-            if self._workers_of.get(registry):
+            del self.orphaned[registry]
+            if self.workers_of.get(registry):
                 continue
-            queue = self._ready.get(registry)
+            queue = self.ready.get(registry)
             waited = self.no_worker_grace_ns / 1e9
             failed = []
             while queue is not None and (task := queue.pop()) is not None:
@@ -125,110 +208,152 @@ class Scheduling(Granting):
                     f"(waited {waited:g} s for one)"
                 )
                 failed.append((task, why))
-            self._ready.pop(registry, None)  # a registry no worker has: keep no queue for it
-            self._fail_tasks(failed)
+            self.ready.pop(registry, None)  # a registry no worker has: keep no queue for it
+            self._objects.fail_tasks(failed)
 
-    # -- slots lent, given back, taken back ----------------------------------------------
+    # -- answers ---------------------------------------------------------------------------
+
+    def on_span(self, worker: Peer, span: Span) -> None:
+        if span.mark:
+            self._on_mark(worker, span)
+            return
+        obj = self._objects.get(span.object_id)
+        if obj is not None and obj.task is not None and obj.task.worker is worker:
+            obj.task.span = (span.arrived, span.started, span.ended)
+            self.durations.record(obj.task.task_id, span.ended - span.started)
+        else:
+            self._wire.not_given(worker, span.object_id)
+
+    def on_answer(
+        self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
+    ) -> None:
+        obj = self._objects.get(oid)
+        task = obj.task if obj is not None else None
+        if obj is None or task is None or task.worker is not worker:
+            # Stale: a dropped task, a retried one's old worker; or forged. Free what it
+            # stored.
+            if isinstance(answer, Stored):
+                self._free_copy(worker, oid)
+            self._wire.not_given(worker, oid)
+            return
+        if task.results > 1:
+            answered = task.answered
+            if answered is None:
+                answered = task.answered = set()
+            elif oid in answered:
+                if isinstance(answer, Stored):  # (a duplicate of its own answer)
+                    self._free_copy(worker, oid)
+                return
+            answered.add(oid)
+        task.answers_left -= 1
+        if obj.state is _PENDING and task.state is not _DROPPED:
+            self._objects.set_answer(worker, obj, answer, error)
+        elif isinstance(answer, Stored):
+            self._free_copy(worker, oid)
+        if task.answers_left == 0:
+            self._finish_run(task)
+
+    def _free_copy(self, worker: Peer, oid: int) -> None:
+        if self._sources is not None:
+            self._sources.free_copy(worker, oid)
+
+    def _finish_run(self, task: TaskRecord) -> None:
+        """The worker has answered every result of ``task``: settle it, free the slot."""
+        worker = task.worker
+        assert worker is not None
+        worker.running.pop(task.oid, None)
+        counts = self._counts
+        counts.move_slot(task, worker, SlotCause.GIVE_BACK)
+        dropped = task.state is _DROPPED
+        counts.move_task(task, TaskCause.ANSWERED)
+        task.worker = None
+        if not dropped:
+            arrived, started, ended = task.span
+            stamps = (task.oid, task.task_id, task.submitted, task.queued, task.dispatched)
+            self.timeline.add(
+                task.owner, (*stamps, self._wire.now, arrived, started, ended), worker.address
+            )
+        self._objects.settle(task)
+        self._after_slot_freed(worker)
+
+    # -- slots lent, given back, taken back ------------------------------------------------
 
     def _on_mark(self, worker: Peer, span: Span) -> None:
         """Dista's span marks (`dista_proto._conventions`): blocked, resumed, withdrawn."""
         obj = self._objects.get(span.object_id)
         task = obj.task if obj is not None else None
-        if task is None or task.worker is not worker or task.state is not _RUNNING:
-            self._not_given(worker, span.object_id)  # stale: settled, retried elsewhere
+        if task is None or task.worker is not worker or task.state not in _ON_WORKER:
+            self._wire.not_given(worker, span.object_id)  # stale: settled, retried elsewhere
             return
         if span.mark == SPAN_BLOCKED:
-            if not task.blocked:
-                self._give_slot_back(worker, task)
-                task.blocked = True
-                worker.blocked += 1
-                self._make_idle(worker)
-                self._pump(worker.registry)
+            if task.slot is not Slot.LENT:
+                self._counts.move_slot(task, worker, SlotCause.BLOCK)
+                self.make_idle(worker)
+                self.pump(worker.registry)
         elif span.mark == SPAN_RESUMED:
-            if task.blocked:
-                task.blocked = False
-                worker.blocked -= 1
-                worker.free -= 1  # it takes a slot back, even if that overcommits for now
+            if task.slot is Slot.LENT:
+                self._counts.move_slot(task, worker, SlotCause.RESUME)
         elif span.mark == SPAN_WITHDRAWN:
             self._withdrawn(worker, task)
 
     def _withdrawn(self, worker: Peer, task: TaskRecord) -> None:
         """``worker`` dropped ``task`` unstarted: settle it if cancelled, else queue it again."""
         worker.running.pop(task.oid, None)
-        self._give_slot_back(worker, task)
-        self.running -= 1
+        counts = self._counts
+        counts.move_slot(task, worker, SlotCause.GIVE_BACK)
         task.worker = None
-        task.withdrawing = False
-        if task.dropped:
-            self._settle(task)
+        dropped = task.state is _DROPPED
+        counts.move_task(task, TaskCause.WITHDRAWN)
+        if dropped:
+            self._objects.settle(task)
         else:
-            self.pending += 1
-            task.state = _QUEUED
             self._queue_of(task.registry).push(task, front=True)
-            if task.registry == ANYWHERE:
-                for registry in list(self._idle):
-                    self._pump(registry)
-            else:
-                self._pump(task.registry)
+            self._pump_for(task.registry)
         self._after_slot_freed(worker)
 
     def _after_slot_freed(self, worker: Peer) -> None:
         if worker.draining:
-            self._maybe_release_drained(worker)
-        elif self._peers.get(worker.link) is worker and not self._actor_worker_free(worker):
-            self._make_idle(worker)
-            self._pump(worker.registry)
-            self._steal_for(worker)
+            if self._sources is not None:
+                self._sources.recheck(worker)
+        elif self._wire.alive(worker) and not self._kept_for_actor(worker):
+            self.offer(worker)
 
-    def _forget_worker(self, worker: Peer) -> None:
-        """``worker`` takes no more work (lost or draining)."""
-        idle = self._idle.get(worker.registry)
-        if worker.idle and idle is not None:
-            # Out of its registry's idle deque now, not when a pump reaches it: peers
-            # saying hello with registries of their own (fuzzed) left one deque each,
-            # holding a gone worker, and every portable task's pump walked them all.
-            worker.idle = False
-            with contextlib.suppress(ValueError):
-                idle.remove(worker)
-            if not idle:
-                del self._idle[worker.registry]
-        serving = self._workers_of.get(worker.registry)
-        if serving is not None:
-            serving.discard(worker)
-            if not serving:
-                del self._workers_of[worker.registry]
-                self._note_orphaned(worker.registry)
+    # -- queues ----------------------------------------------------------------------------
 
-    def _note_orphaned(self, registry: int) -> None:
-        """If tasks of ``registry`` wait and no worker of it is left, start their grace."""
-        if registry not in self._workers_of and _has_work(self._ready.get(registry)):
-            self._orphaned.setdefault(registry, self._now)
-
-    def _enqueue(self, task: TaskRecord) -> None:
-        task.state = _QUEUED
-        task.queued = self._now
-        if task.registry != ANYWHERE and task.registry not in self._workers_of:
-            self._orphaned.setdefault(task.registry, self._now)
+    def enqueue(self, task: TaskRecord) -> None:
+        """``task`` is ready: queue it and dispatch what fits."""
+        now = self._wire.now
+        self._counts.move_task(task, TaskCause.READY)
+        task.queued = now
+        if task.registry != ANYWHERE and task.registry not in self.workers_of:
+            self.orphaned.setdefault(task.registry, now)
         self._queue_of(task.registry).push(task)
-        if task.registry == ANYWHERE:
-            for registry in list(self._idle):
-                self._pump(registry)
+        self._pump_for(task.registry)
+
+    def _pump_for(self, registry: int) -> None:
+        if registry == ANYWHERE:
+            for other in list(self.idle):
+                self.pump(other)
         else:
-            self._pump(task.registry)
+            self.pump(registry)
 
     def _queue_of(self, registry: int) -> FairQueue[TaskRecord]:
-        queue = self._ready.get(registry)
+        queue = self.ready.get(registry)
         if queue is None:
-            queue = self._ready[registry] = FairQueue()
+            queue = self.ready[registry] = FairQueue()
         return queue
 
-    # -- scheduling ----------------------------------------------------------------------------
+    def queued(self, registry: int) -> int:
+        queue = self.ready.get(registry)
+        return len(queue) if queue is not None else 0
 
-    def _make_idle(self, worker: Peer) -> None:
+    # -- scheduling ------------------------------------------------------------------------
+
+    def make_idle(self, worker: Peer) -> None:
         if worker.idle and not worker.running:
             # Already waiting with a slot free, now with nothing running: to the front,
             # ahead of workers still busy with something (O(idle workers), only then).
-            waiting = self._idle[worker.registry]
+            waiting = self.idle[worker.registry]
             if waiting[0] is not worker:
                 waiting.remove(worker)
                 waiting.appendleft(worker)
@@ -241,23 +366,23 @@ class Scheduling(Granting):
         ):
             return
         worker.idle = True
-        idle = self._idle.get(worker.registry)
+        idle = self.idle.get(worker.registry)
         if idle is None:
-            idle = self._idle[worker.registry] = deque()
+            idle = self.idle[worker.registry] = deque()
         if worker.running:
             idle.append(worker)
         else:
             idle.appendleft(worker)  # a worker with nothing to do goes first
 
-    def _pump(self, registry: int) -> None:
+    def pump(self, registry: int) -> None:
         """Dispatch ready tasks of ``registry`` (and portable ones) while it has free slots."""
-        queue = self._ready.get(registry)
-        anywhere = self._ready.get(ANYWHERE)
-        idle = self._idle.get(registry)
+        queue = self.ready.get(registry)
+        anywhere = self.ready.get(ANYWHERE)
+        idle = self.idle.get(registry)
         if not idle or not (_has_work(queue) or _has_work(anywhere)):
             return
-        peers = self._peers
-        short_ids = self._durations
+        peers = self._wire.peers
+        short_ids = self.durations
         while idle:
             worker = idle[0]
             if (
@@ -303,12 +428,13 @@ class Scheduling(Granting):
 
     def _with_slot(self, idle: deque[Peer]) -> Peer | None:
         """The first idle worker with a slot (not just a prefetch slot) free."""
+        peers = self._wire.peers
         for worker in idle:
             if (
                 worker.free > 0
                 and not worker.draining
                 and worker.actor is None
-                and self._peers.get(worker.link) is worker
+                and peers.get(worker.link) is worker
             ):
                 return worker
         return None
@@ -331,48 +457,55 @@ class Scheduling(Granting):
 
     def _dispatch(self, task: TaskRecord, worker: Peer, cost: int | None) -> None:
         event = task.event
+        before = task.sources
+        frame: Task | TaskMany | TaskInputs
         if event is None:
+            if any(obj.state is _PENDING for obj in task.inputs):
+                # An input went pending again since it was queued (its worker was lost and
+                # may come back): the task waits for it (the ready queue dropped it).
+                self._counts.move_task(task, TaskCause.WAIT)
+                for obj in task.inputs:
+                    if obj.state is _PENDING:
+                        self._objects.wait_for(task, obj)
+                return
             built = self._task_inputs(task)
             if isinstance(built, str):
-                self._fail_tasks([(task, built)])
+                self._objects.fail_tasks([(task, built)])
                 return
-            frame: Task | TaskMany | TaskInputs = built
-            self._grant_inputs(task, worker)  # before it fetches them
+            frame = built
+            self._wire.grant_inputs(task.inputs, worker)  # before it fetches them
         else:
             frame = event
+        counts = self._counts
         # A short task takes a prefetch slot while one fits, keeping slots for the rest.
-        task.spare = _fits_prefetch(worker, cost)
-        if task.spare:
+        if _fits_prefetch(worker, cost):
             assert cost is not None
             task.spare_ns = cost
-            worker.spare -= 1
-            worker.prefetched += cost
+            counts.move_slot(task, worker, SlotCause.TAKE_SPARE)
         else:
-            worker.free -= 1
-        task.state = _RUNNING
+            counts.move_slot(task, worker, SlotCause.TAKE)
+        counts.move_task(task, TaskCause.DISPATCH)
         task.worker = worker
-        task.dispatched = self._now
+        task.dispatched = self._wire.now
         task.answers_left = task.results
         worker.running[task.oid] = task
-        self.pending -= 1
-        self.running += 1
-        self._store_mark(task.oid, worker)
-        self._links.send(worker.link, frame)
+        self._objects.store_mark(task.oid, worker)
+        self._wire.send(worker.link, frame)
+        if event is None:
+            # Other workers its stored inputs are on: they serve its fetches, so a
+            # draining one waits for it before it leaves.
+            task.sources = tuple(
+                obj.holder
+                for obj in task.inputs
+                if obj.state is _STORED and obj.holder is not None and obj.holder is not worker
+            )
+        if before and self._sources is not None:
+            # Sent before (and withdrawn, or its worker lost): not read from there now.
+            for source in before:
+                if source.draining and source not in task.sources:
+                    self._sources.recheck(source)
 
-    def _give_slot_back(self, worker: Peer, task: TaskRecord) -> None:
-        """``task`` no longer holds a slot of ``worker`` (it ended, blocked or came back)."""
-        if task.blocked:
-            task.blocked = False  # its slot was lent when it blocked
-            worker.blocked -= 1
-        elif task.spare:
-            task.spare = False
-            worker.spare += 1
-            worker.prefetched -= task.spare_ns
-            task.spare_ns = 0
-        else:
-            worker.free += 1
-
-    def _steal_for(self, worker: Peer) -> None:
+    def steal_for(self, worker: Peer) -> None:
         """``worker`` ran dry and nothing is queued for it: ask the busiest worker of its
         registry for tasks it holds but may not have started, one per free slot."""
         if (
@@ -380,27 +513,27 @@ class Scheduling(Granting):
             or worker.draining
             or worker.actor is not None
             or worker.free <= 0
-            or worker.registry not in (self._workers_of)
+            or worker.registry not in self.workers_of
         ):
             return
-        if _has_work(self._ready.get(worker.registry)) or _has_work(self._ready.get(ANYWHERE)):
+        if _has_work(self.ready.get(worker.registry)) or _has_work(self.ready.get(ANYWHERE)):
             return
         for _ in range(worker.free):
             victim, task = None, None
             most = 1  # a worker running one task has nothing waiting behind it
-            for other in self._workers_of[worker.registry]:
+            for other in self.workers_of[worker.registry]:
                 if other is worker or len(other.running) <= most:
                     continue
                 count, newest = 0, None
                 for t in other.running.values():
-                    if not (t.blocked or t.withdrawing or t.dropped):
+                    if t.state is _RUNNING and t.slot is not Slot.LENT:
                         count, newest = count + 1, t  # the newest: least likely started
                 if count > most:
                     most, victim, task = count, other, newest
             if victim is None or task is None:
                 return
-            task.withdrawing = True
-            self._links.send(victim.link, Free(task.oid, FREE_WITHDRAW))
+            self._counts.move_task(task, TaskCause.ASK_BACK)
+            self._wire.send(victim.link, Free(task.oid, FREE_WITHDRAW))
 
     def _task_inputs(self, task: TaskRecord) -> TaskInputs | str:
         inputs: list[TaskInput] = []
@@ -413,6 +546,10 @@ class Scheduling(Granting):
                 return f"input {obj.oid:#x} failed: {obj.error}"
         many = task.results if task.many else None
         return TaskInputs(task.oid, task.task_id, tuple(inputs), task.gather, task.value, many)
+
+
+def _no_actor(worker: Peer) -> bool:
+    return False  # pragma: no cover
 
 
 def _has_work(queue: FairQueue[TaskRecord] | None) -> bool:

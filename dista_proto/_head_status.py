@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ._fairqueue import FairQueue
-from ._head_records import ActorRecord, ActorState, Peer, TaskRecord
-from ._head_scheduling import ANYWHERE
+from ._head_records import ActorRecord, ActorState, Peer
+from ._head_scheduling import ANYWHERE, Scheduler
 from ._roles import Role
 
 if TYPE_CHECKING:
@@ -16,9 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["status_text"]
 
 
-def status_text(
-    head: Head, peers: Iterable[Peer], ready: Mapping[int, FairQueue[TaskRecord]]
-) -> str:
+def status_text(head: Head, peers: Iterable[Peer], scheduler: Scheduler) -> str:
     peers = list(peers)
     stats = head.stats()
     drivers = [p for p in peers if p.role in (Role.DRIVER, Role.CLIENT)]
@@ -40,7 +37,7 @@ def status_text(
     registries = {p.registry for p in drivers} | {p.registry for p in workers}
     for registry in sorted(registries):
         serving = [w for w in workers if w.registry == registry and not w.draining]
-        queued = len(ready[registry]) if registry in ready else 0
+        queued = scheduler.queued(registry)
         users = sum(1 for d in drivers if d.registry == registry and d.role == Role.DRIVER)
         line = (
             f"registry {registry:#018x}: drivers {users}, workers {len(serving)}, queued {queued}"
@@ -51,7 +48,7 @@ def status_text(
                 "(start workers that import its task modules)"
             )
         lines.append(line)
-    portable = len(ready[ANYWHERE]) if ANYWHERE in ready else 0
+    portable = scheduler.queued(ANYWHERE)
     if portable:
         lines.append(f"by-value tasks (any worker runs them): queued {portable}")
     for worker in sorted(workers, key=lambda w: str(w.address)):
@@ -90,7 +87,7 @@ def actor_lines(actors: Iterable[ActorRecord]) -> list[str]:
             else "no checkpoint yet"
         )
         line = (
-            f"{name}: {actor.state.value} on worker {where}, calls {actor.seq} "
+            f"{name}: {actor.state.name.lower()} on worker {where}, calls {actor.seq} "
             f"(unanswered {len(actor.by_oid)}), {checkpoint}, kept {len(actor.calls)} calls "
             f"({actor.kept_bytes} bytes), restarts {actor.restarts}"
         )

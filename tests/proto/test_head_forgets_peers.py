@@ -20,11 +20,11 @@ def test_gone_idle_workers_of_many_registries_leave_nothing_behind() -> None:
         w.send(dp.Hello(F.ROLE_WORKER, 1000 + i, dp.Address("10.0.0.2", 7000 + i)))
         gone.append(w)
     stay = net.worker()
-    assert len(net.head._idle) == 301
+    assert len(net.head._scheduler.idle) == 301
     for w in gone:
         net.head.connection_lost(w.link, 0)
         net.pump()
-    assert list(net.head._idle) == [REGISTRY]
+    assert list(net.head._scheduler.idle) == [REGISTRY]
     # The worker left still gets work.
     d = net.driver()
     d.send(dp.Task(d.oid(1), TASK_ID, b"x"))
@@ -32,7 +32,7 @@ def test_gone_idle_workers_of_many_registries_leave_nothing_behind() -> None:
     stay.send(dp.Result(d.oid(1), b"y"))
     assert dp.Result(d.oid(1), b"y") in d.take()
     net.head.connection_lost(stay.link, 0)
-    assert net.head._idle == {}
+    assert net.head._scheduler.idle == {}
 
 
 def test_a_registry_whose_tasks_failed_for_want_of_a_worker_keeps_no_queue() -> None:
@@ -44,19 +44,19 @@ def test_a_registry_whose_tasks_failed_for_want_of_a_worker_keeps_no_queue() -> 
     assert isinstance(welcome, dp.Welcome)
     lonely.number = welcome.number
     lonely.send(dp.Task(lonely.oid(1), TASK_ID, b"x"))
-    assert REGISTRY + 1 in net.head._ready
+    assert REGISTRY + 1 in net.head._scheduler.ready
     net.head.on_timer(2_000)
     net.pump()
     (error,) = lonely.take()
     assert isinstance(error, dp.Error) and "none of the connected workers" in error.message
-    assert REGISTRY + 1 not in net.head._ready
+    assert REGISTRY + 1 not in net.head._scheduler.ready
     # A later task of that registry waits (and fails) as the first did.
     lonely.send(dp.Task(lonely.oid(2), TASK_ID, b"x"), now=3_000)
     net.head.on_timer(5_000)
     net.pump()
     (error,) = lonely.take()
     assert isinstance(error, dp.Error) and error.object_id == lonely.oid(2)
-    assert REGISTRY + 1 not in net.head._ready
+    assert REGISTRY + 1 not in net.head._scheduler.ready
 
 
 def test_a_task_whose_last_worker_died_waits_the_grace_then_fails() -> None:

@@ -193,7 +193,7 @@ def test_a_fetch_the_head_never_grants_fails_for_the_driver_naming_the_object() 
     sim = SecureSim(seed=6, workers=1, drivers=2)
     sim.settle()
     d = sim.drivers[1]
-    for link, peer in sim.head._peers.items():
+    for link, peer in sim.head._wire.peers.items():
         if peer.number == d.core.number:
             sim.head.peer(link, "fe80::1")  # IPv6: an address cannot carry it
     a = d.core.submit(TASK_ID, arg(300))

@@ -29,7 +29,6 @@ import heapq
 from collections.abc import Callable
 
 import dista_proto as dp
-from dista_proto._head_scheduling import Scheduling
 
 from .cluster import Pipe, Sim, SimDriver, SimWorker
 
@@ -137,12 +136,13 @@ class RecoverySim(Sim):
         return bool(
             self.timers
             or self.frozen
-            or head._claims
-            or head._unclaimed
-            or head._limbo
-            or head._away
-            or head._parked
-            or Scheduling.next_deadline(head) is not None
+            or head._holdings.claims
+            or head._holdings.unclaimed
+            or head._holdings.limbo
+            or head._resume.away
+            or head._resume.parked
+            or head._scheduler.next_deadline() is not None
+            or head._actors.next_deadline() is not None
         )
 
     def step(self) -> bool:

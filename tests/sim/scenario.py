@@ -218,7 +218,7 @@ class Scenario:
     def check_slots(self) -> None:
         """Every slot a worker lent, prefetched or lost to a withdrawal came back."""
         head = self.sim.head
-        for peer in head._peers.values():
+        for peer in head._wire.peers.values():
             if peer.role != dp.Role.WORKER:
                 continue
             where = f"seed {self.sim.seed}: worker {peer.address}"

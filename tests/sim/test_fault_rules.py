@@ -62,7 +62,7 @@ def test_a_cancelled_task_its_worker_holds_is_withdrawn_and_never_runs() -> None
     sim.driver_call(d)
     sim.settle()
     assert sim.head.stats() == dp.HeadStats(0, 0, 0, 0, 1)
-    (peer,) = [p for p in sim.head._peers.values() if p.role == dp.Role.WORKER]
+    (peer,) = [p for p in sim.head._wire.peers.values() if p.role == dp.Role.WORKER]
     assert peer.free == 2
 
 

@@ -26,7 +26,7 @@ class HostileScenario(Scenario):
         sim = self.sim
         self.thief = sim.head.connection_made(sim.now)
         self._raw(self.thief, dp.Hello(F.ROLE_DRIVER, sim.registry))
-        self.thief_number = sim.head._peers[self.thief].number
+        self.thief_number = sim.head._wire.peers[self.thief].number
         self.thief_next = 1
         # Another registry: the head never gives it this cluster's tasks, so it can only forge.
         self.rogue = sim.head.connection_made(sim.now)
@@ -74,7 +74,7 @@ class HostileScenario(Scenario):
         where = f"seed {sim.seed}: {event}"
         assert sim.head.stats() == before, where
         assert sim.head.inline_bytes(oid >> dp.ID_BITS) == inline, where
-        assert sim.head.greeted(link) and self.thief in sim.head._peers, where  # kept
+        assert sim.head.greeted(link) and self.thief in sim.head._wire.peers, where  # kept
 
 
 def run_seed(seed: int) -> int:

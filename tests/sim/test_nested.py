@@ -152,7 +152,7 @@ def test_fib_10_with_every_call_a_task_finishes_on_two_one_slot_workers(seed: in
     assert nested.blocks == 88  # every call with n >= 2 blocked once, on its children
     stats = nested.sim.head.stats()
     assert stats == dp.HeadStats(0, 0, 0, 0, 2), f"seed {seed}: {stats}"
-    for peer in nested.sim.head._peers.values():
+    for peer in nested.sim.head._wire.peers.values():
         if peer.role == dp.Role.WORKER:
             assert peer.free == 1 and peer.blocked == 0 and not peer.running
     assert all(not w.core.store for w in nested.sim.workers)

@@ -127,7 +127,7 @@ def test_a_head_restart_keeps_inline_stored_failed_and_unfinished_objects() -> N
     assert d.answers[inline] == ["value"] and d.answers[failed] == ["failed"]
     assert d.answers[many] == ["located", "value"], d.answers[many]
     # The stored results stayed where they were: claimed, found by their workers' holding.
-    assert head.tracked(many) and not head._claims and not head._unclaimed
+    assert head.tracked(many) and not head._holdings.claims and not head._holdings.unclaimed
     _release(sim, d, many, many + 1, many + 2, failed, task, pair, pair + 1, after)
     _clean(sim)
 
@@ -147,7 +147,7 @@ def test_a_claim_waits_for_its_worker_to_rejoin_later() -> None:
         if other is not w:
             sim.reconnect(other.core)
     deliver_all(sim)
-    assert oid in head._claims and head.tracked(oid)
+    assert oid in head._holdings.claims and head.tracked(oid)
     # A task taking it waits for it.
     after = d.core.submit_after(TASK_ID, [oid])
     sim.driver_call(d)
@@ -156,7 +156,7 @@ def test_a_claim_waits_for_its_worker_to_rejoin_later() -> None:
     sim.now += GRACE_NS // 2  # within the grace: the worker comes
     sim.reconnect(w.core)
     sim.settle()
-    assert not head._claims
+    assert not head._holdings.claims
     assert d.got[after] == compute(None, (compute(arg(STORED, 1), (), False),), False)
     assert d.answers[oid] == ["located", "value"]  # found again: not answered twice
     _release(sim, d, oid, after)
@@ -177,7 +177,7 @@ def test_a_claim_no_worker_answers_fails_after_the_grace() -> None:
     after = d.core.submit_after(TASK_ID, [oid])
     sim.driver_call(d)
     sim.settle()  # time passes: the claim waits out the grace
-    assert not head._claims
+    assert not head._holdings.claims
     assert "no worker reported holding it within 0.2 s" in d.failed[after]
     _release(sim, d, oid, after)
     _clean(sim)
@@ -197,10 +197,10 @@ def test_a_holding_no_driver_claims_is_freed_at_its_drivers_resumed() -> None:
     sim.driver_call(d)
     sim.reconnect(w.core)  # the worker first: both wait for their driver
     deliver_all(sim)
-    assert set(head._unclaimed) == {kept, dropped}
+    assert set(head._holdings.unclaimed) == {kept, dropped}
     sim.reconnect(d.core)
     sim.settle()
-    assert not head._unclaimed
+    assert not head._holdings.unclaimed
     assert set(w.core.store) == {kept}  # the one it did not claim is freed at resumed
     _release(sim, d, kept)
     _clean(sim)
@@ -219,9 +219,9 @@ def test_a_holding_whose_driver_never_comes_is_freed_after_the_grace() -> None:
     sim.lost.remove(gone.core)
     _reconnect_all(sim)
     deliver_all(sim)
-    assert oid in head._unclaimed and oid in w.core.store
+    assert oid in head._holdings.unclaimed and oid in w.core.store
     sim.settle()  # the grace passes
-    assert not head._unclaimed and not w.core.store
+    assert not head._holdings.unclaimed and not w.core.store
     _clean(sim)
     assert d.core.ready
 
@@ -239,12 +239,12 @@ def test_a_driver_reconnecting_to_the_same_head_takes_over_its_old_connection() 
     running = [d.core.submit(TASK_ID, arg(STORED, i)) for i in (2, 3)]
     sim.driver_call(d)
     deliver_all(sim)
-    old = head._numbers[d.core.number].link
+    old = head._wire.numbers[d.core.number].link
     # Only the driver sees its link go (the head's side stays half open): the answers the
     # head sends meanwhile are lost with it.
     sim.cut(d.core, reset=True, head_sees=False)
     deliver_all(sim)
-    assert d.core in sim.lost and old in head._peers
+    assert d.core in sim.lost and old in head._wire.peers
     for w in sim.workers:
         while w.running:
             sim.finish_task(w)
@@ -252,8 +252,8 @@ def test_a_driver_reconnecting_to_the_same_head_takes_over_its_old_connection() 
     assert not any(oid in d.answers for oid in running)
     sim.reconnect(d.core)
     sim.settle()
-    assert old not in head._peers  # the old connection is dropped
-    assert head._numbers[d.core.number].link != old
+    assert old not in head._wire.peers  # the old connection is dropped
+    assert head._wire.numbers[d.core.number].link != old
     assert d.core.resumes == 1
     assert all(n == 1 for n in sim.runs.values()), sim.runs  # nothing ran twice
     for oid in running:
@@ -279,7 +279,7 @@ def test_a_driver_whose_head_saw_it_go_resumes_with_everything_kept() -> None:
     sim.settle()
     sim.cut(d.core, reset=True)
     deliver_all(sim)
-    assert len(head._away) == 1  # away, not gone: its objects and its actor wait
+    assert len(head._resume.away) == 1  # away, not gone: its objects and its actor wait
     assert head.tracked(stored) and _holder(sim, stored)
     late = d.core.submit(TASK_ID, arg(16, 9))  # while it is away: with the resume
     d.core.release(calls[0])
@@ -287,7 +287,7 @@ def test_a_driver_whose_head_saw_it_go_resumes_with_everything_kept() -> None:
     sim.now += GRACE_NS // 2
     _reconnect_all(sim)
     sim.settle()
-    assert not head._away and d.got[late] == compute(arg(16, 9), (), False)
+    assert not head._resume.away and d.got[late] == compute(arg(16, 9), (), False)
     assert not head.tracked(calls[0])  # released while away: the resume said so
     third = _call(sim, d, actor, 3)
     sim.settle()
@@ -307,12 +307,12 @@ def test_a_driver_away_past_the_grace_is_dropped() -> None:
     sim.settle()
     sim.cut(d.core, reset=True)
     sim.settle()  # the grace passes: the driver is lost, what it owned freed
-    assert not sim.head._away
+    assert not sim.head._resume.away
     _clean(sim)
     _reconnect_all(sim)
     sim.settle()  # it resumes all the same: its claim waits for a holding, then fails
     assert d.core.resumes == 1
-    obj = sim.head._objects[oid]
+    obj = sim.head._objects.by_id[oid]
     assert obj.state is ObjState.FAILED and "no worker reported holding it" in obj.error
     d.core.fetch(oid)  # where it was, it is gone: the head, asked again, says why
     sim.driver_call(d)
@@ -336,7 +336,7 @@ def test_a_number_from_another_epoch_that_is_in_use_is_refused() -> None:
     sim.settle()
     assert "in use by a driver of this head" in d.core.closed_reason
     assert f"epoch {head.epoch:#x}" in d.core.closed_reason
-    assert head._numbers[number].link != 0 and newcomer.core.ready
+    assert head._wire.numbers[number].link != 0 and newcomer.core.ready
     oid = newcomer.core.submit(TASK_ID, arg(16))
     sim.driver_call(newcomer)
     sim.settle()
@@ -371,22 +371,22 @@ def test_a_silent_worker_is_lost_its_tasks_retried_and_its_objects_back_when_it_
     sim.silence(holder, silence)
     # Liveness passes: the head loses it; its task runs on the other worker.
     link = _link_of(sim, holder)
-    while head._peers.get(link) is not None:
+    while head._wire.peers.get(link) is not None:
         assert sim.step()
-    assert kept in head._limbo
+    assert kept in head._holdings.limbo
     after = d.core.submit_after(TASK_ID, [kept])  # waits for the object to come back
     sim.driver_call(d)
     while sim.frozen:
         assert sim.step()
     assert after not in d.got
     sim.settle()
-    assert not head._limbo  # back with its holding
+    assert not head._holdings.limbo  # back with its holding
     assert d.got[task] == compute(arg(16, 3), (), False)
     assert d.got[after] == compute(None, (compute(arg(STORED, 1), (), False),), False)
-    assert kept in holder.core.store and head._objects[kept].holder is not None
-    assert head._objects[kept].holder.address == holder.address
+    assert kept in holder.core.store and head._objects.by_id[kept].holder is not None
+    assert head._objects.by_id[kept].holder.address == holder.address
     _release(sim, d, *d.got, kept)
-    _release(sim, d, *[o for o in list(head._objects) if head._objects[o].held])
+    _release(sim, d, *[o for o in list(head._objects.by_id) if head._objects.by_id[o].held])
     _clean(sim)
 
 
@@ -411,10 +411,10 @@ def test_a_worker_whose_link_is_reset_keeps_its_objects_for_its_rejoin() -> None
     w = sim.workers[0]
     sim.cut(w.core, reset=True)
     deliver_all(sim)
-    assert oid in sim.head._limbo  # not failed: it may come back
+    assert oid in sim.head._holdings.limbo  # not failed: it may come back
     _reconnect_all(sim)
     sim.settle()
-    assert oid in d.got and oid not in d.failed and not sim.head._limbo
+    assert oid in d.got and oid not in d.failed and not sim.head._holdings.limbo
     _release(sim, d, oid)
     _clean(sim)
 
@@ -574,10 +574,10 @@ def test_a_call_from_a_driver_resuming_before_the_actors_owner_waits_for_it() ->
         if core is not owner.core:
             sim.reconnect(core)
     deliver_all(sim)  # the caller resumed: its call to the actor waits for its owner
-    assert actor in head._parked
+    assert actor in head._resume.parked
     sim.reconnect(owner.core)
     sim.settle()
-    assert not head._parked
+    assert not head._resume.parked
     assert _host(sim, actor).hosted.total == 1  # type: ignore[union-attr]
     assert actors.runs[mine] == 2 and caller.answers[mine] == ["value"]
     owner.core.kill_actor(actor)

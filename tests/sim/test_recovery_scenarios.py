@@ -36,7 +36,7 @@ import time
 import pytest
 
 import dista_proto as dp
-from dista_proto._head_actors import DEFAULT_ACTOR_KEEP_BYTES
+from dista_proto._head_checkpoints import DEFAULT_ACTOR_KEEP_BYTES
 from dista_proto._head_records import ActorState
 from tests.sim.seeds import failed_seeds
 
@@ -121,7 +121,7 @@ class RecoveryScenario(ActorScenario):
         elif kind == "silence" and joined:
             # Not one whose objects still wait for its holding: silent again, it would stay
             # away past the grace, and they fail (as they should: not a fault-free run).
-            limbo = " ".join(why for why, _ in sim.head._limbo.values())
+            limbo = " ".join(why for why, _ in sim.head._holdings.limbo.values())
             ready = [w for w in joined if str(w.address) not in limbo]
             duration = rng.randrange(LIVENESS_NS * 5 // 4, LIVENESS_NS + GRACE_NS // 2)
             if ready:

@@ -1,0 +1,391 @@
+"""Drivers resuming: after a head restart, or on a new connection to this same head.
+
+The head keeps no disk state. After a head restart a driver resumes under its old number
+and sends, in order, each object it still needs (a small result or error as a result or
+error frame, a result on a worker as claim, an unfinished task as the frame it first sent),
+its live actors' creates and the calls it keeps, then resumed (the page).
+
+A driver whose connection is lost (for a reason the binding does not know) is away, not
+gone: what it owns (its tasks, objects and actors) stays ``recovery_grace_ns`` for it to
+resume on a new connection, and only then is dropped as a lost driver's. A driver resuming
+under a number this head knows (connected or away), with the epoch that number came from,
+is the same driver on a new connection: the old connection is dropped and everything it
+owned moves to the new one, and what it sends again that the head already has is answered
+from what the head knows instead of run twice; at resumed, what it held or owned on the old
+connection and did not name again (released, killed while the link was down) goes. A
+resume under a number another driver holds (from another epoch) is refused. A claim from a
+driver that is not resuming asks where an object it holds lives now (its fetch failed where
+it was): the head answers it again.
+
+A call to an actor this head does not know yet waits (parked) for its owner to resume and
+create it again, ``recovery_grace_ns`` at most; a driver resuming on this same head is
+answered again what its old connection missed (its create's answer, its calls', covered,
+that an actor is gone).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ._conventions import ID_BITS, NUMBER_SPACE
+from ._events import ActorCall, ActorCreate, Claim, Covered, Error, Hello, Result
+from ._head_actors import Actors
+from ._head_holdings import Holdings
+from ._head_objects import Objects
+from ._head_records import ActorRecord, ActorState, ObjState, Peer, TrackedObject
+from ._head_wire import Wire
+from ._roles import Role
+from ._timeline import TimelineLog
+
+__all__ = ["Resume"]
+
+_PENDING: Final = ObjState.PENDING
+_INLINE: Final = ObjState.INLINE
+_STORED: Final = ObjState.STORED
+_FAILED: Final = ObjState.FAILED
+_DEAD: Final = ActorState.DEAD
+
+#: A parked call: the caller's number, the call, and whether it was answered before.
+_Parked = tuple[int, ActorCall, bool]
+
+
+class Resume:
+    """Resuming drivers, drivers away, and calls parked for actors not created yet."""
+
+    def __init__(
+        self,
+        wire: Wire,
+        objects: Objects,
+        actors: Actors,
+        holdings: Holdings,
+        timeline: TimelineLog,
+        *,
+        recovery_grace_ns: int,
+        exit_without_drivers: bool,
+    ) -> None:
+        self._wire = wire
+        self._objects = objects
+        self._actors = actors
+        self._holdings = holdings
+        self._timeline = timeline
+        self.recovery_grace_ns = recovery_grace_ns
+        self._exit_without_drivers = exit_without_drivers
+        #: Drivers whose connection was lost, that may resume: link -> (driver, until when).
+        self.away: dict[int, tuple[Peer, int]] = {}
+        #: Calls to an actor this head does not know, whose owner has not resumed yet:
+        #: actor -> (until when, the calls).
+        self.parked: dict[int, tuple[int, list[_Parked]]] = {}
+        self._parked_calls: set[int] = set()  # their object IDs
+
+    def watching(self) -> bool:
+        return bool(self.away or self.parked)
+
+    # -- hello, away, replaced -------------------------------------------------------------
+
+    def number(self, peer: Peer, hello: Hello) -> int:
+        """The number of a driver saying hello with a resume pair, or 0 (refused)."""
+        resume = hello.resume
+        assert resume is not None
+        number = resume.number
+        if not 1 <= number < NUMBER_SPACE:
+            self._wire.refuse(peer, f"driver number {number} is outside [1, 2**24)")
+            return 0
+        holder = self._wire.numbers.get(number)
+        if holder is not None:
+            if resume.epoch != holder.epoch:
+                # A driver of another head that drew the number one of ours has: giving it
+                # the number would give it the other driver's objects.
+                self._wire.refuse(
+                    peer,
+                    f"driver number {number} is in use by a driver of this head (epoch "
+                    f"{self._wire.epoch:#x}); yours was given by the head of epoch "
+                    f"{resume.epoch:#x}: start a new session",
+                )
+                return 0
+            self._replace(holder, peer)
+        peer.epoch = resume.epoch
+        peer.resuming = True
+        return number
+
+    def went_away(self, peer: Peer) -> bool:
+        """``peer``'s connection was lost: keep what it owns for it to resume, if it is a
+        driver that may (True); a local head's last driver ends it instead."""
+        wire = self._wire
+        if (
+            peer.role != Role.DRIVER
+            or not peer.number
+            or wire.numbers.get(peer.number) is not peer
+            or wire.stopping
+        ):
+            return False
+        if self._exit_without_drivers and not any(
+            p.role == Role.DRIVER and p is not peer for p in wire.peers.values()
+        ):
+            return False
+        wire.peers.pop(peer.link, None)
+        self.away[peer.link] = (peer, wire.now + self.recovery_grace_ns)
+        return True
+
+    def _replace(self, old: Peer, new: Peer) -> None:
+        """``new`` is ``old``'s driver on a new connection: it takes over what it owned."""
+        was, now = old.link, new.link
+        wire = self._wire
+        wire.peers.pop(was, None)
+        self.away.pop(was, None)
+        wire.numbers.pop(old.number, None)
+        unconfirmed = new.unconfirmed = set()
+        for obj in self._objects.by_id.values():
+            if obj.owner == was:
+                obj.owner = now
+                if obj.held:
+                    unconfirmed.add(obj.oid)
+                task = obj.task
+                if task is not None and task.owner == was:
+                    task.owner = now
+        for actor in self._actors.records.values():
+            if actor.owner == was:
+                actor.owner = now
+                unconfirmed.add(actor.actor_id)  # (a dead one: its news may be lost too)
+            if was in actor.callers:
+                actor.callers.discard(was)
+                if actor.state is not _DEAD:
+                    actor.callers.add(now)
+                # (A dead one's news went to the old connection: the new one hears it
+                # with the first call it resends.)
+            for call in actor.calls:
+                if call.owner == was:
+                    call.owner = now
+            for asks in actor.pending.values():
+                asks[:] = [(now if link == was else link, oid) for link, oid in asks]
+        self._timeline.rename(was, now)
+        wire.close(was, "the same driver connected again")
+
+    def on_timer(self, now: int) -> list[Peer]:
+        """Parked calls that waited out the grace fail; the drivers away that did not come
+        back, for the head to drop."""
+        gone = []
+        for link, (driver, until) in list(self.away.items()):
+            if now >= until:
+                del self.away[link]
+                gone.append(driver)
+        for actor_id, (until, _) in list(self.parked.items()):
+            if now >= until:
+                self._fail_parked(actor_id)
+        return gone
+
+    # -- what a resuming driver sends again ------------------------------------------------
+
+    def resent(self, peer: Peer, oid: int, results: int = 1) -> bool:
+        """Whether ``oid`` (and the ``results - 1`` after it, a task's) is one a resuming
+        ``peer`` sends again that this head has: it gets the answer the head knows (if any
+        yet) and nothing runs twice."""
+        if not peer.resuming:
+            return False
+        objects = self._objects.by_id
+        mine = [
+            obj
+            for i in range(oid, oid + results)
+            if (obj := objects.get(i)) is not None and obj.owner == peer.link
+        ]
+        if not mine:
+            return False
+        for obj in mine:
+            _confirmed(peer, obj.oid)
+            if obj.held:
+                self.answer_again(obj)
+        return True
+
+    def answer_again(self, obj: TrackedObject) -> None:
+        state = obj.state
+        if state is _INLINE:
+            self._wire.send(obj.owner, Result(obj.oid, obj.value))
+        elif state is _STORED and obj.holder is not None:
+            self._wire.locate(obj, obj.holder, obj.holder.address)
+        elif state is _FAILED:
+            self._wire.send(obj.owner, Error(obj.oid, obj.error))
+
+    def on_driver_answer(self, peer: Peer, event: Result | Error) -> None:
+        """A resuming driver's result or error: an object it has, for tasks to take."""
+        oid = event.object_id
+        objects = self._objects
+        if self.resent(peer, oid):
+            obj = objects.by_id[oid]
+            if isinstance(event, Error) and obj.task is not None and obj.state is _PENDING:
+                # It failed it while its link was down (a cancel the head never saw).
+                objects.cancel(peer, oid, False)
+            return
+        if not objects.check_new_ids(peer, oid, 1):
+            return
+        obj = objects.track(oid, peer.link)
+        if isinstance(event, Result):
+            objects.keep_inline(obj, event.value)  # (what it had before: not refused at its cap)
+        else:
+            objects.keep_error(obj, event.message)
+
+    def on_claim(self, peer: Peer, event: Claim) -> None:
+        """A resuming driver's claim; or, from one that is not resuming, the question where
+        an object it holds lives now (a fetch failed where it was): answered again."""
+        oid = event.object_id
+        objects = self._objects
+        if not peer.resuming:
+            obj = objects.get(oid)
+            if obj is None or obj.owner != peer.link or not obj.held:
+                self._wire.send(peer.link, Error(oid, f"object {oid:#x} is unknown to the head"))
+            else:
+                self.answer_again(obj)  # (one waiting for its worker is answered then)
+            return
+        if self.resent(peer, oid) or not objects.check_new_ids(peer, oid, 1):
+            return
+        self._holdings.claim(objects.track(oid, peer.link))
+
+    def on_resumed(self, peer: Peer) -> None:
+        """``peer`` sent everything it still needs: what it did not claim is free, and, on
+        this same head, what it held or owned on its old connection and did not name again
+        (it released or killed it while the link was down) goes."""
+        peer.resuming = False
+        unconfirmed, peer.unconfirmed = peer.unconfirmed, None
+        for oid in sorted(unconfirmed or ()):
+            actor = self._actors.records.get(oid)
+            if actor is not None:
+                if actor.owner != peer.link:
+                    continue
+                if actor.state is not _DEAD:
+                    self._actors.end(actor, f"actor {oid:#x} was killed by {peer.name}")
+                else:  # it ended while the link was down: the news went with the old one
+                    self._wire.send(peer.link, Error(oid, actor.why))
+                continue
+            obj = self._objects.get(oid)
+            if obj is not None and obj.owner == peer.link and obj.held:
+                obj.held = False
+                self._objects.unref(obj)
+        number = peer.number
+        for actor_id in [a for a in self.parked if a >> ID_BITS == number]:
+            self._fail_parked(actor_id)  # its owner did not create it again
+        self._holdings.driver_resumed(number)
+
+    # -- actors ----------------------------------------------------------------------------
+
+    def on_actor_create(self, peer: Peer, event: ActorCreate) -> None:
+        known = self._actors.records.get(event.object_id)
+        if peer.resuming and known is not None:
+            # This head has it: the same driver on a new connection, which may have missed
+            # how its create went (the answer was on its way on the old one).
+            _confirmed(peer, known.actor_id)
+            if known.state is _DEAD:
+                self._wire.send(peer.link, Error(known.actor_id, known.why))
+            elif known.announced:
+                self._wire.send(peer.link, Result(known.actor_id, b""))
+            return
+        actor = self._actors.create(peer, event)
+        if actor is not None:
+            self._unpark_calls(actor)
+
+    def on_actor_call(self, peer: Peer, event: ActorCall) -> None:
+        """A call: what a resuming driver sends again is answered from what this head
+        knows; one to an actor not created yet may wait for it; the rest is `Actors`'."""
+        oid = event.object_id
+        actor = self._actors.records.get(event.actor_id)
+        send = self._wire.send
+        if peer.resuming and actor is not None and actor.state is not _DEAD:
+            obj = self._objects.get(oid)
+            if obj is not None and obj.owner == peer.link:
+                _confirmed(peer, oid)
+            if oid <= actor.newest_from.get(peer.number, 0):
+                # A call this head took already: the same driver, reconnected, which may
+                # have missed its answer and that a checkpoint covers it.
+                if obj is not None and obj.owner == peer.link and obj.held:
+                    self.answer_again(obj)
+                newest = actor.covered_of.get(peer.number, 0)
+                if oid <= newest:
+                    send(peer.link, Covered(actor.actor_id, newest))
+                return
+            if obj is not None and obj.owner == peer.link and obj.task is None:
+                # Answered before the restart: it runs again for the actor's state only.
+                self._actors.take_call(peer, actor, event, True)
+                return
+        if actor is None and self._park_call(peer, event):
+            return  # its owner has not resumed yet: it may create it
+        if peer.resuming:
+            obj = self._objects.get(oid)
+            if obj is not None and obj.owner == peer.link:
+                # A call to a gone actor this head answered already: answer it again, and
+                # say again that the actor is gone (it may have ended while the caller's
+                # link was down, and the caller would keep its calls for good).
+                _confirmed(peer, oid)
+                if obj.held:
+                    self.answer_again(obj)
+                if actor is not None:
+                    send(peer.link, Error(actor.actor_id, actor.why))
+                return
+        self._actors.call(peer, event)
+
+    def _park_call(self, peer: Peer, event: ActorCall) -> bool:
+        """A call to an actor this head does not know: if its owner may still create it
+        (a driver of the head before that has not resumed yet, or one that is away), it
+        waits for that, ``recovery_grace_ns`` at most. True if parked."""
+        actor_id = event.actor_id
+        wire = self._wire
+        owner = wire.numbers.get(actor_id >> ID_BITS)
+        if owner is not None and not owner.resuming and wire.alive(owner):
+            return False  # its owner is here and has resumed: unknown indeed
+        oid = event.object_id
+        obj = self._objects.get(oid)
+        mine = obj is not None and obj.owner == peer.link
+        if oid in self._parked_calls:
+            # Parked already: the same driver sending it again (its object perhaps released
+            # and forgotten meanwhile: it would be parked, and run, twice).
+            if mine:
+                _confirmed(peer, oid)
+            return True
+        answered = peer.resuming and mine and obj is not None and obj.task is None
+        if not answered:
+            if not self._objects.check_new_ids(peer, oid, 1):
+                return True
+            self._objects.track(oid, peer.link)
+        else:
+            _confirmed(peer, oid)
+        if actor_id not in self.parked:
+            self.parked[actor_id] = (wire.now + self.recovery_grace_ns, [])
+        self.parked[actor_id][1].append((peer.number, event, answered))
+        self._parked_calls.add(oid)
+        return True
+
+    def _unpark_calls(self, actor: ActorRecord) -> None:
+        """``actor`` was created: the calls that waited for it are taken, in order."""
+        parked = self.parked.pop(actor.actor_id, None)
+        if parked is None:
+            return
+        for number, event, answered in parked[1]:
+            oid = event.object_id
+            self._parked_calls.discard(oid)
+            caller = self._wire.numbers.get(number)
+            if caller is None:
+                continue  # its driver is gone (and what it owned)
+            obj = self._objects.get(oid)
+            if obj is None or obj.owner != caller.link:
+                answered = True  # released meanwhile: it runs for the actor's state only
+            self._actors.take_call(caller, actor, event, answered)
+
+    def _fail_parked(self, actor_id: int) -> None:
+        """No actor-create came for ``actor_id``: the calls that waited for it fail."""
+        _, calls = self.parked.pop(actor_id, (0, []))
+        why = "it is unknown to the head"
+        told = set()
+        for number, event, answered in calls:
+            oid = event.object_id
+            self._parked_calls.discard(oid)
+            obj = self._objects.get(oid)
+            if obj is not None and not answered and obj.state is _PENDING and obj.task is None:
+                self._objects.fail_object(obj, f"actor {actor_id:#x} is gone: {why}")
+            elif obj is not None and obj.held:
+                self.answer_again(obj)  # resent (the driver may not have its answer)
+            caller = self._wire.numbers.get(number)
+            if caller is not None and number not in told:
+                told.add(number)  # so that it keeps its calls no longer
+                self._wire.send(caller.link, Error(actor_id, why))
+
+
+def _confirmed(peer: Peer, oid: int) -> None:
+    """A resuming ``peer`` named ``oid`` (an object or an actor): it still has it."""
+    if peer.unconfirmed is not None:
+        peer.unconfirmed.discard(oid)
