@@ -22,10 +22,10 @@ Peers refused for a protocol error left garbage in reference cycles: the core ke
 one's `RemoteProtocolError` with the traceback of its raise, which held the frames that
 parsed its bytes, and so the connection and views of its receive buffer (after a flood of
 bad frames: 10,549 objects, 236 sockets and 106 MiB of views, in 213 such cycles), and the
-head's young-generation threshold is raised (``cli._tune_process``), so the full collection
-that frees them came rarely. The core now keeps the error without a traceback and raises it
-anew; a refusal (`collect_soon`) still makes the next check collect first, at most once
-every `MIN_GAP_S`, for what else a dropped peer may leave in a cycle.
+head's young-generation threshold is raised (``_cli_process.tune_process``), so the full
+collection that frees them came rarely. The core now keeps the error without a traceback and
+raises it anew; a refusal (`collect_soon`) still makes the next check collect first, at most
+once every `MIN_GAP_S`, for what else a dropped peer may leave in a cycle.
 """
 
 from __future__ import annotations
