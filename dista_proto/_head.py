@@ -23,7 +23,7 @@ them by its kind and the sender's role (one table per role, `_routes`):
 - `Guard` (`_head_security`): what peers may name, and links before their hello.
 
 Every record's state moves through `_lifecycle`'s tables, which keep the counters. The head
-itself keeps what crosses parts: peers joining (hello) and leaving (`_lose`), stopping, and
+itself keeps the routes; peers joining and leaving, and stopping, are `Membership`'s, and
 the pulled timer (`next_deadline` is the minimum of the parts').
 """
 
@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable
 from typing import Final, TypeVar
 
 from . import frame as F
-from ._conventions import CANCEL_FORCE, NUMBER_SPACE, TASK_ID_MASK
-from ._decisions import Decision, Exit
+from ._conventions import CANCEL_FORCE, TASK_ID_MASK
+from ._decisions import Decision
 from ._events import (
     ActorCall,
     ActorCreate,
@@ -63,16 +63,16 @@ from ._events import (
     TaskMany,
     Timeline,
     TimelineRecord,
-    Welcome,
 )
 from ._head_actors import Actors
 from ._head_checkpoints import DEFAULT_ACTOR_KEEP_BYTES
 from ._head_holdings import Holdings
 from ._head_objects import Objects
+from ._head_peers import Membership
 from ._head_records import ActorRecord, ActorState, Peer, TaskRecord
 from ._head_resume import Resume
 from ._head_scheduling import Scheduler
-from ._head_security import Guard, hello_refusal, may_stop
+from ._head_security import Guard, may_stop
 from ._head_status import status_text
 from ._head_wire import Wire, grant_host
 from ._lifecycle import Counts
@@ -136,18 +136,9 @@ class Head:
         hello_idle_ns: int = HELLO_IDLE_NS,
         inline_cap_bytes: int = INLINE_CAP_BYTES,
     ) -> None:
-        if not 1 <= first_number < NUMBER_SPACE:
-            raise ValueError(f"first_number must be in [1, 2**24), not {first_number}")
         self.epoch: Final = epoch
-        # A local head lives while a driver is connected (clients don't count), then stops
-        # itself and its workers.
-        self.exit_without_drivers = exit_without_drivers
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
         self._allocate = allocate
-        # A worker silent this long is lost (0: never).
-        self.liveness_ns = liveness_ns
-        self._next_number = first_number
-        self._tick_at = 0
         self._counts = counts = Counts()
         self._wire = wire = Wire(epoch)
         actor_records: dict[int, ActorRecord] = {}
@@ -191,6 +182,18 @@ class Head:
             actors=actor_records,
             hello_deadline_ns=hello_deadline_ns,
             hello_idle_ns=hello_idle_ns,
+        )
+        self._members = Membership(
+            wire,
+            objects,
+            scheduler,
+            actors,
+            holdings,
+            resume,
+            self._guard.hello_watch,
+            first_number=first_number,
+            liveness_ns=liveness_ns,
+            exit_without_drivers=exit_without_drivers,
         )
         objects.bind(scheduler.enqueue, holdings)
         scheduler.bind(holdings, actors.kept_for)
@@ -270,6 +273,11 @@ class Head:
     @property
     def recovery_grace_ns(self) -> int:
         return self._holdings.recovery_grace_ns
+
+    @property
+    def liveness_ns(self) -> int:
+        """A worker silent this long is lost (0: never)."""
+        return self._members.liveness_ns
 
     # -- counts ----------------------------------------------------------------------------
 
@@ -361,12 +369,7 @@ class Head:
         self._guard.hello_watch.done(link)
         if peer is None:
             return
-        if why is None:
-            if peer.role == Role.WORKER:
-                self._holdings.to_limbo(peer, f"{peer.name} disconnected (connection lost)")
-            elif self._resume.went_away(peer):
-                return
-        self._lose(peer, why or "connection lost")
+        self._members.connection_lost(peer, why)
 
     def decisions(self) -> list[Decision]:
         """What to do now: writes, closes, exit; in order."""
@@ -379,7 +382,7 @@ class Head:
             for t in (
                 self._actors.next_deadline(),
                 self._scheduler.next_deadline(),
-                self._recovery_deadline(),
+                self._members.next_deadline(),
                 self._guard.hello_watch.next_deadline(),
             )
             if t is not None
@@ -392,36 +395,8 @@ class Head:
         self._wire.now = now
         self._actors.on_timer(now)
         self._scheduler.on_timer(now)
-        self._on_recovery_timer(now)
+        self._members.on_timer(now)
         self._guard.hello_watch.due(now, self._guard.no_hello)
-
-    def _recovery_deadline(self) -> int | None:
-        watching = self._holdings.watching() or self._resume.watching()
-        if not watching and not (self.liveness_ns and self._scheduler.workers_of):
-            return None
-        return self._tick_at
-
-    def _on_recovery_timer(self, now: int) -> None:
-        if now < self._tick_at:
-            return
-        self._tick_at = now + min(_TICK_NS, max(self.liveness_ns // 4, 1_000_000))
-        if self.liveness_ns:
-            late = now - self.liveness_ns
-            for peer in self._wire.workers():
-                if peer.heard < late:
-                    self._silent(peer)
-        for driver in self._resume.on_timer(now):
-            self._lose_driver(driver)  # it did not come back
-        self._holdings.on_timer(now)
-
-    def _silent(self, worker: Peer) -> None:
-        """``worker`` said nothing for the liveness timeout: it is lost, but what it stored
-        waits for it to rejoin."""
-        seconds = self.liveness_ns / 1e9
-        why = f"silent for {seconds:g} s (no heartbeat: stopped, hung, or cut off)"
-        self._holdings.to_limbo(worker, f"{worker.name} went {why}")
-        self._wire.close(worker.link, why)
-        self._lose(worker, why)
 
     # -- what the head tells ---------------------------------------------------------------
 
@@ -454,7 +429,7 @@ class Head:
         """Stop as an observer's stop would: workers told to stop, drivers told why, Exit."""
         self._wire.now = now
         if not self._wire.stopping:
-            self._stop(why)
+            self._members.stop(why)
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -472,14 +447,14 @@ class Head:
                 return  # refused mid-batch: the rest of its frames are moot
             self._route(peer, event)
         if error is not None:
-            self._lose(peer, f"protocol error: {error}")
+            self._members.lose(peer, f"protocol error: {error}")
             wire.close(link, f"protocol error: {error}")
 
     def _route(self, peer: Peer, event: Event) -> None:
         role = peer.role
         if role is None:
             assert isinstance(event, Hello)  # the connection lets nothing else through first
-            self._on_hello(peer, event)
+            self._members.hello(peer, event)
             return
         if role == Role.WORKER:
             route = self._worker_routes.get(type(event))
@@ -548,7 +523,7 @@ class Head:
             return
         stopped = self._objects.cancel(peer, event.object_id, event.mark == CANCEL_FORCE)
         if stopped is not None:
-            self._lose(*stopped)
+            self._members.lose(*stopped)
 
     def _on_actor_kill(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, ActorKill)
@@ -556,7 +531,7 @@ class Head:
             return
         stopped = self._actors.kill(peer, event)
         if stopped is not None:
-            self._lose(*stopped)
+            self._members.lose(*stopped)
 
     def _on_driver_answer(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, (Result, Error))
@@ -611,101 +586,7 @@ class Head:
         if refusal is not None:
             self._wire.refuse(peer, refusal)
         else:
-            self._stop("stopped by an observer")
-
-    # -- peers joining ---------------------------------------------------------------------
-
-    def _on_hello(self, peer: Peer, hello: Hello) -> None:
-        wire = self._wire
-        role = Role(hello.role)
-        self._guard.hello_watch.done(peer.link)
-        refusal = hello_refusal(peer.roles, role)
-        if refusal is not None:
-            wire.refuse(peer, refusal)
-            return
-        peer.role = role
-        peer.registry = hello.registry_hash
-        if role == Role.WORKER:
-            assert hello.address is not None
-            peer.address = hello.address
-            self._replace_worker(peer)
-            peer.heard = wire.now
-            self._scheduler.add_worker(peer)
-            self._actors.place_waiting()  # actors that wait come first
-            self._scheduler.offer(peer)
-            self._holdings.recheck_holders(peer)  # it may adopt what they hold
-        elif role in (Role.DRIVER, Role.CLIENT):
-            number = self._assign_number(peer, hello)
-            if number == 0:
-                return
-            peer.number = number
-            if hello.resume is None:
-                peer.epoch = self.epoch
-            wire.numbers[number] = peer
-            wire.send(peer.link, Welcome(number, self.epoch))
-
-    def _assign_number(self, peer: Peer, hello: Hello) -> int:
-        if hello.resume is not None:
-            # A driver of an earlier head keeps its number, so its object IDs stay valid.
-            return self._resume.number(peer, hello)
-        numbers = self._wire.numbers
-        for _ in range(NUMBER_SPACE):
-            number = self._next_number
-            self._next_number = number + 1 if number + 1 < NUMBER_SPACE else 1
-            if number not in numbers:
-                return number
-        self._wire.refuse(peer, "every driver number is in use")  # pragma: no cover
-        return 0
-
-    def _replace_worker(self, worker: Peer) -> None:
-        """``worker`` says hello with the address of a worker still connected: the same
-        worker, rejoining before its old connection's loss reached the head (a reset). The
-        old connection is lost now, what it stored waiting for the holding that follows: its
-        free of a copy the old connection held deleted the only one."""
-        for old in self._wire.workers():
-            if old is not worker and old.address == worker.address:
-                why = "the same worker connected again"
-                self._holdings.to_limbo(old, f"{old.name} connected again")
-                self._wire.close(old.link, why)
-                self._lose(old, why)
-
-    # -- peers leaving ---------------------------------------------------------------------
-
-    def _lose(self, peer: Peer, why: str) -> None:
-        if self._wire.peers.pop(peer.link, None) is None:
-            return
-        if peer.role == Role.WORKER:
-            self._lose_worker(peer, why)
-        elif peer.role in (Role.DRIVER, Role.CLIENT):
-            self._lose_driver(peer)
-            if self.exit_without_drivers and peer.role == Role.DRIVER and not self.drivers:
-                self._stop("the last driver left")
-
-    def _lose_worker(self, worker: Peer, why: str) -> None:
-        scheduler = self._scheduler
-        scheduler.forget_worker(worker)
-        self._actors.worker_lost(worker, why)
-        scheduler.lose_tasks(worker, why)
-        self._objects.holder_lost(worker, why)
-        scheduler.pump(worker.registry)
-        self._holdings.adopter_lost(worker)
-
-    def _lose_driver(self, driver: Peer) -> None:
-        self._wire.numbers.pop(driver.number, None)
-        self._actors.ends_with(driver)
-        self._objects.drop_driver(driver)
-
-    def _stop(self, why: str) -> None:
-        wire = self._wire
-        wire.stopping = True
-        for peer in list(wire.peers.values()):
-            if peer.role == Role.WORKER:
-                wire.send(peer.link, Stop())
-                wire.close(peer.link, why)
-            elif peer.role in (Role.DRIVER, Role.CLIENT):
-                wire.send(peer.link, Error(0, f"the head is stopping: {why}"))
-                wire.close(peer.link, why)
-        wire.links.queue(Exit(why))
+            self._members.stop("stopped by an observer")
 
 
 def _narrow(kind: type[_E], handler: Callable[[Peer, _E], None]) -> _Route:
