@@ -27,7 +27,8 @@ walks every pair of every table.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Final, TypeVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Final
 
 from ._errors import LocalProtocolError
 
@@ -39,6 +40,7 @@ __all__ = [
     "CALL_MOVES",
     "OBJECT_MOVES",
     "SLOT_MOVES",
+    "TABLES",
     "TASK_MOVES",
     "ActorCause",
     "ActorState",
@@ -52,6 +54,7 @@ __all__ = [
     "TaskCause",
     "TaskState",
     "diagram",
+    "diagrams",
 ]
 
 # States and causes are IntEnums: a table lookup hashes them as ints, in C (an Enum's hash
@@ -231,8 +234,6 @@ CALL_MOVES: Final[dict[tuple[CallState, CallCause], CallState]] = {
     (_C.UNANSWERED, _CC.FAIL): _C.FAILED,
 }
 
-_E = TypeVar("_E", bound=enum.IntEnum)
-
 
 def _refuse(kind: str, state: enum.IntEnum, cause: enum.IntEnum) -> LocalProtocolError:
     return LocalProtocolError(f"a {kind} in state {state.name} cannot move for cause {cause.name}")
@@ -316,9 +317,25 @@ class Counts:
         self.pending += (new is _C.UNANSWERED) - (old is _C.UNANSWERED)
 
 
-def diagram(table: dict[tuple[_E, _E], _E]) -> str:
-    """``table`` as a Mermaid state diagram (docs/protocol.md draws them from here)."""
+def diagram(moves: Iterable[tuple[tuple[enum.IntEnum, enum.IntEnum], enum.IntEnum]]) -> str:
+    """A table's ``items()`` as a Mermaid state diagram (docs/protocol.md draws them from
+    here: `diagrams`)."""
     lines = ["stateDiagram-v2"]
-    for (state, cause), new in table.items():
+    for (state, cause), new in moves:
         lines.append(f"    {state.name} --> {new.name}: {cause.name.lower()}")
     return "\n".join(lines)
+
+
+#: The tables, by the name docs/protocol.md gives each diagram.
+TABLES: Final[dict[str, Iterable[tuple[tuple[enum.IntEnum, enum.IntEnum], enum.IntEnum]]]] = {
+    "task": TASK_MOVES.items(),
+    "slot": SLOT_MOVES.items(),
+    "object": OBJECT_MOVES.items(),
+    "actor": ACTOR_MOVES.items(),
+    "actor call": CALL_MOVES.items(),
+}
+
+
+def diagrams() -> str:
+    """Every table's diagram, headed by its name, as docs/protocol.md shows them."""
+    return "\n".join(f"{name}:\n\n```mermaid\n{diagram(m)}\n```\n" for name, m in TABLES.items())
