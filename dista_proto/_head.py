@@ -30,7 +30,7 @@ the pulled timer (`next_deadline` is the minimum of the parts').
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Final, TypeVar
+from typing import Any, Final
 
 from . import frame as F
 from ._conventions import CANCEL_FORCE, TASK_ID_MASK
@@ -108,9 +108,8 @@ RECOVERY_GRACE_NS: Final = 30_000_000_000
 #: How often the head looks for silent workers and expired waits, at most.
 _TICK_NS: Final = 1_000_000_000
 
-#: What the head does with an event from a peer of one role.
-_Route = Callable[[Peer, Event], None]
-_E = TypeVar("_E")
+#: What the head does with an event of one kind from a peer of one role.
+_Route = Callable[[Peer, Any], None]
 
 
 class Head:
@@ -197,34 +196,38 @@ class Head:
         )
         objects.bind(scheduler.enqueue, holdings)
         scheduler.bind(holdings, actors.kept_for)
-        # h2's `_frame_dispatch_table`: one route per event kind, per sender role.
+        # h2's `_frame_dispatch_table`: one route per event kind, per sender role. (A
+        # route takes the kind its key names: the tables pair them, hence `Any` below.)
         self._driver_routes: dict[type[Event], _Route] = {
             Task: self._on_task,
             TaskMany: self._on_task,
             TaskAfter: self._on_task_after,
             Release: self._on_release,
             Cancel: self._on_cancel,
-            ActorCreate: _narrow(ActorCreate, resume.on_actor_create),
-            ActorCall: _narrow(ActorCall, resume.on_actor_call),
+            ActorCreate: resume.on_actor_create,
+            ActorCall: resume.on_actor_call,
             ActorKill: self._on_actor_kill,
-            Checkpoint: _narrow(Checkpoint, actors.ask_checkpoint),
-            Result: self._on_driver_answer,
-            Error: self._on_driver_answer,
+            Checkpoint: actors.ask_checkpoint,
+            Result: resume.on_driver_answer,
+            Error: resume.on_driver_answer,
             Claim: self._on_claim,
             Resumed: self._on_resumed,
             Stats: self._on_stats,
             Timeline: self._on_timeline,
         }
-        self._worker_routes: dict[type[Event], _Route] = {
-            Holding: _narrow(Holding, holdings.on_holding),
-            Adopted: _narrow(Adopted, holdings.on_adopted),
+        #: A worker hosting an actor (started, or starting) runs nothing else: what these
+        #: routes do not take is the actor's (`Actors.on_worker_event`).
+        self._hosting_routes: dict[type[Event], _Route] = {
+            Holding: holdings.on_holding,
+            Adopted: holdings.on_adopted,
             Drain: self._on_drain,
         }
-        self._run_routes: dict[type[Event], _Route] = {
-            Result: self._on_answer,
-            Stored: self._on_answer,
-            Error: self._on_answer,
-            Span: _narrow(Span, scheduler.on_span),
+        self._worker_routes: dict[type[Event], _Route] = {
+            **self._hosting_routes,
+            Result: scheduler.on_answer,
+            Stored: scheduler.on_answer,
+            Error: scheduler.on_answer,
+            Span: scheduler.on_span,
         }
         self._observer_routes: dict[type[Event], _Route] = {
             Status: self._on_status,
@@ -457,14 +460,14 @@ class Head:
             self._members.hello(peer, event)
             return
         if role == Role.WORKER:
-            route = self._worker_routes.get(type(event))
-            if route is None:
-                actor = peer.actor
-                if actor is not None and actor.state is not ActorState.WAITING:
-                    # A worker hosting an actor runs nothing else: every answer is the actor's.
+            actor = peer.actor
+            if actor is None or actor.state is ActorState.WAITING:
+                route = self._worker_routes.get(type(event))
+            else:
+                route = self._hosting_routes.get(type(event))
+                if route is None:
                     self._actors.on_worker_event(peer, actor, event)
                     return
-                route = self._run_routes.get(type(event))
         elif role == Role.OBSERVER:
             route = self._observer_routes.get(type(event))
         else:
@@ -533,10 +536,6 @@ class Head:
         if stopped is not None:
             self._members.lose(*stopped)
 
-    def _on_driver_answer(self, peer: Peer, event: Event) -> None:
-        assert isinstance(event, (Result, Error))
-        self._resume.on_driver_answer(peer, event)
-
     def _on_claim(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, Claim)
         if not self._guard.foreign(peer, event.object_id):
@@ -556,13 +555,6 @@ class Head:
         return self._scheduler.timeline.take(peer.link) if peer is not None else ()
 
     # -- workers ---------------------------------------------------------------------------
-
-    def _on_answer(self, peer: Peer, event: Event) -> None:
-        if isinstance(event, Error):
-            self._scheduler.on_answer(peer, event.object_id, None, event.message)
-        else:
-            assert isinstance(event, (Result, Stored))
-            self._scheduler.on_answer(peer, event.object_id, event, None)
 
     def _on_drain(self, worker: Peer, event: Event) -> None:
         if worker.draining:
@@ -587,13 +579,3 @@ class Head:
             self._wire.refuse(peer, refusal)
         else:
             self._members.stop("stopped by an observer")
-
-
-def _narrow(kind: type[_E], handler: Callable[[Peer, _E], None]) -> _Route:
-    """A route for ``kind`` to a part's handler that takes that kind only."""
-
-    def route(peer: Peer, event: Event) -> None:
-        assert isinstance(event, kind)
-        handler(peer, event)
-
-    return route

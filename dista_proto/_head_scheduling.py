@@ -38,6 +38,7 @@ from ._conventions import (
 )
 from ._durations import PREFETCH_NS, Durations
 from ._events import (
+    Error,
     Free,
     InlineInput,
     LocatedInput,
@@ -224,9 +225,15 @@ class Scheduler:
         else:
             self._wire.not_given(worker, span.object_id)
 
-    def on_answer(
-        self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
-    ) -> None:
+    def on_answer(self, worker: Peer, event: Result | Stored | Error) -> None:
+        """A worker's answer for one result of a task it runs."""
+        oid = event.object_id
+        answer: Result | Stored | None = None
+        error: str | None = None
+        if isinstance(event, Error):
+            error = event.message
+        else:
+            answer = event
         obj = self._objects.get(oid)
         task = obj.task if obj is not None else None
         if obj is None or task is None or task.worker is not worker:

@@ -19,6 +19,7 @@ a holder that listens on loopback, which only a process on its machine can reach
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from . import frame as F
@@ -62,6 +63,8 @@ class Wire:
     def __init__(self, epoch: int) -> None:
         self.epoch: Final = epoch
         self.links = Links()
+        #: Queue ``event`` on ``link`` (`Links.send`: bound once, it is on every path).
+        self.send: Callable[[int, Event], None] = self.links.send
         self.peers: dict[int, Peer] = {}  # link -> its peer, from connect until lost
         self.numbers: dict[int, Peer] = {}  # driver number -> its peer
         self.now = 0
@@ -85,9 +88,6 @@ class Wire:
         return sum(1 for p in self.peers.values() if p.role == Role.DRIVER)
 
     # -- frames ----------------------------------------------------------------------------
-
-    def send(self, link: int, event: Event) -> None:
-        self.links.send(link, event)
 
     def close(self, link: int, why: str) -> None:
         self.links.close(link, why)

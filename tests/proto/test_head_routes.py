@@ -37,7 +37,7 @@ def _routed() -> dict[str, set[str]]:
 
     return {
         "driver": names(head._driver_routes),
-        "worker": names(head._worker_routes) | names(head._run_routes) | _ACTOR_ONLY,
+        "worker": names(head._worker_routes) | _ACTOR_ONLY,
         "observer": names(head._observer_routes),
     }
 
