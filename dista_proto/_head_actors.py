@@ -352,7 +352,7 @@ class Actors:
         if call is not None:
             self._counts.move_call(call, CallCause.ANSWER)
             actor.losses = 0
-        obj = self._objects.get(oid)
+        obj = self._objects.by_id.get(oid)
         if call is None or obj is None or obj.owner != call.owner:
             # Answered before (a call run again after a restore), or released meanwhile; or
             # not a call to this actor at all (forged).
@@ -414,7 +414,7 @@ class Actors:
         if call is None:
             return  # its answer came before the restart: nothing more to say
         self._counts.move_call(call, CallCause.ANSWER)
-        obj = self._objects.get(call.oid)
+        obj = self._objects.by_id.get(call.oid)
         if obj is not None and obj.owner == call.owner:
             why = (
                 f"actor call {call.oid:#x} ran before the head restarted and its answer was "
@@ -458,7 +458,7 @@ class Actors:
         for call in calls:
             self._counts.move_call(call, CallCause.FAIL)
         for call in calls:
-            obj = self._objects.get(call.oid)
+            obj = self._objects.by_id.get(call.oid)
             if obj is not None and obj.owner == call.owner:
                 self._objects.fail_object(obj, why)
         actor.calls.clear()

@@ -218,7 +218,7 @@ class Scheduler:
         if span.mark:
             self._on_mark(worker, span)
             return
-        obj = self._objects.get(span.object_id)
+        obj = self._objects.by_id.get(span.object_id)
         if obj is not None and obj.task is not None and obj.task.worker is worker:
             obj.task.span = (span.arrived, span.started, span.ended)
             self.durations.record(obj.task.task_id, span.ended - span.started)
@@ -234,7 +234,7 @@ class Scheduler:
             error = event.message
         else:
             answer = event
-        obj = self._objects.get(oid)
+        obj = self._objects.by_id.get(oid)
         task = obj.task if obj is not None else None
         if obj is None or task is None or task.worker is not worker:
             # Stale: a dropped task, a retried one's old worker; or forged. Free what it
@@ -287,7 +287,7 @@ class Scheduler:
 
     def _on_mark(self, worker: Peer, span: Span) -> None:
         """Dista's span marks (`dista_proto._conventions`): blocked, resumed, withdrawn."""
-        obj = self._objects.get(span.object_id)
+        obj = self._objects.by_id.get(span.object_id)
         task = obj.task if obj is not None else None
         if task is None or task.worker is not worker or task.state not in _ON_WORKER:
             self._wire.not_given(worker, span.object_id)  # stale: settled, retried elsewhere
