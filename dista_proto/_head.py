@@ -66,6 +66,7 @@ from ._events import (
 )
 from ._head_actors import Actors
 from ._head_checkpoints import DEFAULT_ACTOR_KEEP_BYTES
+from ._head_counts import Counts
 from ._head_holdings import Holdings
 from ._head_objects import Objects
 from ._head_peers import Membership
@@ -75,7 +76,6 @@ from ._head_scheduling import Scheduler
 from ._head_security import Guard, may_stop
 from ._head_status import status_text
 from ._head_wire import Wire, grant_host
-from ._lifecycle import Counts
 from ._roles import Role
 from .frame import Bytes
 
@@ -410,7 +410,9 @@ class Head:
         return HeadStats(objects, counts.held_bytes, counts.pending, counts.running, workers)
 
     def status(self) -> str:
-        return status_text(self, self._wire.peers.values(), self._scheduler)
+        return status_text(
+            self._wire, self.stats(), self._scheduler, self._actors.records.values()
+        )
 
     def actors(self) -> list[ActorRecord]:
         """The actors the head knows, live and dead (for status and tests)."""

@@ -52,11 +52,12 @@ from ._events import (
     Stored,
 )
 from ._head_checkpoints import Checkpoints
+from ._head_counts import Counts
 from ._head_objects import Copies, Objects
 from ._head_records import ActorRecord, ActorState, CallRecord, Peer
 from ._head_scheduling import ANYWHERE, Scheduler
 from ._head_wire import Wire
-from ._lifecycle import ActorCause, CallCause, Counts
+from ._lifecycle import ActorCause, CallCause
 from ._roles import Role
 
 __all__ = ["Actors"]

@@ -26,9 +26,10 @@ from typing import Final, Protocol
 
 from ._conventions import FREE_STORE, ID_BITS, ID_MASK
 from ._events import Error, Free, Result, Stop, Stored
+from ._head_counts import Counts
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
 from ._head_wire import Wire
-from ._lifecycle import Counts, ObjCause, TaskCause
+from ._lifecycle import ObjCause, TaskCause
 
 __all__ = ["Copies", "Objects", "inline_cap_text"]
 

@@ -51,10 +51,11 @@ from ._events import (
     TaskMany,
 )
 from ._fairqueue import FairQueue
+from ._head_counts import Counts
 from ._head_objects import Copies, Objects
 from ._head_records import ObjState, Peer, TaskRecord, TaskState
 from ._head_wire import Wire
-from ._lifecycle import Counts, Slot, SlotCause, TaskCause
+from ._lifecycle import Slot, SlotCause, TaskCause
 from ._timeline import TimelineLog
 
 __all__ = ["ANYWHERE", "Scheduler"]

@@ -3,28 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from ._head_records import ActorRecord, ActorState, Peer
+from ._events import HeadStats
+from ._head_records import ActorRecord, ActorState
 from ._head_scheduling import ANYWHERE, Scheduler
+from ._head_wire import Wire
 from ._roles import Role
-
-if TYPE_CHECKING:
-    from ._head import Head
 
 __all__ = ["status_text"]
 
 
-def status_text(head: Head, peers: Iterable[Peer], scheduler: Scheduler) -> str:
-    peers = list(peers)
-    stats = head.stats()
+def status_text(
+    wire: Wire, stats: HeadStats, scheduler: Scheduler, actors: Iterable[ActorRecord]
+) -> str:
+    peers = list(wire.peers.values())
     drivers = [p for p in peers if p.role in (Role.DRIVER, Role.CLIENT)]
     workers = [p for p in peers if p.role == Role.WORKER]
     observers = sum(1 for p in peers if p.role == Role.OBSERVER)
     clients = sum(1 for p in drivers if p.role == Role.CLIENT)
     blocked = sum(w.blocked for w in workers)
     lines = [
-        f"dista head: epoch {head.epoch:#x}{' (stopping)' if head.stopping else ''}",
+        f"dista head: epoch {wire.epoch:#x}{' (stopping)' if wire.stopping else ''}",
         (
             f"drivers: {len(drivers) - clients}  clients (tasks' sessions): {clients}  "
             f"workers: {len(workers)}  observers: {observers}"
@@ -62,7 +61,7 @@ def status_text(head: Head, peers: Iterable[Peer], scheduler: Scheduler) -> str:
             f"worker {worker.address}: {state}, running {busy} (blocked {worker.blocked}), "
             f"holding {len(worker.holds)}, registry {worker.registry:#018x}"
         )
-    lines.extend(actor_lines(head.actors()))
+    lines.extend(actor_lines(actors))
     for driver in sorted(drivers, key=lambda d: d.number):
         kind = "client" if driver.role == Role.CLIENT else "driver"
         lines.append(f"{kind} {driver.number}: registry {driver.registry:#018x}")

@@ -5,10 +5,10 @@ Theory of operation
 -------------------
 Every record the head keeps has a state, and every change of state is a pair
 ``(state, cause) -> state`` in one table below; nothing else assigns a state. `Counts.move_*`
-looks the pair up, refuses one the table does not have with a `LocalProtocolError` naming
-both (the head's own bug: a peer's frames never reach a move they may not make, the
-components check first), sets the new state, and keeps the head's counters as the states
-imply, so no counter is updated by hand:
+(`_head_counts`) looks the pair up, refuses one the table does not have with a
+`LocalProtocolError` naming both (the head's own bug: a peer's frames never reach a move
+they may not make, the parts check first), sets the new state, and keeps the head's
+counters as the states imply, so no counter is updated by hand:
 
 - ``pending``: tasks WAITING or QUEUED, and actor calls not answered;
 - ``running``: tasks on a worker (RUNNING, WITHDRAWING, DROPPED);
@@ -28,12 +28,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Final
-
-from ._errors import LocalProtocolError
-
-if TYPE_CHECKING:
-    from ._head_records import ActorRecord, CallRecord, Peer, TaskRecord, TrackedObject
+from typing import Final
 
 __all__ = [
     "ACTOR_MOVES",
@@ -46,7 +41,6 @@ __all__ = [
     "ActorState",
     "CallCause",
     "CallState",
-    "Counts",
     "ObjCause",
     "ObjState",
     "Slot",
@@ -108,8 +102,8 @@ TASK_MOVES: Final[dict[tuple[TaskState, TaskCause], TaskState]] = {
     (_T.DROPPED, _TC.LOST): _T.DONE,
     (_T.DROPPED, _TC.ANSWERED): _T.DONE,
 }
-_TASK_PENDING: Final = frozenset({_T.WAITING, _T.QUEUED})
-_TASK_RUNNING: Final = frozenset({_T.RUNNING, _T.WITHDRAWING, _T.DROPPED})
+TASK_PENDING: Final = frozenset({_T.WAITING, _T.QUEUED})
+TASK_RUNNING: Final = frozenset({_T.RUNNING, _T.WITHDRAWING, _T.DROPPED})
 
 
 class Slot(enum.IntEnum):
@@ -173,7 +167,7 @@ OBJECT_MOVES: Final[dict[tuple[ObjState, ObjCause], ObjState]] = {
     (_O.STORED, _OC.FORGET): _O.FORGOTTEN,
     (_O.FAILED, _OC.FORGET): _O.FORGOTTEN,
 }
-_OBJ_HELD: Final = frozenset({_O.INLINE, _O.STORED})
+OBJ_HELD: Final = frozenset({_O.INLINE, _O.STORED})
 
 
 class ActorState(enum.IntEnum):
@@ -207,7 +201,7 @@ ACTOR_MOVES: Final[dict[tuple[ActorState, ActorCause], ActorState]] = {
     (_A.READY, _AC.STARTED): _A.READY,  # a second answer to its create (a forged one)
     (_A.READY, _AC.END): _A.DEAD,
 }
-_ACTOR_ALIVE: Final = frozenset({_A.WAITING, _A.STARTING, _A.READY})
+ACTOR_ALIVE: Final = frozenset({_A.WAITING, _A.STARTING, _A.READY})
 
 
 class CallState(enum.IntEnum):
@@ -233,88 +227,6 @@ CALL_MOVES: Final[dict[tuple[CallState, CallCause], CallState]] = {
     (_C.UNANSWERED, _CC.ANSWER): _C.ANSWERED,
     (_C.UNANSWERED, _CC.FAIL): _C.FAILED,
 }
-
-
-def _refuse(kind: str, state: enum.IntEnum, cause: enum.IntEnum) -> LocalProtocolError:
-    return LocalProtocolError(f"a {kind} in state {state.name} cannot move for cause {cause.name}")
-
-
-class Counts:
-    """The head's counters, kept by the moves of its records (see the module docstring)."""
-
-    __slots__ = ("actors_alive", "held_bytes", "pending", "running")
-
-    def __init__(self) -> None:
-        self.pending = 0
-        self.running = 0
-        self.held_bytes = 0
-        self.actors_alive = 0
-
-    def move_task(self, task: TaskRecord, cause: TaskCause) -> None:
-        old = task.state
-        new = TASK_MOVES.get((old, cause))
-        if new is None:
-            raise _refuse("task", old, cause)
-        task.state = new
-        if old in _TASK_PENDING:
-            self.pending -= 1
-        elif old in _TASK_RUNNING:
-            self.running -= 1
-        if new in _TASK_PENDING:
-            self.pending += 1
-        elif new in _TASK_RUNNING:
-            self.running += 1
-
-    def move_slot(self, task: TaskRecord, worker: Peer, cause: SlotCause) -> None:
-        """Move ``task``'s slot on ``worker``, keeping the worker's slot counts."""
-        old = task.slot
-        new = SLOT_MOVES.get((old, cause))
-        if new is None:
-            raise _refuse("task's slot", old, cause)
-        task.slot = new
-        if old is _S.REAL:
-            worker.free += 1
-        elif old is _S.SPARE:
-            worker.spare += 1
-            worker.prefetched -= task.spare_ns
-            task.spare_ns = 0
-        elif old is _S.LENT:
-            worker.blocked -= 1
-        if new is _S.REAL:
-            worker.free -= 1
-        elif new is _S.SPARE:
-            worker.spare -= 1
-            worker.prefetched += task.spare_ns
-        elif new is _S.LENT:
-            worker.blocked += 1
-
-    def move_object(self, obj: TrackedObject, cause: ObjCause) -> None:
-        """Move ``obj``; entering INLINE or STORED counts its ``size`` (set it first)."""
-        old = obj.state
-        new = OBJECT_MOVES.get((old, cause))
-        if new is None:
-            raise _refuse("object", old, cause)
-        obj.state = new
-        if old in _OBJ_HELD:
-            self.held_bytes -= obj.size
-        if new in _OBJ_HELD:
-            self.held_bytes += obj.size
-
-    def move_actor(self, actor: ActorRecord, cause: ActorCause) -> None:
-        old = actor.state
-        new = ACTOR_MOVES.get((old, cause))
-        if new is None:
-            raise _refuse("actor", old, cause)
-        actor.state = new
-        self.actors_alive += (new in _ACTOR_ALIVE) - (old in _ACTOR_ALIVE)
-
-    def move_call(self, call: CallRecord, cause: CallCause) -> None:
-        old = call.state
-        new = CALL_MOVES.get((old, cause))
-        if new is None:
-            raise _refuse("actor call", old, cause)
-        call.state = new
-        self.pending += (new is _C.UNANSWERED) - (old is _C.UNANSWERED)
 
 
 def diagram(moves: Iterable[tuple[tuple[enum.IntEnum, enum.IntEnum], enum.IntEnum]]) -> str:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import dista_proto as dp
 from dista_proto import _lifecycle as L
 from dista_proto._events import ActorCreate
+from dista_proto._head_counts import Counts
 from dista_proto._head_records import ActorRecord, CallRecord, Peer, TaskRecord, TrackedObject
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
@@ -56,7 +57,7 @@ KINDS: dict[str, tuple[Any, type[enum.IntEnum], type[enum.IntEnum], Callable[...
 }
 
 
-def _move(counts: L.Counts, kind: str, record: Any, cause: Any) -> None:
+def _move(counts: Counts, kind: str, record: Any, cause: Any) -> None:
     if kind == "task":
         counts.move_task(record, cause)
     elif kind == "object":
@@ -81,7 +82,7 @@ def _implied(kind: str, state: Any) -> tuple[int, int, int, int]:
     return int(state is L.CallState.UNANSWERED), 0, 0, 0
 
 
-def _counted(counts: L.Counts) -> tuple[int, int, int, int]:
+def _counted(counts: Counts) -> tuple[int, int, int, int]:
     return counts.pending, counts.running, counts.held_bytes, counts.actors_alive
 
 
@@ -98,7 +99,7 @@ def test_every_pair_moves_as_its_table_says_or_is_refused(
 ) -> None:
     table, _, _, make = KINDS[kind]
     record = make(state)
-    counts = L.Counts()
+    counts = Counts()
     # Start from the counts the state implies, as the head's would be.
     counts.pending, counts.running, counts.held_bytes, counts.actors_alive = _implied(kind, state)
     new = table.get((state, cause))
@@ -158,7 +159,7 @@ def test_every_slot_pair_keeps_the_workers_counts(slot: L.Slot, cause: L.SlotCau
     worker.free, worker.spare, worker.blocked, worker.prefetched = held.get(slot, (2, 32, 0, 0))
     task.slot = slot
     new = L.SLOT_MOVES.get((slot, cause))
-    counts = L.Counts()
+    counts = Counts()
     if new is None:
         with pytest.raises(dp.LocalProtocolError, match=f"{slot.name}.*{cause.name}"):
             counts.move_slot(task, worker, cause)
@@ -175,7 +176,7 @@ def test_every_slot_pair_keeps_the_workers_counts(slot: L.Slot, cause: L.SlotCau
 def test_random_walks_keep_the_counts_the_states_imply(data: st.DataObject) -> None:
     """Many records of every kind, moved at random along their tables: the counters always
     equal what their states imply (no move forgets one)."""
-    counts = L.Counts()
+    counts = Counts()
     records: list[tuple[str, Any]] = []
     for _ in range(data.draw(st.integers(1, 60))):
         kind = data.draw(st.sampled_from(sorted(KINDS)))
