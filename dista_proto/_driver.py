@@ -10,29 +10,27 @@ takes ``results`` consecutive IDs. Answers from the head become decisions for th
 frame) and `ObjectFailed`. A fetch that fails where the object was asks the head where it is
 now (a claim, outside a resume): adopted off a draining worker that has since left, it is
 fetched from its new place, and fails only if the head still places it where it was. The
-driver never blocks; `submit` and friends queue frames.
+driver never blocks; `submit` and friends queue frames. Actor calls are kept for a new
+head, within a budget, by the `KeptCalls` it holds beside its `Ledger` (`_driver_actors`).
+The head's frames are routed by their type through one table (`_on_head`).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 from . import frame as F
 from ._conventions import (
     CANCEL_FORCE,
-    ERROR_WARNING,
     HEAD_LINK,
     ID_BITS,
     ID_MASK,
     KILL_AFTER_CALLS,
     KILL_FORCE,
     MAX_RESULTS,
-    kept_size,
 )
 from ._decisions import (
-    ActorWarning,
     Decision,
     HeadLost,
     ObjectFailed,
@@ -43,6 +41,7 @@ from ._decisions import (
     TimelineReceived,
     Welcomed,
 )
+from ._driver_actors import KeptCalls
 from ._errors import LocalProtocolError
 from ._events import (
     ActorCall,
@@ -102,38 +101,46 @@ class Driver:
         self._fetcher = Fetcher(self._links, part, allocate)
         self._located: dict[int, Address] = {}
         self.closed_reason = ""
-        self.keep_bytes = keep_bytes
-        #: Per live actor this driver knows, its calls not yet covered by a checkpoint.
-        self._kept: dict[int, deque[ActorCall]] = {}
-        self.kept_bytes = 0
-        self._asked: dict[int, int] = {}  # our own checkpoint request -> its actor
-        self._lossy: set[int] = set()
-        self._failing: dict[int, str] = {}  # actor -> why our last checkpoint ask failed
-        self._asked_at: dict[int, int] = {}  # actor -> the newest call our ask follows
-        self._early: set[int] = (
-            set()
-        )  # actors whose calls we dropped before the ask's answer  # actors whose kept calls were cut
-        #: Actors this driver killed or heard are gone: calls to them are not kept (the
-        #: head fails them, and no checkpoint will ever cover them).
-        self._gone: set[int] = set()
         #: What a new head needs to hear to resume this driver (`_ledger`).
         self._ledger = Ledger()
+        #: Actor calls kept for it, and the checkpoint asks (`_driver_actors`).
+        self._calls = KeptCalls(keep_bytes, self._links.queue)
         self._fetching: dict[int, Address] = {}  # object -> where we fetch it from
         #: Objects whose fetch failed where they were, asked of the head again (a claim):
         #: object -> (where the fetch failed, why).
         self._relocating: dict[int, tuple[Address, str]] = {}
-        self._asks: dict[int, int] = {}  # every checkpoint ask not answered -> its actor
         self._requests = [0, 0]  # stats and timeline requests not answered
         #: Whether the head link is up (False from a lost head until `start` again).
         self.connected_to_head = False
         self._resuming = False
         self._head_epoch = 0  # the epoch of the head that last welcomed us
-        self._announced: set[int] = set()  # our actors whose creation we heard of
-        self._told: set[int] = set()  # actors the head said are gone
-        self._gone_calls: dict[int, ActorCall] = {}  # calls to those, not answered yet
         #: Times this driver resumed after losing its head (answers after the first are
         #: dropped from then on: a new head may run a task again).
         self.resumes = 0
+        #: The head's frames by type -> their handler (a frame of another kind is ignored).
+        self._on_head: Final[dict[type[Event], Callable[[Any], None]]] = {
+            Result: self._on_result,
+            Located: self._on_located,
+            Error: self._on_error,
+            Welcome: self._on_welcome,
+            Covered: self._on_covered,
+            Stats: self._on_stats,
+            Timeline: self._on_timeline,
+        }
+
+    @property
+    def keep_bytes(self) -> int:
+        """The bytes of uncovered actor calls kept before a checkpoint is asked for."""
+        return self._calls.keep_bytes
+
+    @keep_bytes.setter
+    def keep_bytes(self, value: int) -> None:
+        self._calls.keep_bytes = value
+
+    @property
+    def kept_bytes(self) -> int:
+        """The bytes (`kept_size`) of the actor calls kept now, not yet covered."""
+        return self._calls.kept_bytes
 
     @property
     def ready(self) -> bool:
@@ -172,8 +179,11 @@ class Driver:
 
     def _received(self, link: int, events: list[Event], error: str | None, now: int) -> None:
         if link == HEAD_LINK:
+            handlers = self._on_head
             for event in events:
-                self._on_head_event(event)
+                handler = handlers.get(type(event))
+                if handler is not None:
+                    handler(event)
         else:
             for oid, value, why in self._fetcher.receive(link, events):
                 self._fetched(oid, value, why)
@@ -295,7 +305,7 @@ class Driver:
         answer comes as an `ObjectValue` (an empty one: created) or `ObjectFailed` (the
         constructor's error, or it died later)."""
         actor = actor or self._mint()
-        self._kept[actor] = deque()
+        self._calls.created(actor)
         create = ActorCreate(actor, type_id, argument, checkpoint_every)
         self._ledger.created(create)
         self._send(create)
@@ -308,25 +318,21 @@ class Driver:
         call = ActorCall(oid, method_id, actor_id, argument)
         self._ledger.called(oid)
         self._send(call)
-        if actor_id in self._gone:
-            # Not kept (no checkpoint will cover it): the head answers that the actor is
-            # gone; sent again on a resume until it has (else it would count as lost).
-            self._gone_calls[oid] = call
-            return oid
-        kept = self._kept.get(actor_id)
-        if kept is None:  # an actor another driver made, seen here first
-            kept = self._kept[actor_id] = deque()
-        kept.append(call)
-        self.kept_bytes += kept_size(argument)
-        if self.kept_bytes > self.keep_bytes:
-            self._over_budget(actor_id)
+        calls = self._calls
+        if calls.keep(call):
+            # Over the keep budget: a checkpoint of this actor lets its calls go.
+            if not calls.asking(actor_id):
+                ask = self._mint()
+                calls.asked(ask, actor_id, own=True)
+                self._send(Checkpoint(ask, 0, actor_id))
+            calls.trim(actor_id)
         return oid
 
     def checkpoint_actor(self, actor_id: int, oid: int = 0) -> int:
         """Ask for a checkpoint of ``actor_id`` now; the checkpoint's ID (``oid`` if given),
         whose answer comes as an `ObjectValue` (empty: written) or `ObjectFailed` (why not)."""
         oid = oid or self._mint()
-        self._asks[oid] = actor_id
+        self._calls.asked(oid, actor_id)
         self._send(Checkpoint(oid, 0, actor_id))
         return oid
 
@@ -334,8 +340,7 @@ class Driver:
         """Destroy ``actor_id``: calls not yet run fail; with ``after_calls`` (its last
         handle went) the calls already made run first (`KILL_AFTER_CALLS`); with ``force``
         its worker process ends too (`KILL_FORCE`)."""
-        self._drop_kept(actor_id)
-        self._gone.add(actor_id)
+        self._calls.ended(actor_id, self._ledger.pending)
         self._ledger.ended(actor_id)
         mark = KILL_FORCE if force else KILL_AFTER_CALLS if after_calls else 0
         self._send(ActorKill(actor_id, mark))
@@ -356,90 +361,7 @@ class Driver:
 
     def kept(self, actor_id: int) -> int:
         """How many calls to ``actor_id`` this driver keeps (not yet covered)."""
-        kept = self._kept.get(actor_id)
-        return len(kept) if kept is not None else 0
-
-    def _over_budget(self, actor_id: int) -> None:
-        asked = self._asked_at.get(actor_id)
-        if asked is None:
-            oid = self._mint()
-            self._asked[oid] = actor_id
-            self._asks[oid] = actor_id
-            kept = self._kept[actor_id]
-            asked = self._asked_at[actor_id] = kept[-1].object_id if kept else 0
-            self._send(Checkpoint(oid, 0, actor_id))
-        if self.kept_bytes <= 2 * self.keep_bytes:
-            return
-        failure = self._failing.get(actor_id)
-        if failure is None:
-            # The checkpoint asked for covers the calls before it: drop those now, quietly,
-            # and say so only if it fails after all.
-            kept = self._kept[actor_id]
-            while kept and kept[0].object_id <= asked:
-                self.kept_bytes -= kept_size(kept.popleft().argument)
-                self._early.add(actor_id)
-            if self.kept_bytes > 2 * self.keep_bytes:
-                self._cut(actor_id, "calls come faster than checkpoints are written")
-        else:
-            self._cut(actor_id, failure)
-
-    def _cut(self, actor_id: int, failure: str) -> None:
-        """Drop the actor's oldest kept calls down to the budget (its checkpoints fail, so
-        none will cover them): it can no longer be rebuilt exactly."""
-        kept = self._kept.get(actor_id)
-        if not kept:
-            return
-        while kept and self.kept_bytes > self.keep_bytes:
-            self.kept_bytes -= kept_size(kept.popleft().argument)
-        self._lost_exactness(actor_id, failure)
-
-    def _lost_exactness(self, actor_id: int, failure: str) -> None:
-        if actor_id not in self._lossy:
-            self._lossy.add(actor_id)
-            why = (
-                f"actor {actor_id:#x}: its calls not covered by a checkpoint passed "
-                f"{self.keep_bytes} bytes (DISTA_ACTOR_KEEP_BYTES) and no checkpoint covers "
-                f"them ({failure}), so the oldest were dropped: after a head restart it "
-                "cannot be rebuilt exactly"
-            )
-            self._links.queue(ActorWarning(actor_id, why))
-
-    def _drop_kept(self, actor_id: int) -> None:
-        """The actor is gone (killed, or the head said so): its calls are not kept; those
-        not answered yet are sent again on a resume until the head has answered them."""
-        kept = self._kept.pop(actor_id, None)
-        if kept:
-            self.kept_bytes -= sum(kept_size(c.argument) for c in kept)
-            pending = self._ledger.pending
-            for call in kept:
-                if pending(call.object_id):
-                    self._gone_calls[call.object_id] = call
-        self._lossy.discard(actor_id)
-        self._failing.pop(actor_id, None)
-        self._early.discard(actor_id)
-        self._announced.discard(actor_id)
-
-    def _covered(self, actor_id: int, newest: int) -> None:
-        self._failing.pop(actor_id, None)  # a checkpoint was written after all
-        kept = self._kept.get(actor_id)
-        while kept and kept[0].object_id <= newest:
-            self.kept_bytes -= kept_size(kept.popleft().argument)
-
-    def _own_checkpoint(self, oid: int, failure: str | None) -> None:
-        actor = self._asked.pop(oid)
-        self._asked_at.pop(actor, None)
-        if failure is None:
-            self._failing.pop(actor, None)
-            self._early.discard(actor)
-            return
-        if self._failing.get(actor) != failure:
-            self._links.queue(ActorWarning(actor, f"a checkpoint failed: {failure}"))
-        self._failing[actor] = failure
-        if actor in self._early:
-            self._early.discard(actor)
-            self._lost_exactness(actor, failure)  # calls dropped for it are in no checkpoint
-        if self.kept_bytes > self.keep_bytes:
-            self._cut(actor, failure)
+        return self._calls.kept(actor_id)
 
     def request_stats(self) -> None:
         self._requests[0] += 1
@@ -464,14 +386,8 @@ class Driver:
         """Welcomed back under our number: send what we still need, in order, then resumed
         (``same_head``: by the head we last spoke to, which still has what it had)."""
         self._fail_cancelled()
-        pending = self._ledger.pending
-        gone = {oid: c for oid, c in self._gone_calls.items() if pending(oid)}
-        self._gone_calls = gone
-        kept = sorted(
-            [*(c for calls in self._kept.values() for c in calls), *gone.values()],
-            key=_call_order,
-        )
-        frames, lost = self._ledger.frames(kept, self._asks, same_head)
+        calls, asks = self._calls.resend(self._ledger.pending)
+        frames, lost = self._ledger.frames(calls, asks, same_head)
         send = self._send
         for event in frames:
             send(event)
@@ -494,100 +410,91 @@ class Driver:
 
     # -- answers -------------------------------------------------------------------------------
 
-    def _on_head_event(self, event: Event) -> None:
-        queue = self._links.queue
-        if self._gone_calls and isinstance(event, (Result, Located, Error)):
-            self._gone_calls.pop(event.object_id, None)  # answered: not sent again
-        if isinstance(event, Result):
-            oid = event.object_id
-            if oid in self._asks:
-                del self._asks[oid]
-                if oid in self._asked:
-                    self._own_checkpoint(oid, None)
-                    return
-            elif oid in self._kept:
-                if oid in self._announced:
-                    return  # created: a new head restoring it says so again
-                self._announced.add(oid)
-            elif self._ledger.answered(oid, event) is not True and self.resumes:
+    def _on_result(self, event: Result) -> None:
+        oid = event.object_id
+        heard = self._calls.result(oid)
+        if heard is None:
+            if self._ledger.answered(oid, event) is not True and self.resumes:
                 return  # answered before (a task the new head ran again), or released
-            queue(ObjectValue(oid, event.value))
-        elif isinstance(event, Located):
-            oid = event.object_id
-            first = self._ledger.answered(oid, event.address)
-            if first is None:
-                # Released: where it lies is nobody's business (an answer to what a resume
-                # sent before the release, or a move off a draining worker that crossed it).
-                return
-            if first is not False or oid in self._located:
-                self._located[oid] = event.address
-            relocating = self._relocating.pop(oid, None)
-            if relocating is not None and oid in self._located:
-                if relocating[0] == event.address:
-                    self._links.queue(ObjectFailed(oid, relocating[1]))  # still there
-                else:
-                    self._fetching[oid] = event.address
-                    self._fetcher.request(oid, event.address)
-                return
-            if first is not False:  # else it moved: later fetches go to the new place
-                queue(ObjectLocated(oid, event.address))
-        elif isinstance(event, Error):
-            if event.object_id == 0:
-                self.closed_reason = f"the head refused or dropped us: {event.message}"
-                queue(Refused(event.message))
-                return
-            oid = event.object_id
-            if self._relocating.pop(oid, None) is not None:
-                self._located.pop(oid, None)  # asked where it is now: it is lost
-                queue(ObjectFailed(oid, event.message))
-                return
-            if oid in self._asks:
-                del self._asks[oid]
-                if oid in self._asked:
-                    self._own_checkpoint(oid, event.message)
-                    return
-            elif event.mark == ERROR_WARNING:
-                queue(ActorWarning(oid, event.message))
-                return
-            elif oid in self._kept:
-                self._drop_kept(oid)  # the actor is gone: nothing left to resend
-                self._gone.add(oid)
-                self._told.add(oid)
-                self._ledger.ended(oid)
-            elif oid in self._told:
-                return  # told again that the actor is gone (a head that never knew it)
-            elif oid in self._gone:
-                self._told.add(oid)  # one we killed: the head says how it ended, once
-            elif self._ledger.answered(oid, event) is not True and self.resumes:
-                return  # answered before a head restart, and now again; or released
-            self._located.pop(oid, None)
+        elif not heard:
+            return
+        self._links.queue(ObjectValue(oid, event.value))
+
+    def _on_located(self, event: Located) -> None:
+        oid = event.object_id
+        self._calls.answered(oid)
+        first = self._ledger.answered(oid, event.address)
+        if first is None:
+            # Released: where it lies is nobody's business (an answer to what a resume
+            # sent before the release, or a move off a draining worker that crossed it).
+            return
+        if first is not False or oid in self._located:
+            self._located[oid] = event.address
+        relocating = self._relocating.pop(oid, None)
+        if relocating is not None and oid in self._located:
+            if relocating[0] == event.address:
+                self._links.queue(ObjectFailed(oid, relocating[1]))  # still there
+            else:
+                self._fetching[oid] = event.address
+                self._fetcher.request(oid, event.address)
+            return
+        if first is not False:  # else it moved: later fetches go to the new place
+            self._links.queue(ObjectLocated(oid, event.address))
+
+    def _on_error(self, event: Error) -> None:
+        queue = self._links.queue
+        oid = event.object_id
+        if oid == 0:
+            self.closed_reason = f"the head refused or dropped us: {event.message}"
+            queue(Refused(event.message))
+            return
+        if self._relocating.pop(oid, None) is not None:
+            self._located.pop(oid, None)  # asked where it is now: it is lost
             queue(ObjectFailed(oid, event.message))
-        elif isinstance(event, Welcome):
-            if self._resuming:
-                self._resuming = False
-                if event.number != self.number:
-                    why = f"the head gave number {event.number}, not our {self.number}"
-                    self.closed_reason = f"cannot resume: {why}"
-                    self._links.close(HEAD_LINK, self.closed_reason)
-                    queue(Refused(self.closed_reason))
-                    return
-                self.resumes += 1
-                same_head = event.epoch == self._head_epoch
-                self._head_epoch = event.epoch
-                queue(Welcomed(event.number, event.epoch))
-                self._resume(same_head)
+            return
+        heard = self._calls.error(oid, event.message, event.mark, self._ledger.pending)
+        if heard is None:
+            if self._ledger.answered(oid, event) is not True and self.resumes:
+                return  # answered before a head restart, and now again; or released
+        elif not heard:
+            return
+        else:
+            self._ledger.ended(oid)  # an actor that is gone is not created again
+        self._located.pop(oid, None)
+        queue(ObjectFailed(oid, event.message))
+
+    def _on_welcome(self, event: Welcome) -> None:
+        queue = self._links.queue
+        if self._resuming:
+            self._resuming = False
+            if event.number != self.number:
+                why = f"the head gave number {event.number}, not our {self.number}"
+                self.closed_reason = f"cannot resume: {why}"
+                self._links.close(HEAD_LINK, self.closed_reason)
+                queue(Refused(self.closed_reason))
                 return
-            self.number, self.epoch = event.number, event.epoch
+            self.resumes += 1
+            same_head = event.epoch == self._head_epoch
             self._head_epoch = event.epoch
             queue(Welcomed(event.number, event.epoch))
-        elif isinstance(event, Covered):
-            self._covered(event.object_id, event.newest)
-        elif isinstance(event, Stats) and event.counts is not None:
+            self._resume(same_head)
+            return
+        self.number, self.epoch = event.number, event.epoch
+        self._head_epoch = event.epoch
+        queue(Welcomed(event.number, event.epoch))
+
+    def _on_covered(self, event: Covered) -> None:
+        self._calls.covered(event.object_id, event.newest)
+
+    def _on_stats(self, event: Stats) -> None:
+        if event.counts is not None:  # else a request, which a head does not send
             self._requests[0] = max(self._requests[0] - 1, 0)
-            queue(StatsReceived(event.counts))
-        elif isinstance(event, Timeline) and event.records is not None:
+            self._links.queue(StatsReceived(event.counts))
+
+    def _on_timeline(self, event: Timeline) -> None:
+        if event.records is not None:
             self._requests[1] = max(self._requests[1] - 1, 0)
-            queue(TimelineReceived(event.records))
+            self._links.queue(TimelineReceived(event.records))
 
     def _fetched(self, oid: int, value: Bytes | None, why: str) -> None:
         source = self._fetching.pop(oid, None)
@@ -614,7 +521,3 @@ class Driver:
             self._links.queue(ObjectFailed(oid, why))
         else:
             self._links.queue(ObjectValue(oid, value))
-
-
-def _call_order(call: ActorCall) -> int:
-    return call.object_id

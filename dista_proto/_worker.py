@@ -17,16 +17,18 @@ size the fetcher asked for; an empty fetch of an object too large for one frame 
 error frame. With ``check_fetches`` a fetch is served only to a fetcher the head granted
 the object to, or to a cluster member by TLS (`_grants`: the head's located frames to a
 worker are grants); others wait for a grant, then are refused. Free deletes; stop ends the
-worker. Actors are `ActorHosting`'s (`_worker_actors`).
+worker. The head's frames are routed by their type through one table (`_on_head`); the
+actor frames go to the `ActorHosting` the worker holds (`_worker_actors`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 from . import frame as F
 from ._conventions import (
+    ERROR_COVERED,
     FREE_STORE,
     FREE_WITHDRAW,
     HEAD_LINK,
@@ -36,11 +38,16 @@ from ._conventions import (
     SPAN_RESUMED,
     SPAN_WITHDRAWN,
 )
-from ._decisions import CancelTask, Decision, Exit, HeadLost, RunTask, StopActor
+from ._decisions import CancelTask, Decision, Exit, HeadLost, RunTask
 from ._events import (
+    ActorCall,
+    ActorCreate,
+    ActorKill,
+    ActorRestore,
     Address,
     Adopt,
     Adopted,
+    Checkpoint,
     Drain,
     Error,
     Event,
@@ -87,7 +94,7 @@ class _Gathering:
         self.missing = 0
 
 
-class Worker(ActorHosting):
+class Worker:
     def __init__(
         self,
         *,
@@ -134,8 +141,53 @@ class Worker(ActorHosting):
         self._beat_at: int | None = None
         self._hellos = 0  # a hello after the first rejoins, with holding
         self._adopting: dict[int, Address] = {}  # object -> the draining worker it comes from
-        self._actor_calls: dict[int, int] = {}
-        self._stale_calls: dict[int, int] = {}
+        self._actors = ActorHosting(self._links)
+        actors = self._actors
+        #: The head's frames by type -> their handler (a frame of another kind is ignored).
+        self._on_head: Final[dict[type[Event], Callable[[Any, int], None]]] = {
+            Task: self._on_task,
+            TaskMany: self._on_task_many,
+            TaskInputs: self._gather,
+            Free: self._free,
+            Adopt: self._adopt,
+            Located: self._on_grant,
+            Stop: self._on_stop,
+            ActorCall: self._on_actor_call,
+            ActorCreate: actors.start,
+            ActorRestore: actors.start,
+            Checkpoint: actors.checkpoint,
+            ActorKill: actors.kill,
+        }
+
+    @property
+    def actor(self) -> int:
+        """The actor this worker hosts (0: none)."""
+        return self._actors.actor
+
+    def actor_started(
+        self,
+        actor: int,
+        error: str | None,
+        *,
+        covers: int | None = None,
+        no_checkpoint: bool = False,
+    ) -> None:
+        """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
+        the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
+        ``no_checkpoint`` says there is none (the head sends actor-create then)."""
+        self._actors.actor_started(actor, error, covers=covers, no_checkpoint=no_checkpoint)
+
+    def checkpointed(self, actor: int, calls: int, failure: str | None) -> None:
+        """The binding wrote ``actor``'s checkpoint covering ``calls`` calls, or could not."""
+        self._actors.checkpointed(actor, calls, failure)
+
+    def call_covered(self, oid: int) -> None:
+        """The checkpoint the actor was restored from includes call ``oid``: not run."""
+        if self._actors.stale(oid):
+            return
+        if self._jobs.pop(oid, None) is not None:
+            why = f"actor call {oid:#x} is in the checkpoint the actor was restored from"
+            self._links.send(HEAD_LINK, Error(oid, why, ERROR_COVERED))
 
     # -- the binding's side -------------------------------------------------------------------
 
@@ -220,8 +272,11 @@ class Worker(ActorHosting):
 
     def _received(self, link: int, events: list[Event], error: str | None, now: int) -> None:
         if link == HEAD_LINK:
+            handlers = self._on_head
             for event in events:
-                self._on_head_event(event, now)
+                handler = handlers.get(type(event))
+                if handler is not None:
+                    handler(event, now)
         elif link in self._servers:
             if events:
                 self._gate.heard(link)
@@ -261,10 +316,7 @@ class Worker(ActorHosting):
         self._store_all.clear()
         self._gathering.clear()
         self._waiting_for.clear()
-        if self.actor:
-            self._links.queue(StopActor(self.actor, False))  # its checkpoints stay
-            self.actor = 0
-        self._forget_actor_work()
+        self._actors.head_lost()  # its checkpoints stay
         self._links.queue(HeadLost(why))
 
     def decisions(self) -> list[Decision]:
@@ -296,37 +348,30 @@ class Worker(ActorHosting):
 
     # -- tasks ---------------------------------------------------------------------------------
 
-    def _on_head_event(self, event: Event, now: int) -> None:
-        if isinstance(event, Task):
-            self._run(event.object_id, event.task_id, 1, event.argument, (), False, False, now)
-        elif isinstance(event, TaskInputs):
-            self._gather(event, now)
-        elif isinstance(event, TaskMany):
-            self._run(
-                event.object_id,
-                event.task_id,
-                event.results,
-                event.argument,
-                (),
-                False,
-                False,
-                now,
-            )
-        elif isinstance(event, Free):
-            self._free(event, now)
-        elif isinstance(event, Adopt):
-            self._adopt(event)
-        elif isinstance(event, Located):
-            # A grant: the head is about to tell the fetcher at this host where it lies.
-            held = event.object_id in self.store
-            for link, fetch in self._gate.grant(event.object_id, event.address.host, held):
-                self._serve(link, fetch)
-        elif isinstance(event, Stop):
-            self.stopped = True
-            self._links.close(HEAD_LINK, "stopped by the head")
-            self._links.queue(Exit("stopped by the head"))
-        else:
-            self._on_actor_event(event, now)
+    # Every head-frame handler takes the frame and the time (`_on_head`).
+
+    def _on_task(self, event: Task, now: int) -> None:
+        self._run(event.object_id, event.task_id, 1, event.argument, (), False, False, now)
+
+    def _on_task_many(self, event: TaskMany, now: int) -> None:
+        self._run(
+            event.object_id, event.task_id, event.results, event.argument, (), False, False, now
+        )
+
+    def _on_grant(self, event: Located, now: int) -> None:
+        """The head is about to tell the fetcher at this host where the object lies."""
+        held = event.object_id in self.store
+        for link, fetch in self._gate.grant(event.object_id, event.address.host, held):
+            self._serve(link, fetch)
+
+    def _on_stop(self, event: Stop, now: int) -> None:
+        self.stopped = True
+        self._links.close(HEAD_LINK, "stopped by the head")
+        self._links.queue(Exit("stopped by the head"))
+
+    def _on_actor_call(self, event: ActorCall, now: int) -> None:
+        if self._actors.call(event, now):
+            self._jobs[event.object_id] = (1, now)  # reported like a task
 
     def _free(self, event: Free, now: int) -> None:
         oid = event.object_id
@@ -410,7 +455,7 @@ class Worker(ActorHosting):
             event.object_id, event.task_id, results, event.value, values, event.gather, True, now
         )
 
-    def _adopt(self, event: Adopt) -> None:
+    def _adopt(self, event: Adopt, now: int) -> None:
         """Keep a draining worker's object as our own (adopted answers with where it is)."""
         oid = event.object_id
         if oid in self.store:
@@ -449,7 +494,7 @@ class Worker(ActorHosting):
 
     def task_done(self, oid: int, values: Sequence[Bytes], started: int, ended: int) -> None:
         """The task whose first result is ``oid`` returned ``values``, one per result."""
-        if self._actor_calls and self._stale_call(oid):
+        if self._actors.stale(oid):
             return
         job = self._jobs.pop(oid, None)
         if job is None:
@@ -475,7 +520,7 @@ class Worker(ActorHosting):
 
     def task_failed(self, oid: int, message: str, started: int, ended: int) -> None:
         """The task whose first result is ``oid`` raised: every result fails with ``message``."""
-        if self._actor_calls and self._stale_call(oid):
+        if self._actors.stale(oid):
             return
         self._failed(oid, message, started, ended)
 
@@ -497,7 +542,7 @@ class Worker(ActorHosting):
             self._serve(link, fetch)
         elif verdict:
             self._links.send(link, Error(fetch.object_id, verdict))
-        # else it waits for the head's grant (`_on_head_event`) or its deadline (`on_timer`)
+        # else it waits for the head's grant (`_on_grant`) or its deadline (`on_timer`)
 
     def _serve(self, link: int, fetch: Fetch) -> None:
         oid = fetch.object_id

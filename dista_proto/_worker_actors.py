@@ -15,13 +15,16 @@ actor. Work handed to the binding before the head link was lost is the old incar
 its reports, which come before any for later work (one per piece, in order), are dropped, so
 that a worker that rejoined and hosts the actor again does not answer the new head with
 them (a restore answered with a stale start, a checkpoint the new head never asked for, a
-call's answer from the old state). `Worker` inherits this; the state it reads is the
-worker's own.
+call's answer from the old state).
+
+`Worker` holds one `ActorHosting` and routes the head's actor frames to it. A call handed
+to the binding is a job of the worker like a task (`call` says so, and the worker notes
+it); its report comes to the worker, which asks `stale` whether to drop it.
 """
 
 from __future__ import annotations
 
-from ._conventions import ERROR_COVERED, ERROR_NO_CHECKPOINT, HEAD_LINK, KILL_KEEP
+from ._conventions import ERROR_NO_CHECKPOINT, HEAD_LINK, KILL_KEEP
 from ._decisions import CallActor, CheckpointActor, StartActor, StopActor
 from ._events import (
     ActorCall,
@@ -31,7 +34,6 @@ from ._events import (
     Checkpoint,
     Checkpointed,
     Error,
-    Event,
     Result,
 )
 from ._links import Links
@@ -40,61 +42,77 @@ __all__ = ["ActorHosting"]
 
 
 class ActorHosting:
-    """The actor half of `Worker`."""
+    """The actor a worker hosts, and the actor work handed to its binding."""
 
-    _links: Links
-    _jobs: dict[int, tuple[int, int]]  # first result ID -> (results, arrived)
-    #: The actor this worker hosts (0: none).
-    actor = 0
-    #: Actor work handed to the binding and not reported yet: starts and checkpoints
-    #: (counted), calls (ID -> count); and of those, the ones handed out before the head
-    #: link was lost (`_forget_actor_work`), whose reports are dropped.
-    _starts = 0
-    _checkpoints = 0
-    _stale_starts = 0
-    _stale_checkpoints = 0
-    _actor_calls: dict[int, int]
-    _stale_calls: dict[int, int]
+    __slots__ = (
+        "_calls",
+        "_checkpoints",
+        "_links",
+        "_stale_calls",
+        "_stale_checkpoints",
+        "_stale_starts",
+        "_starts",
+        "actor",
+    )
 
-    def _on_actor_event(self, event: Event, now: int) -> bool:
-        """Take an actor frame from the head; False if ``event`` is not one."""
-        if isinstance(event, ActorCall):
-            if event.actor_id != self.actor or not self.actor:
-                self._not_here(event.object_id, event.actor_id)
-                return True
-            oid = event.object_id
-            self._jobs[oid] = (1, now)
-            self._actor_calls[oid] = self._actor_calls.get(oid, 0) + 1
-            call = CallActor(oid, event.task_id, event.actor_id, event.argument, now)
-            self._links.queue(call)
-        elif isinstance(event, (ActorCreate, ActorRestore)):
-            actor = event.object_id
-            if self.actor and self.actor != actor:
-                why = f"this worker already hosts actor {self.actor:#x}"
-                self._links.send(HEAD_LINK, Error(actor, why))
-                return True
-            self.actor = actor
-            self._starts += 1
-            if isinstance(event, ActorCreate):
-                self._links.queue(StartActor(actor, event.task_id, event.argument))
-            else:
-                self._links.queue(StartActor(actor, event.task_id, None, event.covers))
-        elif isinstance(event, Checkpoint):
-            actor = event.object_id
-            if actor != self.actor or not actor:
-                why = f"actor {actor:#x} is not on this worker"
-                self._links.send(HEAD_LINK, Checkpointed(actor, event.task_id, why))
-                return True
-            self._checkpoints += 1
-            self._links.queue(CheckpointActor(actor, event.task_id, event.restore_covers))
-        elif isinstance(event, ActorKill):
-            if event.object_id == self.actor and self.actor:
-                self.actor = 0
-                # Moving to another worker (ours drains): its checkpoints are its way there.
-                self._links.queue(StopActor(event.object_id, event.mark != KILL_KEEP))
-        else:
+    def __init__(self, links: Links) -> None:
+        self._links = links
+        #: The actor this worker hosts (0: none).
+        self.actor = 0
+        #: Actor work handed to the binding and not reported yet: starts and checkpoints
+        #: (counted), calls (ID -> count); and of those, the ones handed out before the head
+        #: link was lost (`head_lost`), whose reports are dropped.
+        self._starts = 0
+        self._checkpoints = 0
+        self._calls: dict[int, int] = {}
+        self._stale_starts = 0
+        self._stale_checkpoints = 0
+        self._stale_calls: dict[int, int] = {}
+
+    # -- the head's frames ---------------------------------------------------------------
+    # Each takes the frame and the time, the shape of every `Worker` head-frame handler.
+
+    def call(self, event: ActorCall, now: int) -> bool:
+        """An actor call: True if it went to the binding (a job of the worker's until
+        reported), False if it was answered here (the actor is not on this worker)."""
+        if event.actor_id != self.actor or not self.actor:
+            self._not_here(event.object_id, event.actor_id)
             return False
+        oid = event.object_id
+        self._calls[oid] = self._calls.get(oid, 0) + 1
+        self._links.queue(CallActor(oid, event.task_id, event.actor_id, event.argument, now))
         return True
+
+    def start(self, event: ActorCreate | ActorRestore, now: int) -> None:
+        """Actor-create or actor-restore: build the actor, unless another is hosted here."""
+        actor = event.object_id
+        if self.actor and self.actor != actor:
+            why = f"this worker already hosts actor {self.actor:#x}"
+            self._links.send(HEAD_LINK, Error(actor, why))
+            return
+        self.actor = actor
+        self._starts += 1
+        if isinstance(event, ActorCreate):
+            self._links.queue(StartActor(actor, event.task_id, event.argument))
+        else:
+            self._links.queue(StartActor(actor, event.task_id, None, event.covers))
+
+    def checkpoint(self, event: Checkpoint, now: int) -> None:
+        """A checkpoint of the hosted actor, between its calls."""
+        actor = event.object_id
+        if actor != self.actor or not actor:
+            why = f"actor {actor:#x} is not on this worker"
+            self._links.send(HEAD_LINK, Checkpointed(actor, event.task_id, why))
+            return
+        self._checkpoints += 1
+        self._links.queue(CheckpointActor(actor, event.task_id, event.restore_covers))
+
+    def kill(self, event: ActorKill, now: int) -> None:
+        """Actor-kill: stop the hosted actor (a kill for another is moot)."""
+        if event.object_id == self.actor and self.actor:
+            self.actor = 0
+            # Moving to another worker (ours drains): its checkpoints are its way there.
+            self._links.queue(StopActor(event.object_id, event.mark != KILL_KEEP))
 
     def _not_here(self, oid: int, actor: int) -> None:
         self._links.send(HEAD_LINK, Error(oid, f"actor {actor:#x} is not on this worker"))
@@ -123,14 +141,6 @@ class ActorHosting:
             mark = ERROR_NO_CHECKPOINT if no_checkpoint else 0
             self._links.send(HEAD_LINK, Error(actor, error, mark))
 
-    def call_covered(self, oid: int) -> None:
-        """The checkpoint the actor was restored from includes call ``oid``: not run."""
-        if self._stale_call(oid):
-            return
-        if self._jobs.pop(oid, None) is not None:
-            why = f"actor call {oid:#x} is in the checkpoint the actor was restored from"
-            self._links.send(HEAD_LINK, Error(oid, why, ERROR_COVERED))
-
     def checkpointed(self, actor: int, calls: int, failure: str | None) -> None:
         """The binding wrote ``actor``'s checkpoint covering ``calls`` calls, or could not."""
         self._checkpoints = max(self._checkpoints - 1, 0)
@@ -139,16 +149,19 @@ class ActorHosting:
             return  # asked for by the head that was lost
         self._links.send(HEAD_LINK, Checkpointed(actor, calls, failure))
 
-    def _stale_call(self, oid: int) -> bool:
-        """A report for call ``oid`` came: whether it is one handed out before the head was
-        lost (dropped; a call the new head sent here again is reported after it)."""
-        count = self._actor_calls.get(oid)
+    def stale(self, oid: int) -> bool:
+        """A report for ``oid`` came (a call's, or a task's): whether it is a call handed
+        out before the head was lost (dropped; a call the new head sent here again is
+        reported after it)."""
+        if not self._calls:
+            return False  # no call out: a task's
+        count = self._calls.get(oid)
         if count is None:
             return False  # a task's
         if count > 1:
-            self._actor_calls[oid] = count - 1
+            self._calls[oid] = count - 1
         else:
-            del self._actor_calls[oid]
+            del self._calls[oid]
         stale = self._stale_calls.get(oid)
         if not stale:
             return False
@@ -158,8 +171,12 @@ class ActorHosting:
             del self._stale_calls[oid]
         return True
 
-    def _forget_actor_work(self) -> None:
-        """The head link is lost: the actor work the binding still has is the old head's."""
+    def head_lost(self) -> None:
+        """The head link is lost: the actor goes (its checkpoints stay), and the actor
+        work the binding still has is the old head's."""
+        if self.actor:
+            self._links.queue(StopActor(self.actor, False))
+            self.actor = 0
         self._stale_starts = self._starts
         self._stale_checkpoints = self._checkpoints
-        self._stale_calls = dict(self._actor_calls)
+        self._stale_calls = dict(self._calls)

@@ -404,7 +404,9 @@ class ActorScenario(Scenario):
                 kept = d.core.kept(actor)
                 assert kept == 0, f"seed {seed}: driver {d.index} keeps {kept} of {actor:#x}"
             assert d.core.kept_bytes == 0, f"seed {seed}: driver {d.index} kept bytes"
-            assert not d.core._asked, f"seed {seed}: driver {d.index}'s own asks unanswered"
+            assert not d.core._calls.own_asks, (
+                f"seed {seed}: driver {d.index}'s own asks unanswered"
+            )
         for record in sim.head.actors():
             if record.state is not _DEAD:  # (its owner is here: a driver leaving kills it)
                 where = f"seed {seed}: actor {record.actor_id:#x}"
