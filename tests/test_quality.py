@@ -140,38 +140,21 @@ MODULE_LINES = 600
 #: The most methods a class of the core may have, with those of its bases in the core: a
 #: larger one is several objects held by a router (STYLE.md §11).
 CLASS_METHODS = 60
-#: The core's modules issue 22 ("the cores as small objects") is splitting: their checks
-#: fail until it is done, and they are checked apart so that every other module's pass.
-BEING_SPLIT = ("_head*.py", "_driver.py")
-_SPLIT = pytest.mark.xfail(strict=False, reason="issue 22: being split")
 
 
-def _modules(package: str, being_split: bool = False) -> list[Path]:
-    """The package's modules; in the core, those of BEING_SPLIT or the others."""
-    paths = sorted((ROOT / package).rglob("*.py"))
-    if package != "dista_proto":
-        return paths
-    return [p for p in paths if any(p.match(g) for g in BEING_SPLIT) == being_split]
-
-
-_PACKAGES = [
-    pytest.param("dista_runtime", False, id="dista_runtime"),
-    pytest.param("bindings", False, id="bindings"),
-    pytest.param("dista_proto", False, id="dista_proto"),
-    pytest.param("dista_proto", True, id="dista_proto-being-split", marks=_SPLIT),
-]
-_CORE = [p for p in _PACKAGES if p.values[0] == "dista_proto"]
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
 
 
 def _listed(what: str, offenders: list[str]) -> str:
     return f"{len(offenders)} {what}:\n  " + "\n  ".join(offenders)
 
 
-@pytest.mark.parametrize(("package", "being_split"), _PACKAGES)
-def test_modules_are_small(package: str, being_split: bool) -> None:
+@pytest.mark.parametrize("package", ["dista_proto", "dista_runtime", "bindings"])
+def test_modules_are_small(package: str) -> None:
     offenders = [
         f"{path.relative_to(ROOT)}: {n} lines"
-        for path in _modules(package, being_split)
+        for path in _modules(package)
         if (n := len(path.read_text().splitlines())) > MODULE_LINES
     ]
     assert offenders == [], _listed(f"over {MODULE_LINES} lines", offenders)
@@ -224,26 +207,21 @@ def test_class_methods_counts_bases(tmp_path: Path) -> None:
     assert found[tmp_path / "a.py", "Base"] == {"f", "g"}
 
 
-@pytest.mark.parametrize(("package", "being_split"), _CORE)
-def test_core_classes_are_small(package: str, being_split: bool) -> None:
-    modules = set(_modules(package, being_split))
+def test_core_classes_are_small() -> None:
     offenders = [
         f"{path.relative_to(ROOT)}: {name} has {len(methods)} methods"
-        for (path, name), methods in _class_methods(
-            sorted((ROOT / "dista_proto").rglob("*.py"))
-        ).items()
-        if path in modules and len(methods) > CLASS_METHODS
+        for (path, name), methods in _class_methods(_modules("dista_proto")).items()
+        if len(methods) > CLASS_METHODS
     ]
     assert offenders == [], _listed(f"over {CLASS_METHODS} methods, bases' included", offenders)
 
 
-@pytest.mark.parametrize(("package", "being_split"), _CORE)
-def test_core_has_no_not_implemented_stubs(package: str, being_split: bool) -> None:
+def test_core_has_no_not_implemented_stubs() -> None:
     """A class that calls up to its subclass through ``raise NotImplementedError`` is a
     tower (STYLE.md §11): hold the part instead."""
     offenders = [
         f"{path.relative_to(ROOT)}:{node.lineno}"
-        for path in _modules(package, being_split)
+        for path in _modules("dista_proto")
         for node in ast.walk(ast.parse(path.read_text(), str(path)))
         if isinstance(node, ast.Raise)
         and node.exc is not None
