@@ -4,6 +4,7 @@ no counter is updated by hand (see `_lifecycle` for what each counts)."""
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 from ._errors import LocalProtocolError
 from ._head_records import ActorRecord, CallRecord, Peer, TaskRecord, TrackedObject
@@ -29,6 +30,41 @@ from ._lifecycle import (
 __all__ = ["Counts"]
 
 
+# Each move is one lookup: the tables compiled, once, with what a move changes in the counts
+# (a move is on the head's per-task path several times).
+_TASK: Final = {
+    pair: (
+        new,
+        (new in TASK_PENDING) - (pair[0] in TASK_PENDING),
+        (new in TASK_RUNNING) - (pair[0] in TASK_RUNNING),
+    )
+    for pair, new in TASK_MOVES.items()
+}
+_HELD: Final = {
+    pair: (new, (new in OBJ_HELD) - (pair[0] in OBJ_HELD)) for pair, new in OBJECT_MOVES.items()
+}
+
+
+def _slot_counts(slot: Slot) -> tuple[int, int, int, int]:
+    """(free, spare, blocked, prefetched) a task in ``slot`` takes from its worker."""
+    return (
+        int(slot is Slot.REAL),
+        int(slot is Slot.SPARE),
+        -int(slot is Slot.LENT),
+        -int(slot is Slot.SPARE),
+    )
+
+
+def _slot_move(old: Slot, new: Slot) -> tuple[Slot, int, int, int, int]:
+    free, spare, blocked, prefetched = (
+        a - b for a, b in zip(_slot_counts(old), _slot_counts(new), strict=True)
+    )
+    return new, free, spare, blocked, prefetched
+
+
+_SLOT: Final = {pair: _slot_move(pair[0], new) for pair, new in SLOT_MOVES.items()}
+
+
 def _refuse(kind: str, state: enum.IntEnum, cause: enum.IntEnum) -> LocalProtocolError:
     return LocalProtocolError(f"a {kind} in state {state.name} cannot move for cause {cause.name}")
 
@@ -45,54 +81,36 @@ class Counts:
         self.actors_alive = 0
 
     def move_task(self, task: TaskRecord, cause: TaskCause) -> None:
-        old = task.state
-        new = TASK_MOVES.get((old, cause))
-        if new is None:
-            raise _refuse("task", old, cause)
-        task.state = new
-        if old in TASK_PENDING:
-            self.pending -= 1
-        elif old in TASK_RUNNING:
-            self.running -= 1
-        if new in TASK_PENDING:
-            self.pending += 1
-        elif new in TASK_RUNNING:
-            self.running += 1
+        move = _TASK.get((task.state, cause))
+        if move is None:
+            raise _refuse("task", task.state, cause)
+        task.state, pending, running = move
+        self.pending += pending
+        self.running += running
 
     def move_slot(self, task: TaskRecord, worker: Peer, cause: SlotCause) -> None:
-        """Move ``task``'s slot on ``worker``, keeping the worker's slot counts."""
-        old = task.slot
-        new = SLOT_MOVES.get((old, cause))
-        if new is None:
-            raise _refuse("task's slot", old, cause)
-        task.slot = new
-        if old is Slot.REAL:
-            worker.free += 1
-        elif old is Slot.SPARE:
-            worker.spare += 1
-            worker.prefetched -= task.spare_ns
-            task.spare_ns = 0
-        elif old is Slot.LENT:
-            worker.blocked -= 1
-        if new is Slot.REAL:
-            worker.free -= 1
-        elif new is Slot.SPARE:
-            worker.spare -= 1
-            worker.prefetched += task.spare_ns
-        elif new is Slot.LENT:
-            worker.blocked += 1
+        """Move ``task``'s slot on ``worker``, keeping the worker's slot counts (a prefetch
+        slot counts the task's estimate, ``spare_ns``, in ``prefetched``: set it first)."""
+        move = _SLOT.get((task.slot, cause))
+        if move is None:
+            raise _refuse("task's slot", task.slot, cause)
+        task.slot, free, spare, blocked, prefetched = move
+        worker.free += free
+        worker.spare += spare
+        worker.blocked += blocked
+        if prefetched:
+            worker.prefetched += prefetched * task.spare_ns
+            if prefetched < 0:
+                task.spare_ns = 0
 
     def move_object(self, obj: TrackedObject, cause: ObjCause) -> None:
         """Move ``obj``; entering INLINE or STORED counts its ``size`` (set it first)."""
-        old = obj.state
-        new = OBJECT_MOVES.get((old, cause))
-        if new is None:
-            raise _refuse("object", old, cause)
-        obj.state = new
-        if old in OBJ_HELD:
-            self.held_bytes -= obj.size
-        if new in OBJ_HELD:
-            self.held_bytes += obj.size
+        move = _HELD.get((obj.state, cause))
+        if move is None:
+            raise _refuse("object", obj.state, cause)
+        obj.state, held = move
+        if held:
+            self.held_bytes += held * obj.size
 
     def move_actor(self, actor: ActorRecord, cause: ActorCause) -> None:
         old = actor.state

@@ -56,7 +56,7 @@ class Holdings:
         self.limbo: dict[int, tuple[str, int]] = {}
         #: Stale copies a rejoining worker holds of results of a task it runs again: ID ->
         #: the worker, freed there once the task settles.
-        self._stale: dict[int, Peer] = {}
+        self.stale: dict[int, Peer] = {}
         #: Objects being adopted off a draining worker: ID -> the adopting worker.
         self._adopting: dict[int, Peer] = {}
         self._adopt_tries: dict[int, int] = {}
@@ -186,14 +186,14 @@ class Holdings:
             if (task is not None and task.worker is worker) or (
                 actor is not None and oid in actor.by_oid
             ):
-                self._stale[oid] = worker
+                self.stale[oid] = worker
                 return
         self._wire.send(worker.link, Free(oid))
 
     def _free_stale(self, oid: int, obj: TrackedObject | None) -> None:
         """``oid``'s task settled: free a stale copy a rejoining worker held of it, unless
         the worker now holds the object itself (the run stored it there again)."""
-        worker = self._stale.pop(oid, None)
+        worker = self.stale.pop(oid, None)
         if worker is None or (obj is not None and obj.holder is worker):
             return
         if self._wire.alive(worker):
@@ -202,19 +202,19 @@ class Holdings:
     def task_settled(self, task: TaskRecord) -> None:
         if task.sources:
             self._sources_done(task)
-        if self._stale:
+        if self.stale:
             for oid in range(task.oid, task.oid + task.results):
                 self._free_stale(oid, self._objects.get(oid))
 
     def forgotten(self, obj: TrackedObject) -> None:
-        if self._stale:
+        if self.stale:
             self._free_stale(obj.oid, None)  # a stale copy waiting for a run that never came
         holder = obj.holder
         if holder is not None and holder.draining and not holder.holds:
             self.recheck(holder)  # its last object went: it may go
 
     def call_answered(self, oid: int) -> None:
-        if self._stale:
+        if self.stale:
             self._free_stale(oid, self._objects.get(oid))
 
     # -- drain -----------------------------------------------------------------------------

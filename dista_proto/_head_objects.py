@@ -47,6 +47,11 @@ _ON_WORKER: Final = _RUNNING_STATES | {_DROPPED}
 class Copies(Protocol):
     """What the head's parts tell the keeper of stored copies on workers (`Holdings`)."""
 
+    #: Stale copies to free once what makes them again settles: ID -> the worker. (Empty,
+    #: a settle or forget concerns the keeper only for sources or a draining holder: it is
+    #: not asked then, on the per-task path.)
+    stale: dict[int, Peer]
+
     def task_settled(self, task: TaskRecord) -> None:
         """``task`` settled: its sources may leave, stale copies of its results go."""
 
@@ -244,7 +249,8 @@ class Objects:
     def settle(self, task: TaskRecord) -> None:
         """``task`` will never answer again: release its inputs and its hold on its results.
         (Its state is DONE already.)"""
-        self._copies.task_settled(task)
+        if task.sources or self._copies.stale:
+            self._copies.task_settled(task)
         objects = self.by_id
         for oid in range(task.oid, task.oid + task.results):
             obj = objects.get(oid)
@@ -266,16 +272,16 @@ class Objects:
     def forget(self, obj: TrackedObject) -> None:
         del self.by_id[obj.oid]
         state = obj.state
+        holder = obj.holder
         self._counts.move_object(obj, ObjCause.FORGET)
         if state is _INLINE:
             self._uncount_inline(obj)
             obj.value = b""
-        elif state is _STORED:
-            holder = obj.holder
-            if holder is not None:
-                holder.holds.discard(obj.oid)
-                self._wire.send(holder.link, Free(obj.oid))
-        self._copies.forgotten(obj)
+        elif state is _STORED and holder is not None:
+            holder.holds.discard(obj.oid)
+            self._wire.send(holder.link, Free(obj.oid))
+        if self._copies.stale or (holder is not None and holder.draining):
+            self._copies.forgotten(obj)
 
     def fail_object(self, obj: TrackedObject, why: str) -> None:
         """Fail pending ``obj`` and, transitively, every task waiting on it."""
@@ -435,6 +441,9 @@ def _unbound(task: TaskRecord) -> None:
 
 class _NoCopies:
     """Until `Objects.bind`: nothing is stored anywhere yet."""
+
+    def __init__(self) -> None:
+        self.stale: dict[int, Peer] = {}
 
     def task_settled(self, task: TaskRecord) -> None:  # pragma: no cover
         pass

@@ -323,8 +323,10 @@ class Scheduler:
         if worker.draining:
             if self._sources is not None:
                 self._sources.recheck(worker)
-        elif self._wire.alive(worker) and not self._kept_for_actor(worker):
-            self.offer(worker)
+        elif self._wire.peers.get(worker.link) is worker and not self._kept_for_actor(worker):
+            self.make_idle(worker)  # (`offer`, inline: this is on every task's path)
+            self.pump(worker.registry)
+            self.steal_for(worker)
 
     # -- queues ----------------------------------------------------------------------------
 
@@ -336,7 +338,11 @@ class Scheduler:
         if task.registry != ANYWHERE and task.registry not in self.workers_of:
             self.orphaned.setdefault(task.registry, now)
         self._queue_of(task.registry).push(task)
-        self._pump_for(task.registry)
+        if task.registry == ANYWHERE:
+            for other in list(self.idle):
+                self.pump(other)
+        else:
+            self.pump(task.registry)
 
     def _pump_for(self, registry: int) -> None:
         if registry == ANYWHERE:
