@@ -121,8 +121,9 @@ from ._head import (
     WORKER_SLOTS,
     Head,
 )
+from ._kinds import allowed_kinds
 from ._observer import Observer
-from ._roles import Role, allowed_kinds
+from ._roles import Role
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
 __all__ = [

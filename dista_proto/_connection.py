@@ -35,14 +35,14 @@ from collections import deque
 from typing import Final
 
 from . import frame as F
-from ._decode import DECODERS
-from ._encode import encode_payload
+from ._codec import encode_payload
 from ._errors import LocalProtocolError, RemoteProtocolError
 from ._events import ConnectionClosed, Error, Event, Fetch, Hello
 from ._incoming import Incoming
+from ._kinds import DECODERS, part_limit
 from ._outgoing import Outgoing
 from ._receive_into import NOT_OFFERED, READ_SIZE, ReceiveInto, feed_into
-from ._roles import Role, part_limit
+from ._roles import Role
 from ._sinks import Allocate, PartSink, sink_decoders
 from ._state import (
     ConnectionState,

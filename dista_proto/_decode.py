@@ -8,6 +8,10 @@ replies the other). So decoding takes ``from_head``.
 Decoding is strict: every count is checked against the bytes that remain, flag bits and
 role bytes must be known ones, and no bytes may trail a payload. Any violation raises
 `RemoteProtocolError` naming the kind and the field.
+
+Each function here decodes one kind (`id_only`, `marked` and `nothing` make the decoder of
+a kind with that layout from its event class); the kinds table (`_kinds.py`) says which, and
+builds the dispatch dict `DECODERS` from its rows.
 """
 
 from __future__ import annotations
@@ -64,7 +68,40 @@ from ._events import (
 )
 from .frame import Bytes
 
-__all__ = ["DECODERS", "decode_payload"]
+__all__ = [
+    "Decoder",
+    "actor_call",
+    "actor_create",
+    "actor_restore",
+    "adopt",
+    "adopted",
+    "checkpoint",
+    "checkpointed",
+    "covered",
+    "error",
+    "fetch",
+    "hello",
+    "holding",
+    "id_only",
+    "located",
+    "marked",
+    "nothing",
+    "part",
+    "result",
+    "span",
+    "stats",
+    "status",
+    "stored",
+    "task",
+    "task_after",
+    "task_inputs",
+    "task_many",
+    "timeline",
+    "welcome",
+]
+
+#: A frame's object ID, task ID, payload and whether the head sent it, to its event.
+Decoder = Callable[[int, int, Bytes, bool], Event]
 
 _U64: Final = struct.Struct("<Q")
 _I64: Final = struct.Struct("<q")
@@ -161,19 +198,19 @@ def _exact(kind: int, payload: Bytes, size: int) -> None:
         raise _fail(kind, "payload", f"must be {size} bytes, not {len(payload)}")
 
 
-def _d_task(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def task(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return Task(oid, tid, p)
 
 
-def _d_result(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def result(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return Result(oid, p)
 
 
-def _d_error(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def error(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return Error(oid, F.message(p), tid)
 
 
-def _d_hello(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def hello(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     k = F.KIND_HELLO
     r = _Reader(k, p)
     role = r.u8("role")
@@ -191,13 +228,13 @@ def _d_hello(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return Hello(role, registry, address, resume)
 
 
-def _d_welcome(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def welcome(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     _exact(F.KIND_WELCOME, p, 16)
     number, epoch = _Q2.unpack(p)
     return Welcome(number, epoch)
 
 
-def _d_flags(r: _Reader) -> tuple[int, int | None]:
+def _flags(r: _Reader) -> tuple[int, int | None]:
     flags = r.u8("flags")
     if flags & ~_KNOWN_FLAGS:
         raise _fail(r.kind, "flags", f"unknown flag bits {flags & ~_KNOWN_FLAGS:#x}")
@@ -214,10 +251,10 @@ def _check_input_count(kind: int, flags: int, n: int) -> None:
         raise _fail(kind, "count", f"without GATHER a task takes exactly 1 input, not {n}")
 
 
-def _d_task_after(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def task_after(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     k = F.KIND_TASK_AFTER
     r = _Reader(k, p)
-    flags, results = _d_flags(r)
+    flags, results = _flags(r)
     n = r.count("count", 8)
     _check_input_count(k, flags, n)
     start = r.pos
@@ -228,19 +265,19 @@ def _d_task_after(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return TaskAfter(oid, tid, inputs, bool(flags & F.GATHER), value, results)
 
 
-def _d_stored(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def stored(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     _exact(F.KIND_STORED, p, 8)
     return Stored(oid, _U64.unpack(p)[0])
 
 
-def _d_located(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def located(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     r = _Reader(F.KIND_LOCATED, p)
     address = r.address("address")
     r.end()
     return Located(oid, address)
 
 
-def _d_fetch(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def fetch(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     try:
         part = F.fetch_part(p)
     except RemoteProtocolError as e:
@@ -248,10 +285,10 @@ def _d_fetch(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return Fetch(oid, part)
 
 
-def _d_task_inputs(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def task_inputs(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     k = F.KIND_TASK_INPUTS
     r = _Reader(k, p)
-    flags, results = _d_flags(r)
+    flags, results = _flags(r)
     n = r.count("count", 9)  # every input is at least a tag and an ID
     _check_input_count(k, flags, n)
     inputs: list[TaskInput] = []
@@ -269,9 +306,9 @@ def _d_task_inputs(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return TaskInputs(oid, tid, tuple(inputs), bool(flags & F.GATHER), value, results)
 
 
-def _d_marked(
+def marked(
     cls: type[Free | Cancel | ActorKill],
-) -> Callable[[int, int, Bytes, bool], Event]:
+) -> Decoder:
     def decode(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
         _exact(cls.kind, p, 0)
         return cls(oid, tid)  # the task-ID field carries Dista's extension mark
@@ -279,9 +316,9 @@ def _d_marked(
     return decode
 
 
-def _d_id_only(
+def id_only(
     cls: type[Release | Claim],
-) -> Callable[[int, int, Bytes, bool], Event]:
+) -> Decoder:
     def decode(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
         _exact(cls.kind, p, 0)
         return cls(oid)
@@ -289,7 +326,7 @@ def _d_id_only(
     return decode
 
 
-def _d_nothing(cls: type[Resumed | Stop | Drain]) -> Callable[[int, int, Bytes, bool], Event]:
+def nothing(cls: type[Resumed | Stop | Drain]) -> Decoder:
     def decode(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
         _exact(cls.kind, p, 0)
         return cls()
@@ -297,7 +334,7 @@ def _d_nothing(cls: type[Resumed | Stop | Drain]) -> Callable[[int, int, Bytes, 
     return decode
 
 
-def _d_stats(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def stats(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     if not from_head:
         _exact(F.KIND_STATS, p, 0)
         return Stats()
@@ -311,7 +348,7 @@ def _addr_of(kind: int, field: str, ip: bytes, port: int) -> Address:
     return Address(_dotted(ip), port)
 
 
-def _d_holding(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def holding(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     k = F.KIND_HOLDING
     r = _Reader(k, p)
     n = r.count("count", _ENTRY.size)
@@ -324,13 +361,13 @@ def _d_holding(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return Holding(tuple(entries))
 
 
-def _d_span(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def span(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     _exact(F.KIND_SPAN, p, 24)
     arrived, started, ended = _Q3.unpack(p)
     return Span(oid, arrived, started, ended, tid)  # the task-ID field: an extension mark
 
 
-def _d_timeline(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def timeline(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     k = F.KIND_TIMELINE
     if not from_head:
         _exact(k, p, 0)
@@ -349,7 +386,7 @@ def _d_timeline(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return Timeline(tuple(records))
 
 
-def _d_actor_create(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def actor_create(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     if from_head:
         return ActorCreate(oid, tid, p)
     r = _Reader(F.KIND_ACTOR_CREATE, p)
@@ -357,13 +394,13 @@ def _d_actor_create(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return ActorCreate(oid, tid, r.rest(), every)
 
 
-def _d_actor_call(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def actor_call(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     r = _Reader(F.KIND_ACTOR_CALL, p)
     actor = r.u64("actor_id")
     return ActorCall(oid, tid, actor, r.rest())
 
 
-def _d_checkpoint(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def checkpoint(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     k = F.KIND_CHECKPOINT
     _exact(k, p, 8)
     if from_head:
@@ -374,28 +411,28 @@ def _d_checkpoint(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return Checkpoint(oid, tid, _U64.unpack(p)[0], None)
 
 
-def _d_checkpointed(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def checkpointed(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return Checkpointed(oid, tid, F.message(p) if len(p) else None)
 
 
-def _d_actor_restore(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def actor_restore(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     _exact(F.KIND_ACTOR_RESTORE, p, 8)
     return ActorRestore(oid, tid, _U64.unpack(p)[0])
 
 
-def _d_covered(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def covered(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     _exact(F.KIND_COVERED, p, 8)
     return Covered(oid, _U64.unpack(p)[0])
 
 
-def _d_status(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def status(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     if from_head:
         return Status(F.message(p))
     _exact(F.KIND_STATUS, p, 0)
     return Status()
 
 
-def _d_task_many(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def task_many(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     k = F.KIND_TASK_MANY
     r = _Reader(k, p)
     n = r.u64("results")
@@ -404,14 +441,14 @@ def _d_task_many(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     return TaskMany(oid, tid, n, r.rest())
 
 
-def _d_adopt(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def adopt(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     r = _Reader(F.KIND_ADOPT, p)
     address = r.address("address")
     r.end()
     return Adopt(oid, address)
 
 
-def _d_adopted(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def adopted(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     k = F.KIND_ADOPTED
     r = _Reader(k, p)
     ok = r.u8("ok")
@@ -424,7 +461,7 @@ def _d_adopted(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     raise _fail(k, "ok", f"must be 0 or 1, not {ok}")
 
 
-def _d_part(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+def part(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     k = F.KIND_PART
     r = _Reader(k, p)
     size = r.u64("size")
@@ -435,52 +472,3 @@ def _d_part(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     if offset + len(data) > size:
         raise _fail(k, "offset", f"{len(data)} bytes at {offset} overrun the object's {size}")
     return Part(oid, size, offset, data)
-
-
-_Decoder = Callable[[int, int, Bytes, bool], Event]
-
-DECODERS: Final[dict[int, _Decoder]] = {
-    F.KIND_TASK: _d_task,
-    F.KIND_RESULT: _d_result,
-    F.KIND_ERROR: _d_error,
-    F.KIND_HELLO: _d_hello,
-    F.KIND_WELCOME: _d_welcome,
-    F.KIND_TASK_AFTER: _d_task_after,
-    F.KIND_STORED: _d_stored,
-    F.KIND_LOCATED: _d_located,
-    F.KIND_FETCH: _d_fetch,
-    F.KIND_TASK_INPUTS: _d_task_inputs,
-    F.KIND_RELEASE: _d_id_only(Release),
-    F.KIND_FREE: _d_marked(Free),
-    F.KIND_STATS: _d_stats,
-    F.KIND_HOLDING: _d_holding,
-    F.KIND_CLAIM: _d_id_only(Claim),
-    F.KIND_RESUMED: _d_nothing(Resumed),
-    F.KIND_SPAN: _d_span,
-    F.KIND_TIMELINE: _d_timeline,
-    F.KIND_ACTOR_CREATE: _d_actor_create,
-    F.KIND_ACTOR_CALL: _d_actor_call,
-    F.KIND_ACTOR_KILL: _d_marked(ActorKill),
-    F.KIND_CHECKPOINT: _d_checkpoint,
-    F.KIND_CHECKPOINTED: _d_checkpointed,
-    F.KIND_ACTOR_RESTORE: _d_actor_restore,
-    F.KIND_COVERED: _d_covered,
-    F.KIND_STATUS: _d_status,
-    F.KIND_STOP: _d_nothing(Stop),
-    F.KIND_TASK_MANY: _d_task_many,
-    F.KIND_DRAIN: _d_nothing(Drain),
-    F.KIND_ADOPT: _d_adopt,
-    F.KIND_ADOPTED: _d_adopted,
-    F.KIND_CANCEL: _d_marked(Cancel),
-    F.KIND_PART: _d_part,
-}
-
-
-def decode_payload(
-    kind: int, object_id: int, task_id: int, payload: Bytes, from_head: bool
-) -> Event:
-    """The event a frame carries; ``from_head`` says which way it travelled."""
-    decoder = DECODERS.get(kind)
-    if decoder is None:
-        raise RemoteProtocolError(f"unknown frame kind {kind}", kind=kind, field="kind")
-    return decoder(object_id, task_id, payload, from_head)

@@ -5,6 +5,10 @@ fields, built here) plus an optional ``tail`` (an argument, a value, a part's da
 sent from where it lies, so a large payload is never copied to be framed. Every range and
 every direction rule is checked before anything is returned: an event the protocol cannot
 carry raises `LocalProtocolError` and nothing is written.
+
+Each function here encodes one kind (or, for `id_only`, `marked` and `nothing`, the kinds
+with the same layout); the kinds table (`_kinds.py`) says which, and builds the dispatch
+dict `ENCODERS` from its rows.
 """
 
 from __future__ import annotations
@@ -54,10 +58,43 @@ from ._events import (
 )
 from .frame import Bytes
 
-__all__ = ["Encoded", "encode_payload"]
+__all__ = [
+    "Encoded",
+    "Encoder",
+    "actor_call",
+    "actor_create",
+    "actor_restore",
+    "adopt",
+    "adopted",
+    "checkpoint",
+    "checkpointed",
+    "covered",
+    "error",
+    "fetch",
+    "hello",
+    "holding",
+    "id_only",
+    "located",
+    "marked",
+    "nothing",
+    "part",
+    "result",
+    "span",
+    "stats",
+    "status",
+    "stored",
+    "task",
+    "task_after",
+    "task_inputs",
+    "task_many",
+    "timeline",
+    "welcome",
+]
 
 #: (kind, object_id, task_id, prefix, tail): the payload is the prefix, then the tail.
 Encoded = tuple[int, int, int, bytes, Bytes | None]
+#: An event (of the kind's class) and whether the head sends it, to its `Encoded` form.
+Encoder = Callable[[Any, bool], Encoded]
 
 _U64_MAX: Final = (1 << 64) - 1
 _U64: Final = struct.Struct("<Q")
@@ -86,19 +123,19 @@ def _text(text: str) -> bytes:
     return text.encode("utf-8", "replace")
 
 
-def _e_task(e: Task, from_head: bool) -> Encoded:
+def task(e: Task, from_head: bool) -> Encoded:
     return F.KIND_TASK, e.object_id, e.task_id, _EMPTY, e.argument
 
 
-def _e_result(e: Result, from_head: bool) -> Encoded:
+def result(e: Result, from_head: bool) -> Encoded:
     return F.KIND_RESULT, e.object_id, 0, _EMPTY, e.value
 
 
-def _e_error(e: Error, from_head: bool) -> Encoded:
+def error(e: Error, from_head: bool) -> Encoded:
     return F.KIND_ERROR, e.object_id, e.mark, _EMPTY, _text(e.message)
 
 
-def _e_hello(e: Hello, from_head: bool) -> Encoded:
+def hello(e: Hello, from_head: bool) -> Encoded:
     k = F.KIND_HELLO
     if e.role not in (F.ROLE_DRIVER, F.ROLE_WORKER, F.ROLE_CLIENT, F.ROLE_OBSERVER):
         raise _bad(k, "role", f"unknown role {e.role}")
@@ -114,7 +151,7 @@ def _e_hello(e: Hello, from_head: bool) -> Encoded:
     return k, 0, 0, out, None
 
 
-def _e_welcome(e: Welcome, from_head: bool) -> Encoded:
+def welcome(e: Welcome, from_head: bool) -> Encoded:
     k = F.KIND_WELCOME
     return k, 0, 0, _u64(k, "number", e.number) + _u64(k, "epoch", e.epoch), None
 
@@ -137,7 +174,7 @@ def _flags_and_counts(
     return out
 
 
-def _e_task_after(e: TaskAfter, from_head: bool) -> Encoded:
+def task_after(e: TaskAfter, from_head: bool) -> Encoded:
     k = F.KIND_TASK_AFTER
     out = _flags_and_counts(k, e.gather, e.value, e.results, len(e.inputs))
     for input_id in e.inputs:
@@ -149,16 +186,16 @@ def _e_task_after(e: TaskAfter, from_head: bool) -> Encoded:
     return k, e.object_id, e.task_id, bytes(out), value
 
 
-def _e_stored(e: Stored, from_head: bool) -> Encoded:
+def stored(e: Stored, from_head: bool) -> Encoded:
     return F.KIND_STORED, e.object_id, 0, _u64(F.KIND_STORED, "size", e.size), None
 
 
-def _e_located(e: Located, from_head: bool) -> Encoded:
+def located(e: Located, from_head: bool) -> Encoded:
     k = F.KIND_LOCATED
     return k, e.object_id, 0, _addr(k, "address", e.address), None
 
 
-def _e_fetch(e: Fetch, from_head: bool) -> Encoded:
+def fetch(e: Fetch, from_head: bool) -> Encoded:
     k = F.KIND_FETCH
     if e.part == 0:
         return k, e.object_id, 0, _EMPTY, None
@@ -167,7 +204,7 @@ def _e_fetch(e: Fetch, from_head: bool) -> Encoded:
     return k, e.object_id, 0, _u64(k, "part", e.part), None
 
 
-def _e_task_inputs(e: TaskInputs, from_head: bool) -> Encoded:
+def task_inputs(e: TaskInputs, from_head: bool) -> Encoded:
     k = F.KIND_TASK_INPUTS
     out = _flags_and_counts(k, e.gather, e.value, e.results, len(e.inputs))
     for item in e.inputs:
@@ -188,11 +225,11 @@ def _e_task_inputs(e: TaskInputs, from_head: bool) -> Encoded:
     return k, e.object_id, e.task_id, bytes(out), value
 
 
-def _e_id_only(e: Release | Claim, from_head: bool) -> Encoded:
+def id_only(e: Release | Claim, from_head: bool) -> Encoded:
     return e.kind, e.object_id, 0, _EMPTY, None
 
 
-def _e_marked(e: Free | Cancel | ActorKill, from_head: bool) -> Encoded:
+def marked(e: Free | Cancel | ActorKill, from_head: bool) -> Encoded:
     # The extension mark rides in the task-ID field, which the page leaves at 0 for these.
     return e.kind, e.object_id, _mark(e.kind, e.mark), _EMPTY, None
 
@@ -203,11 +240,11 @@ def _mark(kind: int, mark: int) -> int:
     return mark
 
 
-def _e_nothing(e: Resumed | Stop | Drain, from_head: bool) -> Encoded:
+def nothing(e: Resumed | Stop | Drain, from_head: bool) -> Encoded:
     return e.kind, 0, 0, _EMPTY, None
 
 
-def _e_stats(e: Stats, from_head: bool) -> Encoded:
+def stats(e: Stats, from_head: bool) -> Encoded:
     k = F.KIND_STATS
     if not from_head:
         if e.counts is not None:
@@ -219,7 +256,7 @@ def _e_stats(e: Stats, from_head: bool) -> Encoded:
     return k, 0, 0, out, None
 
 
-def _e_holding(e: Holding, from_head: bool) -> Encoded:
+def holding(e: Holding, from_head: bool) -> Encoded:
     k = F.KIND_HOLDING
     out = bytearray(_U64.pack(len(e.entries)))
     for entry in e.entries:
@@ -228,13 +265,13 @@ def _e_holding(e: Holding, from_head: bool) -> Encoded:
     return k, 0, 0, bytes(out), None
 
 
-def _e_span(e: Span, from_head: bool) -> Encoded:
+def span(e: Span, from_head: bool) -> Encoded:
     k = F.KIND_SPAN
     out = _u64(k, "arrived", e.arrived) + _u64(k, "started", e.started)
     return k, e.object_id, _mark(k, e.mark), out + _u64(k, "ended", e.ended), None
 
 
-def _e_timeline(e: Timeline, from_head: bool) -> Encoded:
+def timeline(e: Timeline, from_head: bool) -> Encoded:
     k = F.KIND_TIMELINE
     if not from_head:
         if e.records is not None:
@@ -250,7 +287,7 @@ def _e_timeline(e: Timeline, from_head: bool) -> Encoded:
     return k, 0, 0, bytes(out), None
 
 
-def _e_actor_create(e: ActorCreate, from_head: bool) -> Encoded:
+def actor_create(e: ActorCreate, from_head: bool) -> Encoded:
     k = F.KIND_ACTOR_CREATE
     if from_head:
         if e.checkpoint_every is not None:
@@ -262,12 +299,12 @@ def _e_actor_create(e: ActorCreate, from_head: bool) -> Encoded:
     return k, e.object_id, e.task_id, every, e.argument
 
 
-def _e_actor_call(e: ActorCall, from_head: bool) -> Encoded:
+def actor_call(e: ActorCall, from_head: bool) -> Encoded:
     k = F.KIND_ACTOR_CALL
     return k, e.object_id, e.task_id, _u64(k, "actor_id", e.actor_id), e.argument
 
 
-def _e_checkpoint(e: Checkpoint, from_head: bool) -> Encoded:
+def checkpoint(e: Checkpoint, from_head: bool) -> Encoded:
     k = F.KIND_CHECKPOINT
     if from_head:
         if e.actor_id is not None:
@@ -281,7 +318,7 @@ def _e_checkpoint(e: Checkpoint, from_head: bool) -> Encoded:
     return k, e.object_id, e.task_id, _u64(k, "actor_id", e.actor_id), None
 
 
-def _e_checkpointed(e: Checkpointed, from_head: bool) -> Encoded:
+def checkpointed(e: Checkpointed, from_head: bool) -> Encoded:
     k = F.KIND_CHECKPOINTED
     if e.failure is None:
         return k, e.object_id, e.task_id, _EMPTY, None
@@ -290,36 +327,36 @@ def _e_checkpointed(e: Checkpointed, from_head: bool) -> Encoded:
     return k, e.object_id, e.task_id, _EMPTY, _text(e.failure)
 
 
-def _e_actor_restore(e: ActorRestore, from_head: bool) -> Encoded:
+def actor_restore(e: ActorRestore, from_head: bool) -> Encoded:
     k = F.KIND_ACTOR_RESTORE
     return k, e.object_id, e.task_id, _u64(k, "covers", e.covers), None
 
 
-def _e_covered(e: Covered, from_head: bool) -> Encoded:
+def covered(e: Covered, from_head: bool) -> Encoded:
     k = F.KIND_COVERED
     return k, e.object_id, 0, _u64(k, "newest", e.newest), None
 
 
-def _e_status(e: Status, from_head: bool) -> Encoded:
+def status(e: Status, from_head: bool) -> Encoded:
     k = F.KIND_STATUS
     if from_head != (e.text is not None):
         raise _bad(k, "text", "the head's reply carries text, an observer's request none")
     return k, 0, 0, _EMPTY, None if e.text is None else _text(e.text)
 
 
-def _e_task_many(e: TaskMany, from_head: bool) -> Encoded:
+def task_many(e: TaskMany, from_head: bool) -> Encoded:
     k = F.KIND_TASK_MANY
     if e.results < 1:
         raise _bad(k, "results", f"a TaskMany has at least one result, not {e.results}")
     return k, e.object_id, e.task_id, _u64(k, "results", e.results), e.argument
 
 
-def _e_adopt(e: Adopt, from_head: bool) -> Encoded:
+def adopt(e: Adopt, from_head: bool) -> Encoded:
     k = F.KIND_ADOPT
     return k, e.object_id, 0, _addr(k, "address", e.address), None
 
 
-def _e_adopted(e: Adopted, from_head: bool) -> Encoded:
+def adopted(e: Adopted, from_head: bool) -> Encoded:
     k = F.KIND_ADOPTED
     if e.address is not None:
         if e.failure:
@@ -328,55 +365,10 @@ def _e_adopted(e: Adopted, from_head: bool) -> Encoded:
     return k, e.object_id, 0, b"\x00", _text(e.failure)
 
 
-def _e_part(e: Part, from_head: bool) -> Encoded:
+def part(e: Part, from_head: bool) -> Encoded:
     k = F.KIND_PART
     if not 0 <= e.size <= F.MAX_OBJECT:
         raise _bad(k, "size", f"{e.size} is over MAX_OBJECT ({F.MAX_OBJECT})")
     if e.offset < 0 or e.offset + len(e.data) > e.size:
         raise _bad(k, "offset", f"{len(e.data)} bytes at {e.offset} overrun {e.size}")
     return k, e.object_id, 0, _U64.pack(e.size) + _U64.pack(e.offset), e.data
-
-
-ENCODERS: Final[dict[type[Any], Callable[[Any, bool], Encoded]]] = {
-    Task: _e_task,
-    Result: _e_result,
-    Error: _e_error,
-    Hello: _e_hello,
-    Welcome: _e_welcome,
-    TaskAfter: _e_task_after,
-    Stored: _e_stored,
-    Located: _e_located,
-    Fetch: _e_fetch,
-    TaskInputs: _e_task_inputs,
-    Release: _e_id_only,
-    Free: _e_marked,
-    Stats: _e_stats,
-    Holding: _e_holding,
-    Claim: _e_id_only,
-    Resumed: _e_nothing,
-    Span: _e_span,
-    Timeline: _e_timeline,
-    ActorCreate: _e_actor_create,
-    ActorCall: _e_actor_call,
-    ActorKill: _e_marked,
-    Checkpoint: _e_checkpoint,
-    Checkpointed: _e_checkpointed,
-    ActorRestore: _e_actor_restore,
-    Covered: _e_covered,
-    Status: _e_status,
-    Stop: _e_nothing,
-    TaskMany: _e_task_many,
-    Drain: _e_nothing,
-    Adopt: _e_adopt,
-    Adopted: _e_adopted,
-    Cancel: _e_marked,
-    Part: _e_part,
-}
-
-
-def encode_payload(event: object, from_head: bool) -> Encoded:
-    """The kind, IDs and payload (prefix, tail) for ``event`` sent in this direction."""
-    encoder = ENCODERS.get(type(event))
-    if encoder is None:
-        raise LocalProtocolError(f"{event!r} is not a frame event")
-    return encoder(event, from_head)

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from typing import Final
 
 from . import frame as F
-from ._decode import DECODERS
+from ._decode import Decoder
 from ._events import Event, Part
+from ._kinds import DECODERS
 from .frame import Bytes
 
 __all__ = ["Allocate", "PartSink", "landing", "sink_decoders", "writable"]
@@ -25,12 +26,11 @@ __all__ = ["Allocate", "PartSink", "landing", "sink_decoders", "writable"]
 PartSink = Callable[[int, int, int, int], memoryview | None]
 #: A writable buffer of at least ``n`` bytes for a large frame's payload to land in.
 Allocate = Callable[[int], bytearray | memoryview]
-_Decoder = Callable[[int, int, Bytes, bool], Event]
 
 _d_part: Final = DECODERS[F.KIND_PART]
 
 
-def sink_decoders(sink: PartSink) -> dict[int, _Decoder]:
+def sink_decoders(sink: PartSink) -> dict[int, Decoder]:
     """The decoders for a connection whose part frames land in ``sink``: on the
     `receive_data` path, a whole part's object bytes are copied to the sink's view."""
 

@@ -10,7 +10,7 @@ start OPEN both ways. Hello and welcome are the only frames that move a state (`
 `after_hello`, `after_welcome`, `sent_hello`, `sent_welcome`); an error moves theirs to
 ERROR and, on the head, ours to CLOSED.
 
-What their side may send is a list of limits indexed by kind byte (`_roles.body_limits`):
+What their side may send is a list of limits indexed by kind byte (`_kinds.body_limits`):
 the largest body a header may announce for that kind now, 0 for a kind that may not come.
 Before a peer's hello the head takes only a hello, of at most 42 bytes; after it, what the
 peer's role may send, each kind up to what it can hold. What our side may send is a set of
@@ -25,7 +25,8 @@ from typing import Final
 
 from . import frame as F
 from ._errors import LocalProtocolError, RemoteProtocolError
-from ._roles import Role, allowed_kinds, body_limits, receives_welcome
+from ._kinds import allowed_kinds, body_limits
+from ._roles import Role, receives_welcome
 
 __all__ = [
     "ConnectionState",

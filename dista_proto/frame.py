@@ -162,41 +162,10 @@ PART_HEADER: Final = 16
 
 _U64_MAX: Final = (1 << 64) - 1
 
-KIND_NAMES: Final[dict[int, str]] = {
-    KIND_TASK: "task",
-    KIND_RESULT: "result",
-    KIND_ERROR: "error",
-    KIND_HELLO: "hello",
-    KIND_WELCOME: "welcome",
-    KIND_TASK_AFTER: "task-after",
-    KIND_STORED: "stored",
-    KIND_LOCATED: "located",
-    KIND_FETCH: "fetch",
-    KIND_TASK_INPUTS: "task-inputs",
-    KIND_RELEASE: "release",
-    KIND_FREE: "free",
-    KIND_STATS: "stats",
-    KIND_HOLDING: "holding",
-    KIND_CLAIM: "claim",
-    KIND_RESUMED: "resumed",
-    KIND_SPAN: "span",
-    KIND_TIMELINE: "timeline",
-    KIND_ACTOR_CREATE: "actor-create",
-    KIND_ACTOR_CALL: "actor-call",
-    KIND_ACTOR_KILL: "actor-kill",
-    KIND_CHECKPOINT: "checkpoint",
-    KIND_CHECKPOINTED: "checkpointed",
-    KIND_ACTOR_RESTORE: "actor-restore",
-    KIND_COVERED: "covered",
-    KIND_STATUS: "status",
-    KIND_STOP: "stop",
-    KIND_TASK_MANY: "task-many",
-    KIND_DRAIN: "drain",
-    KIND_ADOPT: "adopt",
-    KIND_ADOPTED: "adopted",
-    KIND_CANCEL: "cancel",
-    KIND_PART: "part",
-}
+#: The protocol page's name of every kind, by number ("task-after" for `KIND_TASK_AFTER`).
+#: Filled from the kinds table (`dista_proto._kinds`, one row per kind) as `dista_proto` is
+#: imported: the table is built of the events and codecs, which are built on this module.
+KIND_NAMES: Final[dict[int, str]] = {}
 
 # The length prefix and the body's header in one pack: length u32, kind u8, two u64.
 _PREFIX_HEADER: Final = struct.Struct("<IBQQ")

@@ -38,8 +38,8 @@ from dista_proto import (
 from dista_proto import frame as F
 from dista_proto._events import Address, Error, Event
 from dista_proto._fetcher import Fetcher
+from dista_proto._kinds import HELLO_PAYLOAD, body_limits
 from dista_proto._links import Links
-from dista_proto._roles import HELLO_PAYLOAD, body_limits
 
 GIB = 1 << 30
 #: Anything allocated while refusing a header must stay far below the announced size.

@@ -166,7 +166,7 @@ PAGE_PROSE: dict[str, set[tuple[Role, Role]]] = {
     # "An observer ... Its timeline frame gets every driver's finished tasks"
     "timeline": {(O, H), (H, O)},
 }
-# ... and the project's decisions (in _roles.py): the head may say why it drops anyone, and
+# ... and the project's decisions (in _kinds.py): the head may say why it drops anyone, and
 # grants a worker's object to a fetcher with a located frame (docs/protocol.md, "Extensions").
 PROJECT_DECISIONS: dict[str, set[tuple[Role, Role]]] = {
     "error": {(H, W), (H, O)},
