@@ -38,6 +38,7 @@ from ._conventions import (
     retry_limit,
     with_retry_limit,
 )
+from ._core import Core
 from ._decisions import (
     ActorWarning,
     Answered,
@@ -204,6 +205,7 @@ __all__ = [
     "Connection",
     "ConnectionClosed",
     "ConnectionState",
+    "Core",
     "Covered",
     "Drain",
     "Error",
