@@ -151,12 +151,14 @@ class Engine:
         self._timer = PulledTimer(loop, core.next_deadline, self._on_timer)
         self.exited.add_callback(lambda _: self._timer.cancel())
         #: How each kind of decision is carried out (`route` adds a role's own).
-        self._routes: dict[type[Any], Callable[[Any], object]] = {
-            dp.Write: self._write,
-            dp.Close: self._close,
-            dp.Connect: self._connect,
-            dp.Exit: self._exit,
-        }
+        self._routes = _Routes(
+            {
+                dp.Write: self._write,
+                dp.Close: self._close,
+                dp.Connect: self._connect,
+                dp.Exit: self._exit,
+            }
+        )
         self._source = -1  # the link whose input the decisions being carried out came from
 
     # -- the one flush ----------------------------------------------------------------------
@@ -180,14 +182,9 @@ class Engine:
         """Carry out ``decisions`` in order, each by the route of its type."""
         routes = self._routes
         outer, self._source = self._source, source  # a route may feed the core: nested
-        try:
-            for d in decisions:
-                carry_out = routes.get(type(d))
-                if carry_out is None:
-                    raise TypeError(f"dista {self.name}: no route for {type(d).__name__}")
-                carry_out(d)
-        finally:
-            self._source = outer
+        for d in decisions:
+            routes[type(d)](d)
+        self._source = outer
 
     def _on_timer(self, now_ns: int) -> None:
         self.core.on_timer(now_ns)
@@ -435,6 +432,13 @@ class Engine:
     def _abort_left(self) -> None:
         for transport in list(self.transports.values()):
             transport.abort()
+
+
+class _Routes(dict[type[Any], Callable[[Any], object]]):
+    """How each kind of decision is carried out; a kind without a route is a bug."""
+
+    def __missing__(self, kind: type[Any]) -> Callable[[Any], object]:
+        raise TypeError(f"no route for the core's {kind.__name__} decisions (Engine.route)")
 
 
 class Link:
