@@ -38,6 +38,7 @@ from ._conventions import (
     retry_limit,
     with_retry_limit,
 )
+from ._core import Core
 from ._decisions import (
     ActorWarning,
     Answered,
@@ -205,6 +206,7 @@ __all__ = [
     "Connection",
     "ConnectionClosed",
     "ConnectionState",
+    "Core",
     "Covered",
     "Drain",
     "Error",

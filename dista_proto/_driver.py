@@ -161,6 +161,11 @@ class Driver:
         self._links.open(self.role, HEAD_LINK)
         self._links.send(HEAD_LINK, Hello(int(self.role), self.registry_hash, None, resume))
 
+    def connection_made(self, now: int) -> int:
+        """A peer connected to us: a driver listens for nobody (it dials the head and the
+        object servers it fetches from), so this is its caller's mistake."""
+        raise LocalProtocolError("a driver takes no incoming connections: it only dials")
+
     def connected(self, link: int, now: int) -> None:
         self._links.connected(link)
 

@@ -134,6 +134,7 @@ class Head:
         hello_deadline_ns: int = HELLO_DEADLINE_NS,
         hello_idle_ns: int = HELLO_IDLE_NS,
         inline_cap_bytes: int = INLINE_CAP_BYTES,
+        wall_offset_ns: int = 0,
     ) -> None:
         self.epoch: Final = epoch
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
@@ -154,6 +155,7 @@ class Head:
             no_worker_grace_ns=no_worker_grace_ns,
             portable_tasks=frozenset(t & TASK_ID_MASK for t in portable_tasks),
             timeline_cap=timeline_cap,
+            wall_offset_ns=wall_offset_ns,  # ``now`` is monotonic; timeline stamps wall-clock
         )
         self._holdings = holdings = Holdings(wire, objects, recovery_grace_ns=recovery_grace_ns)
         self._actors = actors = Actors(

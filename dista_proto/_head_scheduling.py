@@ -87,6 +87,7 @@ class Scheduler:
         no_worker_grace_ns: int,
         portable_tasks: frozenset[int],
         timeline_cap: int,
+        wall_offset_ns: int = 0,
     ) -> None:
         self._wire = wire
         self._counts = counts
@@ -99,7 +100,7 @@ class Scheduler:
         # Task IDs (low 60 bits) that any worker runs, whatever its registry: by-value ones.
         self.portable = portable_tasks
         self.durations = Durations()
-        self.timeline = TimelineLog(timeline_cap)
+        self.timeline = TimelineLog(timeline_cap, wall_offset_ns)
         self.ready: dict[int, FairQueue[TaskRecord]] = {}  # registry -> ready tasks
         self.idle: dict[int, deque[Peer]] = {}  # registry -> workers with a free slot
         self.workers_of: dict[int, set[Peer]] = {}  # registry -> connected, undrained workers

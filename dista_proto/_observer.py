@@ -41,6 +41,11 @@ class Observer:
             raise LocalProtocolError(f"an observer asks status, timeline or stop, not {request}")
         self._links.send(HEAD_LINK, request)
 
+    def connection_made(self, now: int) -> int:
+        """A peer connected to us: an observer listens for nobody (it dials the head), so
+        this is its caller's mistake."""
+        raise LocalProtocolError("an observer takes no incoming connections: it only dials")
+
     def receive_data(self, link: int, data: Bytes, now: int) -> None:
         events, error = self._links.receive(link, data)
         self._received(events, error, now)

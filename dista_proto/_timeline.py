@@ -6,6 +6,10 @@ every driver left (and a fuzzer's hostile drivers left the head 1.9x its idle si
 way). Each record is kept here as one 84-byte string instead (its owner's link, the
 object and task IDs, the seven stamps, and an index into a table of worker addresses),
 about 120 bytes in all: a quarter. Records are unpacked only when asked for.
+
+The head's four stamps come in on its monotonic clock (its ``now``) and are kept as wall-clock
+nanoseconds: ``wall_offset_ns`` (wall minus monotonic, read once by the runtime) is added
+here, once. The worker's three came converted by the worker (`Worker`'s spans).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import struct
 from collections import deque
 from typing import Final
 
+from ._core import to_wall
 from ._events import Address, TimelineRecord
 
 __all__ = ["TimelineLog"]
@@ -26,22 +31,36 @@ _OWNER: Final = struct.Struct("<q")
 
 class TimelineLog:
     """At most ``cap`` records, the oldest dropped first, each with the link of its
-    driver (the owner)."""
+    driver (the owner); the head's stamps moved to the wall clock by ``wall_offset_ns``."""
 
-    __slots__ = ("_addresses", "_index", "_records")
+    __slots__ = ("_addresses", "_index", "_offset", "_records")
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, wall_offset_ns: int = 0) -> None:
         self._records: deque[bytes] = deque(maxlen=cap)
         self._addresses: list[Address] = []
         self._index: dict[Address, int] = {}
+        self._offset = wall_offset_ns
 
     def __len__(self) -> int:
         return len(self._records)
 
     def add(self, owner: int, stamps: tuple[int, ...], address: Address) -> None:
         """A finished task of ``owner``'s: ``stamps`` are a `TimelineRecord`'s nine
-        integers in its order (object ID, task ID, the four head and three worker stamps);
-        packed as they come, with no record made on the task's path."""
+        integers in its order (object ID, task ID, the four head stamps on the monotonic
+        clock, the three worker stamps on the wall clock); packed with no record made on the
+        task's path."""
+        offset = self._offset
+        if offset:
+            oid, tid, submitted, queued, dispatched, settled, *worker = stamps
+            stamps = (
+                oid,
+                tid,
+                to_wall(submitted, offset),
+                to_wall(queued, offset),
+                to_wall(dispatched, offset),
+                to_wall(settled, offset),
+                *worker,
+            )
         index = self._index.get(address)
         if index is None:
             index = self._index[address] = len(self._addresses)

@@ -38,6 +38,7 @@ from ._conventions import (
     SPAN_RESUMED,
     SPAN_WITHDRAWN,
 )
+from ._core import to_wall
 from ._decisions import CancelTask, Decision, Exit, HeadLost, RunTask
 from ._events import (
     ActorCall,
@@ -108,6 +109,7 @@ class Worker:
         check_fetches: bool = False,
         fetch_wait_ns: int = FETCH_GRANT_WAIT_NS,
         fetch_idle_ns: int = FETCH_IDLE_NS,
+        wall_offset_ns: int = 0,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -141,6 +143,9 @@ class Worker:
         self._beat_at: int | None = None
         self._hellos = 0  # a hello after the first rejoins, with holding
         self._adopting: dict[int, Address] = {}  # object -> the draining worker it comes from
+        #: Wall minus monotonic: a span's stamps (``now``, and the runtime's started and
+        #: ended, all monotonic) leave on the wall clock (`_core`).
+        self.wall_offset_ns = wall_offset_ns
         self._actors = ActorHosting(self._links)
         actors = self._actors
         #: The head's frames by type -> their handler (a frame of another kind is ignored).
@@ -397,19 +402,19 @@ class Worker:
         job = self._jobs.pop(oid, None)
         self._store_all.discard(oid)
         if job is not None:
-            self._links.send(HEAD_LINK, Span(oid, job[1], now, now, SPAN_WITHDRAWN))
+            self._send_span(oid, job[1], now, now, SPAN_WITHDRAWN)
 
     def task_blocked(self, oid: int, now: int) -> None:
         """The task whose first result is ``oid`` waits for other objects: its slot is free."""
         job = self._jobs.get(oid)
         if job is not None:
-            self._links.send(HEAD_LINK, Span(oid, job[1], now, now, SPAN_BLOCKED))
+            self._send_span(oid, job[1], now, now, SPAN_BLOCKED)
 
     def task_resumed(self, oid: int, now: int) -> None:
         """The blocked task whose first result is ``oid`` runs again."""
         job = self._jobs.get(oid)
         if job is not None:
-            self._links.send(HEAD_LINK, Span(oid, job[1], now, now, SPAN_RESUMED))
+            self._send_span(oid, job[1], now, now, SPAN_RESUMED)
 
     def _run(
         self,
@@ -505,8 +510,8 @@ class Worker:
             why = f"the task returned {len(values)} values for its {results} results"
             self._failed(oid, why, started, ended)
             return
+        self._send_span(oid, arrived, started, ended)
         send = self._links.send
-        send(HEAD_LINK, Span(oid, arrived, started, ended))
         threshold = self.inline_threshold
         if self._store_all and oid in self._store_all:
             self._store_all.discard(oid)
@@ -530,9 +535,17 @@ class Worker:
         if job is None:
             return
         results, arrived = job
-        self._links.send(HEAD_LINK, Span(oid, arrived, started, ended))
+        self._send_span(oid, arrived, started, ended)
         for i in range(results):
             self._links.send(HEAD_LINK, Error(oid + i, message))
+
+    def _send_span(self, oid: int, arrived: int, started: int, ended: int, mark: int = 0) -> None:
+        """Tell the head when a task arrived, started and ended, on the wall clock."""
+        offset = self.wall_offset_ns
+        span = Span(
+            oid, to_wall(arrived, offset), to_wall(started, offset), to_wall(ended, offset), mark
+        )
+        self._links.send(HEAD_LINK, span)
 
     # -- the object server ---------------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
@@ -27,6 +26,7 @@ import dista_proto as dp
 from dista_proto.frame import Bytes
 
 from ._actor import method_table
+from ._clock import now
 from ._errors import message_from_exception
 from ._execute import encode_results
 from ._registry import ACTOR_BY_VALUE_ID, load_function, lookup, split_by_value
@@ -34,10 +34,9 @@ from ._values import decode, decode_actor_call, encode_parts
 from .checkpoints import Checkpoint, CheckpointError, CheckpointStore, open_store
 from .loop import Loop
 
-__all__ = ["ACTOR_WORK", "ActorHost"]
+__all__ = ["ActorHost"]
 
-#: The decisions `ActorHost` carries out.
-ACTOR_WORK: Final = (dp.StartActor, dp.CallActor, dp.CheckpointActor, dp.StopActor)
+#: The decisions `ActorHost` carries out (its worker's engine routes them to `handle`).
 _Work = dp.StartActor | dp.CallActor | dp.CheckpointActor | dp.StopActor
 #: Answers of recent calls this worker keeps, past the actor's end on it: after a head
 #: restart a call its restored checkpoint covers is answered from here instead of failing
@@ -51,13 +50,13 @@ _NO_STORE: Final = (
 
 
 class ActorHost:
-    """Runs a worker core's actor work; see the module docstring. ``act`` carries out the
-    core's decisions after a batch of reports."""
+    """Runs a worker core's actor work; see the module docstring. ``transmit`` carries out
+    the core's decisions after a batch of reports (`Engine.transmit`)."""
 
-    def __init__(self, core: dp.Worker, loop: Loop, act: Callable[[], None]) -> None:
+    def __init__(self, core: dp.Worker, loop: Loop, transmit: Callable[[], None]) -> None:
         self.core = core
         self._loop = loop
-        self._act = act
+        self._transmit = transmit
         # A C-level queue: handing a call to the actor's thread is one lock release.
         self._work: queue.SimpleQueue[_Work] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -98,7 +97,7 @@ class ActorHost:
         reports = self._reports
         while reports:
             reports.popleft()()
-        self._act()
+        self._transmit()
 
     # -- the actor's thread ----------------------------------------------------------------
 
@@ -193,7 +192,7 @@ class ActorHost:
                 values = answer
                 self._report(lambda: self.core.task_done(oid, values, 0, 0))
             return
-        started = time.time_ns()
+        started = now()
         self._covers[caller] = oid
         try:
             found = self._methods.get(work.method_id)
@@ -212,11 +211,11 @@ class ActorHost:
             values = encode_results(value, 1)
         except BaseException as e:  # one call's failure, whatever it raised
             error = message_from_exception(e)
-            ended = time.time_ns()
+            ended = now()
             self._keep_answer(oid, error)
             self._report(lambda: self.core.task_failed(oid, error, started, ended))
             return
-        ended = time.time_ns()
+        ended = now()
         self._keep_answer(oid, values)
         self._report(lambda: self.core.task_done(oid, values, started, ended))
 

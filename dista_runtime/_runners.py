@@ -36,6 +36,7 @@ from typing import Final, Protocol, SupportsIndex
 import dista_proto as dp
 from dista_proto.frame import Bytes
 
+from ._clock import now
 from ._errors import message_from_exception
 from ._execute import Call, encode_results
 from ._inline import InlinePolicy, RunOnThread
@@ -77,7 +78,7 @@ def run_call(task: dp.RunTask, call: Call, policy: InlinePolicy, inline: bool = 
     """Run ``call``, telling ``policy`` how it went. Inline, raises `RunOnThread` if the
     task reached for the session, even if it caught the `RunOnThread` that stopped it."""
     policy.begin(inline)
-    started = time.time_ns()
+    started = now()
     error = ""
     values: list[Bytes] | None = None
     try:
@@ -86,7 +87,7 @@ def run_call(task: dp.RunTask, call: Call, policy: InlinePolicy, inline: bool = 
         pass  # only ever raised inline: handled below
     except BaseException as e:  # SystemExit and KeyboardInterrupt too: the task's failure
         error = message_from_exception(e)
-    ended = time.time_ns()
+    ended = now()
     if inline and policy.stopped():
         policy.forbid(call.function)
         raise RunOnThread("run it again on a thread")
@@ -251,8 +252,8 @@ class Runners:
         try:
             outcome = run_call(task, call, self.policy)
         except BaseException:  # an interrupt outside the task's own code
-            now = time.time_ns()
-            outcome = (oid, None, _CANCELLED, now, now)
+            at = now()
+            outcome = (oid, None, _CANCELLED, at, at)
         del task, call  # the argument goes now, not when the next task comes
         interrupted = self._finish(oid, raise_in, state)
         self.finished(outcome)

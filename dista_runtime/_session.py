@@ -1,13 +1,15 @@
 """A driver's (or a task's client's) view of the cluster: its objects and who waits on them.
 
 The `Driver` core runs on the binding's I/O thread; user threads submit, read and release
-through this class, which serialises them on one lock. A call from a user thread changes
-the core and asks the binding to flush (once per burst, not once per call); the binding
-reads bytes into place (`get_buffer`, `buffer_updated`) and carries out the I/O decisions
-it gets back. Values are
+through this class, which serialises them on one lock. To its engine a session is the
+driver's core made safe to share (a `dista_proto.Core`): the engine feeds it (`start`,
+`get_buffer`, `buffer_updated`, `connection_lost`...), then takes its `decisions`, of which
+the session keeps its own (values, failures, answers: routed by type, `_ROUTES`) and hands
+back the I/O ones. A call from a user thread changes the core and asks the binding to
+flush (once per burst, not once per call): the engine then takes its decisions. Values are
 decoded on the reader's thread, not the I/O thread, so a large result never stalls the
 loop. Releases from `ObjectRef.__del__` may run in any thread at any time (even inside this
-class, during garbage collection), so they only append to a queue the next flush drains.
+class, during garbage collection), so they only append to a queue that `decisions` drains.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import dista_proto as dp
 from dista_proto.frame import Bytes
 
 from ._awaiting import wait_latch
+from ._clock import now
 from ._errors import DistaError, GetTimeoutError, error_from_message
 from ._session_actors import ActorSession
 from ._slots import FAILED, LOCATED, PENDING, VALUE, SessionIO, Slot
@@ -60,9 +63,7 @@ class Hooks:
 
 
 _Slot = Slot
-
-
-IODecision = dp.Write | dp.Connect | dp.Close | dp.Exit | dp.HeadLost
+Fire = list[Callable[[], object]]
 
 
 class Session(ActorSession):
@@ -88,46 +89,57 @@ class Session(ActorSession):
         self.cancel_remote = False
         self._init_actors()
 
-    # -- the binding's side (I/O thread) ----------------------------------------------------
+    # -- the engine's side (I/O thread): the core, shared ----------------------------------
 
-    def start(self, resume: dp.Resume | None = None) -> list[IODecision]:
+    def start(self, resume: dp.Resume | None = None) -> None:
         """The connection to the head is up: say hello."""
         with self._lock:
-            self.core.start(time.time_ns(), resume)
-            return self._decide([])
+            self.core.start(now(), resume)
 
-    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+    def connection_made(self, now: int) -> int:
+        return self.core.connection_made(now)  # refused: a driver only dials
+
+    def receive_data(self, link: int, data: Bytes, now: int) -> None:
+        with self._lock:
+            self.core.receive_data(link, data, now)
+
+    def get_buffer(self, link: int, sizehint: int = -1) -> memoryview:
         """Where to read ``link``'s next bytes; `buffer_updated` takes them."""
         with self._lock:
             return self.core.get_buffer(link, sizehint)
 
-    def buffer_updated(self, link: int, nbytes: int) -> list[IODecision]:
+    def buffer_updated(self, link: int, nbytes: int, now: int) -> None:
         """``nbytes`` were read into the view `get_buffer` gave: the core takes them."""
-        fire: list[Callable[[], object]] = []
         with self._lock:
-            self.core.buffer_updated(link, nbytes, time.time_ns())
-            out = self._decide(fire)
+            self.core.buffer_updated(link, nbytes, now)
+
+    def connection_lost(self, link: int, now: int) -> None:
+        fire: Fire = []
+        with self._lock:
+            core = self.core
+            core.connection_lost(link, now)
+            # A driver the head numbered resumes (`HeadLost`); else the core says why not.
+            if link == dp.HEAD_LINK and core.closed_reason:
+                self._close_locked(core.closed_reason, fire)
         _run(fire)
-        return out
 
-    def lost(self, link: int) -> list[IODecision]:
-        fire: list[Callable[[], object]] = []
+    def connected(self, link: int, now: int) -> None:
         with self._lock:
-            self.core.connection_lost(link, time.time_ns())
-            out = self._decide(fire)
-            resuming = any(isinstance(d, dp.HeadLost) for d in out)
-            if link == dp.HEAD_LINK and not resuming:
-                self._close_locked(self.core.closed_reason or "the head connection was lost", fire)
-        _run(fire)
-        return out
+            self.core.connected(link, now)
 
-    def connected(self, link: int) -> list[IODecision]:
+    def next_deadline(self) -> int | None:
         with self._lock:
-            self.core.connected(link, time.time_ns())
-            return self._decide([])
+            return self.core.next_deadline()
 
-    def flush(self) -> list[IODecision]:
-        fire: list[Callable[[], object]] = []
+    def on_timer(self, now: int) -> None:
+        with self._lock:
+            self.core.on_timer(now)
+
+    def decisions(self) -> list[dp.Decision]:
+        """The releases queued meanwhile go to the core; of its decisions, the session's
+        own are carried out here (waiters woken once the lock is released) and the I/O
+        ones returned."""
+        fire: Fire = []
         with self._lock:
             self._drain_releases()
             out = self._decide(fire)
@@ -145,21 +157,19 @@ class Session(ActorSession):
         if self._actor_drops:
             self._drain_actor_drops()
 
-    def leave(self) -> list[IODecision]:
+    def leave(self) -> None:
         """A clean shutdown: tell the head to drop what this driver owns (`Driver.leave`)."""
         with self._lock:
-            if self.closed:
-                return []
-            self.core.leave()
-            return self._decide([])
+            if not self.closed:
+                self.core.leave()
 
     def close(self, why: str) -> None:
-        fire: list[Callable[[], object]] = []
+        fire: Fire = []
         with self._lock:
             self._close_locked(why, fire)
         _run(fire)
 
-    def _close_locked(self, why: str, fire: list[Callable[[], object]]) -> None:
+    def _close_locked(self, why: str, fire: Fire) -> None:
         if self.closed:
             return
         self.closed = why
@@ -175,37 +185,48 @@ class Session(ActorSession):
         self._stats_waiters.clear()
         self._timeline_waiters.clear()
 
-    def _decide(self, fire: list[Callable[[], object]]) -> list[IODecision]:
-        out: list[IODecision] = []
+    def _decide(self, fire: Fire) -> list[dp.Decision]:
+        """Carry out the core's decisions that are the session's (`_ROUTES`), until it has
+        none left (some ask more of it: a fetch); the rest, the I/O ones, in order."""
+        out: list[dp.Decision] = []
+        routes = _ROUTES
         while decisions := self.core.decisions():
             for d in decisions:
-                if isinstance(d, (dp.Write, dp.Connect, dp.Close, dp.Exit, dp.HeadLost)):
-                    out.append(d)
-                elif isinstance(d, dp.ObjectValue):
-                    self._settle(d.object_id, _VALUE, d.value, fire)
-                elif isinstance(d, dp.ObjectLocated):
-                    self._located(d.object_id, fire)
-                elif isinstance(d, dp.ObjectFailed):
-                    if d.object_id:
-                        self._settle(d.object_id, _FAILED, d.message, fire)
-                elif isinstance(d, dp.ActorWarning):
-                    self._actor_decision(d)
-                elif isinstance(d, dp.Refused):
-                    pass  # the core keeps the reason: the session closes with it when lost
-                elif isinstance(d, dp.Welcomed):
-                    self.welcomed.set()
-                elif isinstance(d, dp.StatsReceived):
-                    if self._stats_waiters:
-                        waiter = self._stats_waiters.popleft()
-                        fire.append(partial(waiter, d.counts))
-                elif isinstance(d, dp.TimelineReceived) and self._timeline_waiters:
-                    twaiter = self._timeline_waiters.popleft()
-                    fire.append(partial(twaiter, d.records))
+                carry_out = routes.get(type(d))
+                if carry_out is None:
+                    out.append(d)  # the engine's: write, connect, close, exit, a lost head
+                else:
+                    carry_out(self, d, fire)
         return out
 
-    def _settle(
-        self, oid: int, state: int, value: Bytes | str, fire: list[Callable[[], object]]
-    ) -> None:
+    def _on_value(self, d: dp.ObjectValue, fire: Fire) -> None:
+        self._settle(d.object_id, _VALUE, d.value, fire)
+
+    def _on_located(self, d: dp.ObjectLocated, fire: Fire) -> None:
+        self._located(d.object_id, fire)
+
+    def _on_failed(self, d: dp.ObjectFailed, fire: Fire) -> None:
+        if d.object_id:
+            self._settle(d.object_id, _FAILED, d.message, fire)
+
+    def _on_actor_warning(self, d: dp.ActorWarning, fire: Fire) -> None:
+        self._actor_decision(d)
+
+    def _on_refused(self, d: dp.Refused, fire: Fire) -> None:
+        pass  # the core keeps the reason: the session closes with it when lost
+
+    def _on_welcomed(self, d: dp.Welcomed, fire: Fire) -> None:
+        self.welcomed.set()
+
+    def _on_stats(self, d: dp.StatsReceived, fire: Fire) -> None:
+        if self._stats_waiters:
+            fire.append(partial(self._stats_waiters.popleft(), d.counts))
+
+    def _on_timeline(self, d: dp.TimelineReceived, fire: Fire) -> None:
+        if self._timeline_waiters:
+            fire.append(partial(self._timeline_waiters.popleft(), d.records))
+
+    def _settle(self, oid: int, state: int, value: Bytes | str, fire: Fire) -> None:
         slot = self._slots.get(oid)
         if slot is None:
             return  # released meanwhile
@@ -215,7 +236,7 @@ class Session(ActorSession):
             fire.extend(slot.callbacks)
             slot.callbacks = []
 
-    def _located(self, oid: int, fire: list[Callable[[], object]]) -> None:
+    def _located(self, oid: int, fire: Fire) -> None:
         slot = self._slots.get(oid)
         if slot is None:
             return
@@ -383,6 +404,18 @@ class Session(ActorSession):
     def held(self) -> int:
         return len(self._slots)
 
+
+#: The decisions a session carries out itself, by type (`Session._decide`).
+_ROUTES: Final[dict[type[Any], Callable[[Session, Any, Fire], None]]] = {
+    dp.ObjectValue: Session._on_value,
+    dp.ObjectLocated: Session._on_located,
+    dp.ObjectFailed: Session._on_failed,
+    dp.ActorWarning: Session._on_actor_warning,
+    dp.Refused: Session._on_refused,
+    dp.Welcomed: Session._on_welcomed,
+    dp.StatsReceived: Session._on_stats,
+    dp.TimelineReceived: Session._on_timeline,
+}
 
 #: A blocking wait wakes at least this often: a task interrupted by a cancel gets its
 #: KeyboardInterrupt there (a lock's wait in C code can't be interrupted).

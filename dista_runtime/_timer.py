@@ -1,16 +1,17 @@
 """A core's pulled timer on a loop: one loop timer kept at the core's next deadline.
 
 The cores never read a clock: they say when they next have work (`next_deadline`, in
-wall-clock nanoseconds) and do it when told the time (`on_timer`), aioquic's shape. A host
-re-arms after every input that may move the deadline.
+monotonic nanoseconds, `_clock`) and do it when told the time (`on_timer`), aioquic's
+shape. The engine re-arms it after every input (`Engine.transmit`); the loops' own timers
+are monotonic too, so a step of the wall clock moves neither.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
+from ._clock import now
 from .loop import Loop
 
 __all__ = ["PulledTimer"]
@@ -38,7 +39,7 @@ class PulledTimer:
         self.cancel()
         self._at = at
         if at is not None:
-            delay = max(0.0, (at - time.time_ns()) / 1e9)
+            delay = max(0.0, (at - now()) / 1e9)
             self._timer = self._loop.call_later(delay, self._run)
 
     def cancel(self) -> None:
@@ -50,5 +51,4 @@ class PulledTimer:
     def _run(self) -> None:
         self._timer = None
         self._at = None
-        self._fire(time.time_ns())
-        self.arm()
+        self._fire(now())

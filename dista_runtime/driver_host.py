@@ -1,7 +1,8 @@
 """A driver (or a task's client) on any loop: a `Session` whose head link is an engine's.
 
 User threads (and coroutines on other loops) reach the cluster through ``session``; the
-host runs the `Driver` core on its loop and flushes what they submit once per burst.
+host runs the `Driver` core on its loop, through the session (its engine's core: the
+driver's core behind the session's lock), and flushes what they submit once per burst.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dista_proto as dp
 
 from ._address import format_head
 from ._buffer_cache import BufferCache
-from ._memory import ready
+from ._clock import now
 from ._reconnect import Reconnect
 from ._session import Hooks, Session
 from ._session_actors import keep_bytes
@@ -30,13 +31,11 @@ class DriverHost(Engine):
 
     role_name = "driver"
     tls_role = "driver"
+    core: Session
 
     def __init__(
         self, loop: Loop, registry_hash: int, role: dp.Role, hooks: Hooks | None = None
     ) -> None:
-        super().__init__(loop)
-        if role == dp.Role.CLIENT:  # a task's client shows its worker's certificate
-            self.tls = tls_for("worker")
         #: Large receives land in maps faulted in already when one is free (`_buffer_cache`).
         self.buffers = BufferCache(loop)
         core = dp.Driver(
@@ -46,12 +45,16 @@ class DriverHost(Engine):
             keep_bytes=keep_bytes(),
         )
         self.session = Session(core, self, hooks)
+        super().__init__(loop, self.session)
+        self.route(dp.HeadLost, self._head_lost)
+        if role == dp.Role.CLIENT:  # a task's client shows its worker's certificate
+            self.tls = tls_for("worker")
         self.welcomed: Latch[None] = Latch()
         self.exited.add_callback(self.buffers.close)
         self._flush_scheduled = False
         self._io_thread = threading.get_ident()
         self._where = ""
-        self._timer: Any = None
+        self._join_timer: Any = None
         self._reconnect: Reconnect | None = None
         self._tls_failure = ""
 
@@ -67,13 +70,14 @@ class DriverHost(Engine):
             except ValueError as e:  # a bad DISTA_RECONNECT_TIMEOUT: say so from init
                 self._fail(str(e))
                 return self.welcomed
-        self._timer = self.loop.call_later(timeout, self._too_late, timeout)
+        self._join_timer = self.loop.call_later(timeout, self._too_late, timeout)
         self.dial(dp.HEAD_LINK, host, port, timeout)
         return self.welcomed
 
     def start(self) -> Latch[None]:
         """Say hello on a head link already attached (an in-memory one)."""
-        self.act(self.session.start())
+        self.session.start()
+        self.transmit()
         return self.welcomed
 
     def dialed(self, link: int, error: str) -> None:
@@ -85,25 +89,26 @@ class DriverHost(Engine):
             why = dial_failure(error, self.tls)
             self._fail(f"cannot reach a Dista head at {self._where}: {why}")
         else:
-            self.act(self.session.start())
+            self.session.start()
+            self.transmit()
 
     def _too_late(self, timeout: float) -> None:
-        self._timer = None
+        self._join_timer = None
         if not self.welcomed.done():
             self._fail(f"the head at {self._where} did not welcome us in {timeout} s")
             self.close_all()
 
-    def other(self, decision: dp.Decision) -> None:
-        if isinstance(decision, dp.HeadLost):
-            if self._reconnect is not None and self.welcomed.done() and not self.session.closed:
-                self._reconnect.lost(decision.reason)
-            else:  # an in-memory head, or never welcomed: nothing to resume with
-                self.session.close(decision.reason)
-                self.exited.set(decision.reason)
+    def _head_lost(self, decision: dp.HeadLost) -> None:
+        if self._reconnect is not None and self.welcomed.done() and not self.session.closed:
+            self._reconnect.lost(decision.reason)
+        else:  # an in-memory head, or never welcomed: nothing to resume with
+            self.session.close(decision.reason)
+            self.exited.set(decision.reason)
 
     def _resume(self) -> None:
         """The head is back (or a new one listens where it was): resume under our number."""
-        self.act(self.session.start())
+        self.session.start()
+        self.transmit()
 
     def _resuming(self) -> str:
         core = self.session.core
@@ -115,9 +120,9 @@ class DriverHost(Engine):
         self.exited.set(why)
 
     def _fail(self, why: str) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._join_timer is not None:
+            self._join_timer.cancel()
+            self._join_timer = None
         self.welcomed.fail(ConnectionError(why))
 
     # -- SessionIO ---------------------------------------------------------------------------
@@ -135,24 +140,20 @@ class DriverHost(Engine):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        self.act(self.session.flush())
+        self.transmit()  # the session's decisions bring its queued releases first
 
     # -- Engine ------------------------------------------------------------------------------
 
-    def get_buffer(self, link: int, sizehint: int) -> memoryview:
-        return ready(self.session.get_buffer(link, sizehint))
-
-    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
-        out: list[dp.Decision] = list(self.session.buffer_updated(link, nbytes))
+    def on_updated(self, link: int, nbytes: int) -> None:
+        super().on_updated(link, nbytes)
         if not self.welcomed.done() and self.session.welcomed.is_set() and not self.session.closed:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            if self._join_timer is not None:
+                self._join_timer.cancel()
+                self._join_timer = None
             self.welcomed.set(None)
-        return out
 
-    def lost(self, link: int) -> list[dp.Decision]:
-        out: list[dp.Decision] = list(self.session.lost(link))
+    def lost(self, link: int) -> None:
+        super().lost(link)
         if self.session.closed:  # the head connection went
             why = self.session.closed
             if link == dp.HEAD_LINK and not self.welcomed.done() and "refused" not in why:
@@ -160,7 +161,6 @@ class DriverHost(Engine):
                 why += self._tls_hint
             self._fail(why)
             self.exited.set(self.session.closed)
-        return out
 
     @property
     def _tls_hint(self) -> str:
@@ -173,14 +173,16 @@ class DriverHost(Engine):
             self._tls_failure = why
         super().tls_failed(link, stream, why)
 
-    def opened(self, link: int) -> list[dp.Decision]:
-        return list(self.session.connected(link))
+    def opened(self, link: int) -> None:
+        self.session.connected(link, now())
+        self.transmit()
 
     def close(self) -> None:
         """Leave the cluster (on the loop): every wait on this session ends."""
         if self._reconnect is not None:
             self._reconnect.cancel()
-        self.act(self.session.leave())  # written before the close: a transport flushes first
+        self.session.leave()
+        self.transmit()  # written before the close: a transport flushes first
         self.session.close("the driver shut down")
         self.close_all()
         self.exited.set("the driver shut down")

@@ -1,12 +1,21 @@
 """Moving bytes between a binding's streams and a sans-IO core, whatever the event loop.
 
-An `Engine` maps the core's link numbers to streams and carries out its decisions: write
-buffers (small frames joined into one write, large payloads passed as they lie), open a
-connection (the `Loop`'s `dial`), close one, exit (its `exited` latch). A binding gives it
-streams (`Stream`: asyncio's transports are ones as they are) and reads each connection
-into the place the core offers (`get_buffer`), saying how many bytes arrived
-(`on_updated`); `Link` is that reader's side for bindings whose connections call back as
-asyncio's protocols do. Nothing here knows a loop but through `Loop`.
+An `Engine` holds one core (`dista_proto.Core`: a head, a worker, a driver's session or an
+observer), maps its link numbers to streams and carries out its decisions: write buffers
+(small frames joined into one write, large payloads passed as they lie), open a connection
+(the `Loop`'s `dial`), close one, exit (its `exited` latch). A binding gives it streams
+(`Stream`: asyncio's transports are ones as they are) and reads each connection into the
+place the core offers (`get_buffer`), saying how many bytes arrived (`on_updated`); `Link`
+is that reader's side for bindings whose connections call back as asyncio's protocols do.
+Nothing here knows a loop but through `Loop`.
+
+One flush: every input to the core (a connection, bytes, a lost link, its timer, and
+whatever a host feeds it: a hello, a finished task) is followed by `transmit`, the one place
+that takes the core's decisions, carries them out, and re-arms the core's pulled timer at
+its `next_deadline` (aioquic's ``transmit``). Decisions are routed by type through one
+table: the engine's own I/O ones (write, close, connect, exit), and those each host
+registers for its role (`route`: a task to run, a lost head, an answer). The time given to
+the core is `_clock.now`: monotonic, as its deadlines and the loop's timers are.
 
 Flow control: every transport's write buffer has a high-water mark (`HIGH_WATER`). When a
 peer reads slowly and its buffer passes the mark, the link whose input produced more
@@ -33,14 +42,17 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Iterable
-from typing import Any, ClassVar, Final, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 import dista_proto as dp
 from dista_proto.frame import Bytes
 
 from ._admission import Admission
+from ._clock import now
 from ._limits import Limits
+from ._memory import ready
+from ._timer import PulledTimer
 from ._tls import TLS, dialed_ok, expected_role, peer_roles, tls_for
 from .loop import Connections, Latch, Loop
 
@@ -77,6 +89,8 @@ DIAL_TIMEOUT_S: Final = 10.0
 #: its socket) open after its engine is done, nor leave it to a closed loop.
 CLOSE_GRACE_S: Final = 1.0
 
+D = TypeVar("D")
+
 
 class Stream(Protocol):
     """One connection as the engine uses it (asyncio's transports are streams as they are)."""
@@ -99,9 +113,10 @@ class Stream(Protocol):
 
 
 class Engine:
-    """The streams of one core on ``loop``; subclasses say where the core reads and what it
-    decides. ``exited`` is settled with the reason when the core exits, ``drained`` once
-    `close_all` has closed every connection."""
+    """The streams of ``core`` on ``loop``; a host (a subclass) feeds the core what only it
+    knows and registers how its role's decisions are carried out (`route`). ``exited`` is
+    settled with the reason when the core exits, ``drained`` once `close_all` has closed
+    every connection."""
 
     #: Whose certificate this engine shows in TLS (head, worker, driver, observer): its
     #: pair in ``DISTA_TLS_DIR``; "" for one that needs none.
@@ -110,8 +125,9 @@ class Engine:
     #: default the name of the module defining the subclass (``_head`` gives "head").
     role_name: ClassVar[str] = ""
 
-    def __init__(self, loop: Loop) -> None:
+    def __init__(self, loop: Loop, core: dp.Core) -> None:
         self.loop = loop
+        self.core = core
         self.exited: Latch[str] = Latch()
         self.drained: Latch[None] = Latch()
         self._closing_all = False
@@ -131,35 +147,80 @@ class Engine:
         self._refusals = _Throttle()  # peers refused for a protocol error
         #: The caps on incoming connections (`limit`), kept when each is attached.
         self.admission: Admission | None = None
+        #: The core's pulled timer, re-armed by `transmit`; stopped once the core exits.
+        self._timer = PulledTimer(loop, core.next_deadline, self._on_timer)
+        self.exited.add_callback(lambda _: self._timer.cancel())
+        #: How each kind of decision is carried out (`route` adds a role's own).
+        self._routes = _Routes(
+            {
+                dp.Write: self._write,
+                dp.Close: self._close,
+                dp.Connect: self._connect,
+                dp.Exit: self._exit,
+            }
+        )
+        self._source = -1  # the link whose input the decisions being carried out came from
 
-    # -- the core's side (subclasses) -------------------------------------------------------
+    # -- the one flush ----------------------------------------------------------------------
+
+    def route(self, kind: type[D], carry_out: Callable[[D], object]) -> None:
+        """Carry out the core's ``kind`` decisions with ``carry_out`` (a role's own: a task
+        to run, a lost head, an answer)."""
+        self._routes[kind] = carry_out
+
+    def transmit(self, source: int = -1) -> None:
+        """After every input to the core: carry out what it decided, in order, then keep its
+        timer at its next deadline. ``source`` is the link whose bytes were the input: it
+        stops being read while a peer it writes to reads too slowly."""
+        decisions = self.core.decisions()
+        if decisions:
+            self.act(decisions, source)
+        if not self.exited.done():
+            self._timer.arm()
+
+    def act(self, decisions: Iterable[dp.Decision], source: int = -1) -> None:
+        """Carry out ``decisions`` in order, each by the route of its type."""
+        routes = self._routes
+        outer, self._source = self._source, source  # a route may feed the core: nested
+        for d in decisions:
+            routes[type(d)](d)
+        self._source = outer
+
+    def _on_timer(self, now_ns: int) -> None:
+        self.core.on_timer(now_ns)
+        self.transmit()
+
+    # -- the core's inputs (a host adds what only it knows around them) ---------------------
 
     def accept(self) -> int:
         """A connection came in (`Loop.listen`): the core's link number for it (passed
         through `inbound`, so that it counts against the caps)."""
-        raise NotImplementedError
+        link = self.inbound(self.core.connection_made(now()))
+        self.transmit()  # its hello deadline may come first
+        return link
 
     def greeted(self, link: int) -> bool:
         """Whether ``link`` said hello: one that has not may be closed for a newer one."""
         return True
 
-    def lost(self, link: int) -> list[dp.Decision]:
-        raise NotImplementedError
-
-    def opened(self, link: int) -> list[dp.Decision]:
-        """A connection asked for with `Connect` is up."""
-        raise NotImplementedError
-
-    def other(self, decision: dp.Decision) -> None:
-        """A decision that is not I/O (a task to run, a result): the subclass's business."""
-
     def get_buffer(self, link: int, sizehint: int) -> memoryview:
         """Where to read ``link``'s next bytes (the core's `get_buffer`)."""
-        raise NotImplementedError
+        return ready(self.core.get_buffer(link, sizehint))
 
-    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
+    def on_updated(self, link: int, nbytes: int) -> None:
         """``nbytes`` were read into the view `get_buffer` gave for ``link``."""
-        raise NotImplementedError
+        self.core.buffer_updated(link, nbytes, now())
+        self.transmit(link)
+
+    def lost(self, link: int) -> None:
+        """``link`` ended (or was refused before a byte was read): the core forgets it."""
+        self.core.connection_lost(link, now())
+        self.transmit()
+
+    def opened(self, link: int) -> None:
+        """A connection asked for with `Connect` is up: a core that dials (a worker's or a
+        driver's fetches) is told by its host."""
+        self.transmit()
 
     # -- the loop's side --------------------------------------------------------------------
 
@@ -169,7 +230,10 @@ class Engine:
 
     def dialed(self, link: int, error: str) -> None:
         """`Loop.dial` for ``link`` ended: attached (``error`` empty), or failed."""
-        self.act(self.lost(link) if error else self.opened(link))
+        if error:
+            self.lost(link)
+        else:
+            self.opened(link)
 
     def exit(self, reason: str) -> None:
         """The core is done (`Exit`)."""
@@ -194,7 +258,7 @@ class Engine:
             transport.abort()
             return
         if self.admission is not None and not self.admission.admit(link, transport):
-            self.act(self.lost(link))  # refused before a byte was read: the core forgets it
+            self.lost(link)  # refused before a byte was read: the core forgets it
             return
         self.transports[link] = transport
         self.attached(link, peer_ip(transport.get_extra_info("peername")))
@@ -212,14 +276,9 @@ class Engine:
         self._backlog.pop(link, None)
         self._close_after.discard(link)
         self.resume(link)
-        self.act(self.lost(link))
+        self.lost(link)
         if self._closing_all and not self.transports:
             self.drained.set(None)
-
-    def on_updated(self, link: int, nbytes: int) -> None:
-        decisions = self.updated(link, nbytes)
-        if decisions:
-            self.act(decisions, link)
 
     def resume(self, link: int) -> None:
         if link in self._backlog and self._pump(link):
@@ -234,38 +293,40 @@ class Engine:
         """The core closes ``link`` for ``reason`` (a role may act on it: the head ends a
         force-stopped worker's process)."""
 
-    def act(self, decisions: Iterable[dp.Decision], source: int = -1) -> None:
-        for d in decisions:
-            if isinstance(d, dp.Write):
-                transport = self.transports.get(d.link)
-                if transport is None or transport.is_closing():
-                    continue
-                backlog = self._backlog.get(d.link)
-                if backlog is not None:
-                    backlog.extend(d.buffers)
-                else:
-                    rest = write(transport, d.buffers)
-                    if rest:
-                        self._backlog[d.link] = rest
-                        self.paused.add(d.link)
-                if d.link in self.paused and source >= 0:
-                    self._block(source, d.link)
-            elif isinstance(d, dp.Close):
-                self.closing(d.link, d.reason)
-                transport = self.transports.get(d.link)
-                if transport is not None:
-                    if d.reason.startswith(_PROTOCOL_ERROR):
-                        self.refused(d.link, transport, d.reason)
-                    if d.link in self._backlog:
-                        self._close_after.add(d.link)
-                    else:
-                        transport.close()  # flushes what is buffered first
-            elif isinstance(d, dp.Connect):
-                self.connect(d.link, d.address)
-            elif isinstance(d, dp.Exit):
-                self.exit(d.reason)
+    # -- the I/O decisions -------------------------------------------------------------------
+
+    def _write(self, d: dp.Write) -> None:
+        link = d.link
+        transport = self.transports.get(link)
+        if transport is None or transport.is_closing():
+            return
+        backlog = self._backlog.get(link)
+        if backlog is not None:
+            backlog.extend(d.buffers)
+        else:
+            rest = write(transport, d.buffers)
+            if rest:
+                self._backlog[link] = rest
+                self.paused.add(link)
+        if link in self.paused and self._source >= 0:
+            self._block(self._source, link)
+
+    def _close(self, d: dp.Close) -> None:
+        self.closing(d.link, d.reason)
+        transport = self.transports.get(d.link)
+        if transport is not None:
+            if d.reason.startswith(_PROTOCOL_ERROR):
+                self.refused(d.link, transport, d.reason)
+            if d.link in self._backlog:
+                self._close_after.add(d.link)
             else:
-                self.other(d)
+                transport.close()  # flushes what is buffered first
+
+    def _connect(self, d: dp.Connect) -> None:
+        self.connect(d.link, d.address)
+
+    def _exit(self, d: dp.Exit) -> None:
+        self.exit(d.reason)
 
     # -- TLS ----------------------------------------------------------------------------------
 
@@ -371,6 +432,13 @@ class Engine:
     def _abort_left(self) -> None:
         for transport in list(self.transports.values()):
             transport.abort()
+
+
+class _Routes(dict[type[Any], Callable[[Any], object]]):
+    """How each kind of decision is carried out; a kind without a route is a bug."""
+
+    def __missing__(self, kind: type[Any]) -> Callable[[Any], object]:
+        raise TypeError(f"no route for the core's {kind.__name__} decisions (Engine.route)")
 
 
 class Link:

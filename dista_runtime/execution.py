@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
 
 import dista_proto as dp
 
-from ._actor_host import ACTOR_WORK, ActorHost
+from ._actor_host import ActorHost
+from ._clock import now
 from ._errors import message_from_exception
 from ._execute import Call, Executor, encode_results
 from ._inline import InlinePolicy, RunOnThread
@@ -40,15 +40,16 @@ __all__ = ["Execution", "Runner"]
 
 
 class Execution:
-    """Runs a worker core's tasks on ``loop``; see the module docstring. ``act`` carries out
-    the core's decisions (the worker's engine)."""
+    """Runs a worker core's tasks on ``loop``; see the module docstring. Its engine routes
+    `RunTask` to `run` and `CancelTask` to `cancel`; ``transmit`` carries out the core's
+    decisions after every input this gives it (a task done, withdrawn, blocked)."""
 
     def __init__(
-        self, core: dp.Worker, threads: int, loop: Loop, act: Callable[[list[dp.Decision]], None]
+        self, core: dp.Worker, threads: int, loop: Loop, transmit: Callable[[], None]
     ) -> None:
         self.core = core
         self._loop = loop
-        self._act_on = act
+        self._transmit = transmit
         self._current_task = loop.current_task
         self.executor = Executor()
         self.inline = InlinePolicy()
@@ -61,33 +62,15 @@ class Execution:
         self._tasks: dict[int, TaskHandle] = {}  # async tasks by first result ID
         self._oids: dict[object, int] = {}  # the same, by task (read from any thread)
         self._awaiting: dict[int, int] = {}  # async task -> refs it awaits now (slot lent)
-        self.actors = ActorHost(core, loop, self._act)
+        self.actors = ActorHost(core, loop, transmit)
 
-    def decisions(self) -> list[dp.Decision]:
-        """Every decision the core has now (acting on some may queue more)."""
-        out: list[dp.Decision] = []
-        while decisions := self.core.decisions():
-            out.extend(decisions)
-        return out
-
-    def _act(self) -> None:
-        self._act_on(self.decisions())
-
-    def handle(self, decision: dp.Decision) -> None:
-        """Carry out a decision the core left to the binding: run a task, or take one back."""
-        if isinstance(decision, dp.CancelTask):
-            self._cancel(decision)
-            return
-        if isinstance(decision, ACTOR_WORK):
-            self.actors.handle(decision)
-            return
-        if not isinstance(decision, dp.RunTask):
-            return
+    def run(self, decision: dp.RunTask) -> None:
+        """Run a task where it should run (see the module docstring)."""
         try:
             call = self.executor.prepare(decision)
         except Exception as e:
-            now = time.time_ns()
-            self.finished((decision.object_id, None, message_from_exception(e), now, now))
+            at = now()
+            self.finished((decision.object_id, None, message_from_exception(e), at, at))
             return
         if call.is_async:
             oid = decision.object_id
@@ -113,13 +96,13 @@ class Execution:
         if task is not None:
             self._oids.pop(task, None)
 
-    def _cancel(self, decision: dp.CancelTask) -> None:
+    def cancel(self, decision: dp.CancelTask) -> None:
         """The head wants a task back: drop it if it has not started, else interrupt it
         if it was cancelled (a withdrawn task that started just runs on)."""
         oid = decision.object_id
         if self.runners.withdraw(oid):
-            self.core.task_withdrawn(oid, time.time_ns())
-            self._act()
+            self.core.task_withdrawn(oid, now())
+            self._transmit()
         elif not decision.withdraw:
             # After the rest of this read's decisions: an interrupted runner takes the next
             # queued task at once, and cancels of those may be right behind this one.
@@ -163,22 +146,21 @@ class Execution:
             pass  # the loop is gone: the worker is exiting
 
     def _mark_blocked(self, oid: int, blocked: bool) -> None:
-        now = time.time_ns()
         if blocked:
-            self.core.task_blocked(oid, now)
+            self.core.task_blocked(oid, now())
         else:
-            self.core.task_resumed(oid, now)
-        self._act()
+            self.core.task_resumed(oid, now())
+        self._transmit()
 
     async def _run_async(self, task: dp.RunTask, call: Call) -> None:
-        started = time.time_ns()
+        started = now()
         try:
             values = encode_results(await call.run(), task.results)
         except BaseException as e:  # cancelled, SystemExit...: this task's failure only
             error = message_from_exception(e)
-            self.finished((task.object_id, None, error, started, time.time_ns()))
+            self.finished((task.object_id, None, error, started, now()))
         else:
-            self.finished((task.object_id, values, "", started, time.time_ns()))
+            self.finished((task.object_id, values, "", started, now()))
 
     def finished(self, outcome: Outcome) -> None:
         """A task ended (any thread): queue it for the loop, waking the loop once a batch."""
@@ -200,4 +182,4 @@ class Execution:
                 core.task_failed(oid, error, started, ended)
             else:
                 core.task_done(oid, values, started, ended)
-        self._act()
+        self._transmit()

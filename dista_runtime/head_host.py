@@ -5,7 +5,7 @@ or more (a large argument) straight into one buffer from `allocate`, which the h
 forwards to a worker as it lies.
 
 The core's pulled timer (`next_deadline` / `on_timer`, aioquic's shape) is kept armed as
-one loop timer. A head that supervises its workers' processes (a local cluster's) passes
+one loop timer by the engine (`Engine.transmit`). A head that supervises its workers' processes (a local cluster's) passes
 ``why_lost``: it learns each Unix-socket link's peer PID (``SO_PEERCRED``) and, when a
 worker's link drops, asks ``why_lost(pid)`` how that process ended, for up to
 `FATE_WAIT_S` (the end of the connection can arrive before the process is reaped), so that
@@ -29,11 +29,11 @@ from typing import Final
 import dista_proto as dp
 
 from ._address import socket_address
+from ._clock import now, wall_offset_ns
 from ._limits import Limits, inline_cap, limits_from_env
 from ._liveness import liveness_s
-from ._memory import allocate, ready
+from ._memory import allocate
 from ._registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
-from ._timer import PulledTimer
 from ._tls import check_bind, tls_for
 from ._trim import MemoryWatch, watch_memory
 from .engine import Engine, Stream
@@ -74,17 +74,17 @@ class HeadHost(Engine):
 
     role_name = "head"
     tls_role = "head"
+    core: dp.Head
 
     def __init__(
         self, loop: Loop, head: dp.Head, why_lost: Callable[[int], str | None] | None = None
     ) -> None:
-        super().__init__(loop)
+        super().__init__(loop, head)
         self.head = head
         self.why_lost = why_lost
         self.listener: Listener | None = None
         self.closed: Latch[str] = Latch()
         self._pids: dict[int, int] = {}  # link -> its peer's PID, when why_lost is given
-        self._timer = PulledTimer(loop, head.next_deadline, self._on_timer)
         #: Told how many actors are alive whenever that grows (a local cluster starts a
         #: worker for each, so that actors never take the workers tasks run on).
         self.on_actors: Callable[[int], object] | None = None
@@ -97,11 +97,6 @@ class HeadHost(Engine):
     def address(self) -> tuple[str, int]:
         assert self.listener is not None
         return self.listener.address
-
-    def accept(self) -> int:
-        link = self.inbound(self.head.connection_made(time.time_ns()))
-        self._timer.arm()  # its hello deadline may come first
-        return link
 
     def greeted(self, link: int) -> bool:
         return self.head.greeted(link)
@@ -119,32 +114,22 @@ class HeadHost(Engine):
             if pid is not None:
                 self._pids[link] = pid
 
-    def get_buffer(self, link: int, sizehint: int) -> memoryview:
-        return ready(self.head.get_buffer(link, sizehint))
-
-    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
-        head = self.head
-        head.buffer_updated(link, nbytes, time.time_ns())
-        self._timer.arm()
-        alive = head.actors_alive
+    def on_updated(self, link: int, nbytes: int) -> None:
+        super().on_updated(link, nbytes)
+        alive = self.head.actors_alive
         if alive != self._actors_seen:
             grew = alive > self._actors_seen
             self._actors_seen = alive
             if grew and self.on_actors is not None:
                 self.on_actors(alive)
-        return head.decisions()
 
-    def lost(self, link: int) -> list[dp.Decision]:
+    def lost(self, link: int) -> None:
         pid = self._pids.pop(link, None)
         head = self.head
         if pid is not None and not head.stopping and head.worker_address(link) is not None:
-            return self._await_fate(link, pid, time.monotonic() + FATE_WAIT_S)
-        head.connection_lost(link, time.time_ns())
-        self._arm()
-        return head.decisions()
-
-    def opened(self, link: int) -> list[dp.Decision]:
-        return []  # the head opens no connections
+            self._await_fate(link, pid, time.monotonic() + FATE_WAIT_S)
+        else:
+            super().lost(link)
 
     def refused(self, link: int, transport: Stream, reason: str) -> None:
         super().refused(link, transport, reason)
@@ -166,34 +151,22 @@ class HeadHost(Engine):
 
     def stop(self, why: str) -> None:
         """Stop the head and its workers (a signal, a closing local cluster); on the loop."""
-        self.head.stop(why, time.time_ns())
-        self.act(self.head.decisions())
+        self.head.stop(why, now())
+        self.transmit()
 
-    def _arm(self) -> None:
-        self._timer.arm()
-
-    def _on_timer(self, now: int) -> None:
-        self.head.on_timer(now)
-        self.act(self.head.decisions())
-
-    def _await_fate(self, link: int, pid: int, deadline: float) -> list[dp.Decision]:
+    def _await_fate(self, link: int, pid: int, deadline: float) -> None:
         """Lose ``link`` once ``why_lost`` knows how its process ended, or at ``deadline``."""
         assert self.why_lost is not None
         why = self.why_lost(pid)
         if why is None and time.monotonic() < deadline and not self.head.stopping:
-            self.loop.call_later(_FATE_POLL_S, self._fate_later, link, pid, deadline)
-            return []
-        self.head.connection_lost(link, time.time_ns(), why)
-        self._arm()
-        return self.head.decisions()
-
-    def _fate_later(self, link: int, pid: int, deadline: float) -> None:
-        self.act(self._await_fate(link, pid, deadline))
+            self.loop.call_later(_FATE_POLL_S, self._await_fate, link, pid, deadline)
+            return
+        self.head.connection_lost(link, now(), why)
+        self.transmit()
 
     def _on_exit(self, exited: Latch[str]) -> None:
         if self.listener is not None:
             self.listener.close()
-        self._timer.cancel()
         self._flush(time.monotonic() + _FLUSH_S)
 
     def _flush(self, deadline: float) -> None:
@@ -264,6 +237,7 @@ def start_head(
         hello_deadline_ns=int(limits.hello_timeout * 1e9),
         hello_idle_ns=int(limits.hello_idle_timeout * 1e9),
         inline_cap_bytes=inline_cap(),
+        wall_offset_ns=wall_offset_ns(),  # its timeline's stamps, for people
     )
     host_ = HeadHost(loop, head, why_lost)
     host_.limit(limits)

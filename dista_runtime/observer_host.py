@@ -6,11 +6,10 @@ its decisions into the answer (or a `ConnectionError` that says why there is non
 
 from __future__ import annotations
 
-import time
-
 import dista_proto as dp
 
 from ._address import format_head
+from ._clock import now
 from ._tls import dial_failure, refusal_hint
 from .engine import Engine
 from .loop import Latch, Loop
@@ -25,16 +24,18 @@ class ObserverHost(Engine):
 
     role_name = "observer"
     tls_role = "observer"
+    core: dp.Observer
 
     def __init__(self, loop: Loop, request: Request, where: str, timeout: float) -> None:
-        super().__init__(loop)
-        self.core = dp.Observer()
+        super().__init__(loop, dp.Observer())
+        self.route(dp.Answered, self._answered)
+        self.route(dp.Refused, self._refused)
         self.request = request
         self.where = where
         self.answer: Latch[dp.Event | None] = Latch()
         self.answer.add_callback(self._done)
         self._heard = False
-        self._timer = loop.call_later(
+        self._give_up = loop.call_later(
             timeout, self._fail, f"no answer from the head at {where} in {timeout} s"
         )
 
@@ -43,25 +44,17 @@ class ObserverHost(Engine):
             why = dial_failure(error, self.tls)
             self._fail(f"cannot reach a Dista head at {self.where}: {why}")
             return
-        now = time.time_ns()
-        self.core.start(now)
+        at = now()
+        self.core.start(at)
         if isinstance(self.request, dp.Stop):
             # A stop has no answer, and a head that refused our hello closes the link as
             # one that stops does: a status first tells them apart.
-            self.core.ask(dp.Status(), now)
-        self.core.ask(self.request, now)
-        self.act(self.core.decisions())
+            self.core.ask(dp.Status(), at)
+        self.core.ask(self.request, at)
+        self.transmit()
 
-    def get_buffer(self, link: int, sizehint: int) -> memoryview:
-        return self.core.get_buffer(link, sizehint)
-
-    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
-        self.core.buffer_updated(link, nbytes, time.time_ns())
-        return self.core.decisions()
-
-    def lost(self, link: int) -> list[dp.Decision]:
-        self.core.connection_lost(link, time.time_ns())
-        out = self.core.decisions()
+    def lost(self, link: int) -> None:
+        self.core.connection_lost(link, now())
         if isinstance(self.request, dp.Stop) and self._heard:
             # The head took our hello (it answered the status), then closed: it stopped.
             # A stop it refuses (a certificate without the stop grant) gets an error frame.
@@ -70,19 +63,16 @@ class ObserverHost(Engine):
             f"the head at {self.where} closed the connection without an answer; "
             + refusal_hint(self.tls is not None)
         )
-        return out
+        self.transmit()  # after the answer: its exit would say "no answer"
 
-    def opened(self, link: int) -> list[dp.Decision]:
-        return []
+    def _answered(self, decision: dp.Answered) -> None:
+        if isinstance(self.request, dp.Stop):
+            self._heard = True  # the status before it (see `dialed`)
+        else:
+            self.answer.set(decision.answer)
 
-    def other(self, decision: dp.Decision) -> None:
-        if isinstance(decision, dp.Answered):
-            if isinstance(self.request, dp.Stop):
-                self._heard = True  # the status before it (see `dialed`)
-            else:
-                self.answer.set(decision.answer)
-        elif isinstance(decision, dp.Refused):
-            self._fail(f"the head refused: {decision.reason}")
+    def _refused(self, decision: dp.Refused) -> None:
+        self._fail(f"the head refused: {decision.reason}")
 
     def exit(self, reason: str) -> None:
         super().exit(reason)
@@ -92,7 +82,7 @@ class ObserverHost(Engine):
         self.answer.fail(ConnectionError(why))
 
     def _done(self, answer: Latch[dp.Event | None]) -> None:
-        self._timer.cancel()
+        self._give_up.cancel()
         # Close once what is written is gone (a stop must reach the head).
         self.loop.call_soon(self.close_all)
 

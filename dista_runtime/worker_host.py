@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -19,14 +18,13 @@ import dista_proto as dp
 
 from ._address import advertised_host, format_head
 from ._buffer_cache import BufferCache
+from ._clock import now, wall_offset_ns
 from ._context import Context, clear, install
 from ._limits import Limits, limits_from_env
 from ._liveness import DRAIN_ENV, LIVENESS_ENV, drain_timeout, heartbeat_ns
-from ._memory import ready
 from ._reconnect import Reconnect
 from ._registry import snapshot
 from ._session import Hooks
-from ._timer import PulledTimer
 from ._tls import check_bind, dial_failure, tls_for
 from ._trim import MemoryWatch, watch_memory
 from .driver_host import DriverHost
@@ -59,12 +57,20 @@ class WorkerHost(Engine):
 
     role_name = "worker"
     tls_role = "worker"
+    core: dp.Worker
 
     def __init__(self, loop: Loop, core: dp.Worker, threads: int, head: tuple[str, int]) -> None:
-        super().__init__(loop)
-        self.core = core
+        super().__init__(loop, core)
         self.head = head
-        self.execution = Execution(core, threads, loop, self.act)
+        self.execution = Execution(core, threads, loop, self.transmit)
+        self.route(dp.RunTask, self.execution.run)
+        self.route(dp.CancelTask, self.execution.cancel)
+        actors = self.execution.actors  # an actor's work, in order, on its thread
+        self.route(dp.StartActor, actors.handle)
+        self.route(dp.CallActor, actors.handle)
+        self.route(dp.CheckpointActor, actors.handle)
+        self.route(dp.StopActor, actors.handle)
+        self.route(dp.HeadLost, self._head_lost)
         self.runners = self.execution.runners
         self.inline = self.execution.inline
         self.client: DriverHost | None = None
@@ -72,7 +78,6 @@ class WorkerHost(Engine):
         self.ready: Latch[tuple[str, int]] = Latch()
         self.done: Latch[str] = Latch()
         self.exited.add_callback(self._on_exit)
-        self._timer = PulledTimer(loop, core.next_deadline, self._on_timer)
         self._reconnect = Reconnect(
             self,
             head,
@@ -106,29 +111,24 @@ class WorkerHost(Engine):
             self.exit(f"cannot reach the head at {format_head(*self.head)}: {why}")
         else:
             self._reconnect.connected()  # a head that will not take us closes it at once
-            self.core.start(time.time_ns())
-            self._timer.arm()
-            self.act(self.execution.decisions())
+            self.core.start(now())
+            self.transmit()
             address = self.core.address
             self.ready.set((address.host, address.port))
 
-    def other(self, decision: dp.Decision) -> None:
-        if isinstance(decision, dp.HeadLost):
-            if self.client is not None:
-                self.client.close()  # its tasks were interrupted; a new one comes on rejoin
-                self.client = None
-            if self.core.draining and not self.core.store:
-                self.exit("drained (the head was lost, and nothing is left to move)")
-            else:
-                self._reconnect.lost(decision.reason)  # meanwhile our objects are served
+    def _head_lost(self, decision: dp.HeadLost) -> None:
+        if self.client is not None:
+            self.client.close()  # its tasks were interrupted; a new one comes on rejoin
+            self.client = None
+        if self.core.draining and not self.core.store:
+            self.exit("drained (the head was lost, and nothing is left to move)")
         else:
-            self.execution.handle(decision)
+            self._reconnect.lost(decision.reason)  # meanwhile our objects are served
 
     def _rejoin(self) -> None:
         """The head is back (or a new one listens where it was): rejoin with holding."""
-        self.core.start(time.time_ns())
-        self._timer.arm()
-        self.act(self.execution.decisions())
+        self.core.start(now())
+        self.transmit()
         if self.with_client:
             self.connect_client(lambda: None)
 
@@ -168,8 +168,8 @@ class WorkerHost(Engine):
             timeout,
             DRAIN_ENV,
         )
-        self.core.drain(time.time_ns())
-        self.act(self.execution.decisions())
+        self.core.drain(now())
+        self.transmit()
         self._drain_timer = self.loop.call_later(timeout, self._drain_late, timeout)
 
     def _drain_late(self, timeout: float) -> None:
@@ -179,17 +179,12 @@ class WorkerHost(Engine):
             "adopted (the head's status says why: no other worker?)"
         )
 
-    def _on_timer(self, now: int) -> None:
-        self.core.on_timer(now)
-        self.act(self.execution.decisions())
-
     def _gave_up(self, why: str) -> None:
         """The head could not be reached again in time (`_reconnect`)."""
         self.lost_head = True
         self.exit(why)
 
     def _on_exit(self, exited: Latch[str]) -> None:
-        self._timer.cancel()
         self._reconnect.cancel()
         if self._drain_timer is not None:
             self._drain_timer.cancel()
@@ -214,11 +209,6 @@ class WorkerHost(Engine):
 
         self.drained.add_callback(drained)
 
-    def accept(self) -> int:
-        link = self.inbound(self.core.connection_made(time.time_ns()))
-        self._timer.arm()  # a silent fetcher's idle deadline
-        return link
-
     def greeted(self, link: int) -> bool:
         return self.core.greeted(link)  # a fetcher's greeting: a whole frame
 
@@ -231,22 +221,9 @@ class WorkerHost(Engine):
         if link == dp.HEAD_LINK or link not in self._dialed:
             self.core.peer(link, host)
 
-    def get_buffer(self, link: int, sizehint: int) -> memoryview:
-        return ready(self.core.get_buffer(link, sizehint))
-
-    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
-        self.core.buffer_updated(link, nbytes, time.time_ns())
-        if link != dp.HEAD_LINK:
-            self._timer.arm()  # a fetch that waits for the head's grant, for at most 5 s
-        return self.execution.decisions()
-
-    def lost(self, link: int) -> list[dp.Decision]:
-        self.core.connection_lost(link, time.time_ns())
-        return self.execution.decisions()
-
-    def opened(self, link: int) -> list[dp.Decision]:
-        self.core.connected(link, time.time_ns())
-        return self.execution.decisions()
+    def opened(self, link: int) -> None:
+        self.core.connected(link, now())
+        self.transmit()
 
 
 def start_worker(
@@ -283,6 +260,7 @@ def start_worker(
         allocate=buffers.allocate,
         heartbeat_ns=heartbeat_ns(),
         check_fetches=True,  # fetches only by the head's grant, or from a TLS member
+        wall_offset_ns=wall_offset_ns(),  # its spans' stamps, for people
     )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))
     worker.exited.add_callback(buffers.close)

@@ -68,6 +68,42 @@ def test_layers_the_runtime_imports_no_binding_and_bindings_only_its_public_modu
     assert offenders == []
 
 
+#: The wall clock's readers: only `dista_runtime._clock` may read it (the wall offset for
+#: stamps); every deadline follows the monotonic clock (docs/protocol.md, "Time").
+WALL_CLOCK = {"time", "time_ns", "gmtime", "localtime", "ctime"}
+
+
+def _reads_wall_clock(node: ast.AST) -> bool:
+    """``time.time()``, ``time.time_ns()``... or ``from time import time``..."""
+    if isinstance(node, ast.Attribute):
+        return (
+            isinstance(node.value, ast.Name)
+            and node.value.id == "time"
+            and node.attr in WALL_CLOCK
+        )
+    return (
+        isinstance(node, ast.ImportFrom)
+        and node.module == "time"
+        and any(alias.name in WALL_CLOCK for alias in node.names)
+    )
+
+
+def test_the_runtime_reads_the_wall_clock_in_one_place() -> None:
+    paths = [
+        path
+        for folder in ("dista_runtime", "bindings")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if path != ROOT / "dista_runtime" / "_clock.py"
+    ]
+    offenders = [
+        f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+        for path in paths
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if _reads_wall_clock(node)
+    ]
+    assert offenders == []
+
+
 #: The most lines of code a binding may have (not counting blank lines, comments and
 #: docstrings): a binding adapts a loop; what is not about its loop is the runtime's.
 BINDING_LINES = 300

@@ -81,6 +81,12 @@ def pid() -> int:
 
 
 @dista.task
+def wall_clock() -> float:
+    """This worker's wall clock: the clock `test_clock` steps with libfaketime."""
+    return time.time()
+
+
+@dista.task
 def sleep_then(seconds: float, value: int, marker: str = "") -> int:
     if marker:
         Path(marker).write_text(str(os.getpid()))

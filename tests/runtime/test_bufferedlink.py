@@ -71,7 +71,10 @@ class FakeTransport:
 
 
 class PlainHost(Engine):
-    """Only writes: these tests never read."""
+    """Only writes: these tests never read (nor feed its core)."""
+
+    def __init__(self, loop: AsyncioLoop) -> None:
+        super().__init__(loop, dp.Observer())
 
 
 def _host() -> tuple[PlainHost, dict[int, FakeTransport]]:
@@ -119,61 +122,73 @@ class ServerHost(Engine):
     """A worker core's object server, with a value in its store."""
 
     def __init__(self, loop: AsyncioLoop, value: bytes) -> None:
-        super().__init__(loop)
-        self.core = dp.Worker(registry_hash=1, address=dp.Address("127.0.0.1", 1))
-        self.core.store[7] = value
-
-    def accept(self) -> int:
-        return self.core.connection_made(0)
-
-    def get_buffer(self, link: int, sizehint: int) -> memoryview:
-        return self.core.get_buffer(link, sizehint)
-
-    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
-        self.core.buffer_updated(link, nbytes, 0)
-        return self.core.decisions()
-
-    def lost(self, link: int) -> list[dp.Decision]:
-        self.core.connection_lost(link, 0)
-        return self.core.decisions()
+        core = dp.Worker(registry_hash=1, address=dp.Address("127.0.0.1", 1))
+        core.store[7] = value
+        super().__init__(loop, core)
 
 
-class FetchHost(Engine):
-    """A fetcher and its links, reading into place."""
+class FetchCore:
+    """A fetcher and its links, reading into place: a `dista_proto.Core` that only dials;
+    ``done`` gets what it fetched."""
 
-    def __init__(self, loop: AsyncioLoop, part: int) -> None:
-        super().__init__(loop)
+    def __init__(self, part: int, done: asyncio.Future[Any]) -> None:
         self.links = Links()
         self.allocated: list[bytearray] = []
         self.fetcher = Fetcher(self.links, part, self._allocate)
-        self.done: asyncio.Future[Any] = loop.loop.create_future()
+        self.done = done
 
     def _allocate(self, n: int) -> bytearray:
         self.allocated.append(bytearray(n))
         return self.allocated[-1]
 
-    def fetch(self, address: dp.Address) -> None:
-        self.fetcher.request(7, address)
-        self.act(self.links.decisions())
+    def connection_made(self, now: int) -> int:
+        raise AssertionError("a fetcher listens for nobody")
 
-    def get_buffer(self, link: int, sizehint: int) -> memoryview:
+    def receive_data(self, link: int, data: dp.frame.Bytes, now: int) -> None:
+        raise AssertionError("read into place only")
+
+    def get_buffer(self, link: int, sizehint: int = -1) -> memoryview:
         return self.links.get_buffer(link, sizehint)
 
-    def updated(self, link: int, nbytes: int) -> list[dp.Decision]:
+    def buffer_updated(self, link: int, nbytes: int, now: int) -> None:
         events, error = self.links.buffer_updated(link, nbytes)
         assert error is None
         for fetched in self.fetcher.receive(link, events):
             self.done.set_result(fetched)
-        return self.links.decisions()
 
-    def opened(self, link: int) -> list[dp.Decision]:
+    def connected(self, link: int, now: int) -> None:
         self.links.connected(link)
-        return self.links.decisions()
 
-    def lost(self, link: int) -> list[dp.Decision]:
+    def connection_lost(self, link: int, now: int) -> None:
         for fetched in self.fetcher.lost(link, "lost"):
             self.done.set_result(fetched)
+
+    def decisions(self) -> list[dp.Decision]:
         return self.links.decisions()
+
+    def next_deadline(self) -> int | None:
+        return None
+
+    def on_timer(self, now: int) -> None:
+        pass
+
+
+class FetchHost(Engine):
+    """A `FetchCore` on a loop."""
+
+    def __init__(self, loop: AsyncioLoop, part: int) -> None:
+        self.fetching = FetchCore(part, loop.loop.create_future())
+        super().__init__(loop, self.fetching)
+        self.done = self.fetching.done
+        self.allocated = self.fetching.allocated
+
+    def fetch(self, address: dp.Address) -> None:
+        self.fetching.fetcher.request(7, address)
+        self.transmit()
+
+    def opened(self, link: int) -> None:
+        self.fetching.connected(link, 0)
+        self.transmit()
 
 
 def _loops() -> list[Callable[[], asyncio.AbstractEventLoop]]:
