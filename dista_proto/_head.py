@@ -479,7 +479,9 @@ class Head:
             if route is None:
                 oid = getattr(event, "object_id", 0)
                 name = F.kind_name(event.kind)
-                self._wire.send(peer.link, Error(oid, f"{name} is not supported by this head"))
+                self._wire.links.send(
+                    peer.link, Error(oid, f"{name} is not supported by this head")
+                )
                 return
         if route is not None:
             route(peer, event)
@@ -551,10 +553,10 @@ class Head:
         self._resume.on_resumed(peer)
 
     def _on_stats(self, peer: Peer, event: Event) -> None:
-        self._wire.send(peer.link, Stats(self.stats()))
+        self._wire.links.send(peer.link, Stats(self.stats()))
 
     def _on_timeline(self, peer: Peer, event: Event) -> None:
-        self._wire.send(peer.link, Timeline(self._take_timeline(peer.number)))
+        self._wire.links.send(peer.link, Timeline(self._take_timeline(peer.number)))
 
     def _take_timeline(self, number: int) -> tuple[TimelineRecord, ...]:
         peer = self._wire.numbers.get(number)
@@ -574,10 +576,10 @@ class Head:
     # -- observers -------------------------------------------------------------------------
 
     def _on_status(self, peer: Peer, event: Event) -> None:
-        self._wire.send(peer.link, Status(self.status()))
+        self._wire.links.send(peer.link, Status(self.status()))
 
     def _on_all_timeline(self, peer: Peer, event: Event) -> None:
-        self._wire.send(peer.link, Timeline(self._scheduler.timeline.all()))
+        self._wire.links.send(peer.link, Timeline(self._scheduler.timeline.all()))
 
     def _on_stop(self, peer: Peer, event: Event) -> None:
         refusal = may_stop(peer.roles)

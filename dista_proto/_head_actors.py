@@ -135,7 +135,7 @@ class Actors:
                 # (One this head never knew, after a restart, tells it each time.)
                 if actor is not None:
                     actor.callers.add(peer.link)
-                self._wire.send(peer.link, Error(event.actor_id, why))
+                self._wire.links.send(peer.link, Error(event.actor_id, why))
             # A failed object the driver releases as any other (not an error frame).
             self._objects.fail_object(obj, f"actor {event.actor_id:#x} is gone: {why}")
             return
@@ -187,7 +187,7 @@ class Actors:
             worker.actor = None
             actor.worker = None
             stopped = (worker, f"stopped to force-kill actor {actor.actor_id:#x}")
-            self._wire.send(worker.link, Stop())
+            self._wire.links.send(worker.link, Stop())
             self._wire.close(worker.link, stopped[1])
         self.end(actor, why)
         return stopped
@@ -195,7 +195,7 @@ class Actors:
     def ask_checkpoint(self, peer: Peer, event: Checkpoint) -> None:
         oid = event.object_id
         actor = self.records.get(event.actor_id or 0)
-        send = self._wire.send
+        send = self._wire.links.send
         if oid >> ID_BITS != peer.number:
             why = f"checkpoint ID {oid:#x} is not numbered for driver {peer.number}"
             send(peer.link, Error(oid, why))
@@ -273,7 +273,7 @@ class Actors:
         actor.worker = worker
         self._counts.move_actor(actor, ActorCause.START)
         actor.why = ""
-        send = self._wire.send
+        send = self._wire.links.send
         if actor.restoring:
             # After a head restart: the newest checkpoint there is, whose answer says what
             # it covers (`_restored` sends the calls then).
@@ -310,7 +310,7 @@ class Actors:
             call = calls[index]
             event = ActorCall(call.oid, call.method, actor.actor_id, call.argument)
             self._objects.store_mark(call.oid, worker)
-            self._wire.send(worker.link, event)
+            self._wire.links.send(worker.link, event)
             actor.sent = call.seq
             if call.seq in actor.pending:
                 checkpoints.send_at(actor, call.seq)
@@ -376,14 +376,14 @@ class Actors:
         if not actor.announced:
             actor.announced = True
             if actor.owner in self._wire.peers:
-                self._wire.send(actor.owner, Result(actor.actor_id, b""))
+                self._wire.links.send(actor.owner, Result(actor.actor_id, b""))
 
     def _restored(self, worker: Peer, actor: ActorRecord, event: Result | Error) -> None:
         """The answer to actor-restore for the newest checkpoint (`RESTORE_NEWEST`)."""
         actor.restoring = False
         if isinstance(event, Error):
             if event.mark == ERROR_NO_CHECKPOINT:
-                self._wire.send(worker.link, actor.create)  # none: build it anew
+                self._wire.links.send(worker.link, actor.create)  # none: build it anew
                 actor.covered = -1
                 self._resume_calls(actor, 0)
                 return
@@ -450,7 +450,7 @@ class Actors:
         if worker is not None and worker.actor is actor:
             worker.actor = None
             if wire.alive(worker):
-                wire.send(worker.link, ActorKill(actor.actor_id))
+                wire.links.send(worker.link, ActorKill(actor.actor_id))
                 self.place_waiting()  # which may keep this worker for a waiting actor
                 if _actor_of(worker) is None:
                     self._scheduler.offer(worker)
@@ -466,12 +466,12 @@ class Actors:
         for asks in actor.pending.values():
             for link, oid in asks:  # a driver's checkpoint ask is answered, whatever happens
                 if link in wire.peers:
-                    wire.send(link, Error(oid, why))
+                    wire.links.send(link, Error(oid, why))
         actor.pending.clear()
         actor.kept_bytes = 0
         for link in actor.callers:
             if link in wire.peers:
-                wire.send(link, Error(actor.actor_id, why))
+                wire.links.send(link, Error(actor.actor_id, why))
         # `callers` stays: the drivers told (`call` tells a later one once).
 
     def worker_lost(self, worker: Peer, why: str) -> None:
@@ -514,7 +514,7 @@ class Actors:
         if actor.worker is not worker:
             return
         if actor.state is not _WAITING:
-            self._wire.send(worker.link, ActorKill(actor.actor_id, KILL_KEEP))
+            self._wire.links.send(worker.link, ActorKill(actor.actor_id, KILL_KEEP))
         self._place(actor)
 
     def ends_with(self, driver: Peer) -> None:

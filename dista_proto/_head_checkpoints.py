@@ -56,7 +56,7 @@ class Checkpoints:
         if calls in actor.pending and actor.worker is not None:
             restore = actor.covered if actor.covered >= 0 else None
             frame = Checkpoint(actor.actor_id, calls, None, restore)
-            self._wire.send(actor.worker.link, frame)
+            self._wire.links.send(actor.worker.link, frame)
 
     def written(self, actor: ActorRecord, event: Checkpointed) -> bool:
         """A checkpoint frame is answered: the asks on it too, and maybe a new restore
@@ -77,7 +77,7 @@ class Checkpoints:
         for link, oid in asks:
             if link in wire.peers:
                 answer = Result(oid, b"") if failure is None else Error(oid, failure)
-                wire.send(link, answer)
+                wire.links.send(link, answer)
         if failure is None:
             actor.failure = actor.warned = ""
             actor.checkpoints += 1
@@ -90,7 +90,7 @@ class Checkpoints:
             why = f"a checkpoint of actor {actor.actor_id:#x} failed: {failure}"
             for link in actor.callers:
                 if link in wire.peers:
-                    wire.send(link, Error(actor.actor_id, why, ERROR_WARNING))
+                    wire.links.send(link, Error(actor.actor_id, why, ERROR_WARNING))
         actor.failure = failure
         return actor.kept_bytes > 2 * self.keep_bytes and self.cut(actor)
 
@@ -116,7 +116,7 @@ class Checkpoints:
             if oid > covered_of.get(number, 0):
                 covered_of[number] = oid
             if link in wire.peers:
-                wire.send(link, Covered(actor.actor_id, oid))
+                wire.links.send(link, Covered(actor.actor_id, oid))
 
     def over_budget(self, actor: ActorRecord) -> bool:
         """``actor`` keeps more than the budget: ask for a checkpoint, or cut calls if they

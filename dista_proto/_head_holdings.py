@@ -188,7 +188,7 @@ class Holdings:
             ):
                 self.stale[oid] = worker
                 return
-        self._wire.send(worker.link, Free(oid))
+        self._wire.links.send(worker.link, Free(oid))
 
     def _free_stale(self, oid: int, obj: TrackedObject | None) -> None:
         """``oid``'s task settled: free a stale copy a rejoining worker held of it, unless
@@ -197,7 +197,7 @@ class Holdings:
         if worker is None or (obj is not None and obj.holder is worker):
             return
         if self._wire.alive(worker):
-            self._wire.send(worker.link, Free(oid))
+            self._wire.links.send(worker.link, Free(oid))
 
     def task_settled(self, task: TaskRecord) -> None:
         if task.sources:
@@ -254,7 +254,7 @@ class Holdings:
             # (One still adopting objects, told to drain meanwhile, waits for them: they
             # then move on from it; one that rejoined a new head draining waits for its
             # drivers to claim what it holds, which is then adopted.)
-            self._wire.send(worker.link, Stop())
+            self._wire.links.send(worker.link, Stop())
 
     def recheck_draining(self, but: Peer | None = None) -> None:
         """Every draining worker (but ``but``) may be able to leave now."""
@@ -291,7 +291,7 @@ class Holdings:
             self._adopting[oid] = adopter
             self._adopt_tries[oid] = self._adopt_tries.get(oid, 0) + 1
             self._wire.grant(worker, oid, adopter.link)
-            self._wire.send(adopter.link, Adopt(oid, worker.address))
+            self._wire.links.send(adopter.link, Adopt(oid, worker.address))
 
     def on_adopted(self, adopter: Peer, event: Adopted) -> None:
         self._adopted(adopter, event)
@@ -328,7 +328,7 @@ class Holdings:
         adopter.holds.add(oid)
         if obj.held:
             self._wire.grant(adopter, oid, obj.owner)
-            self._wire.send(obj.owner, Located(oid, event.address))
+            self._wire.links.send(obj.owner, Located(oid, event.address))
         self.recheck(old)
 
     def adopter_lost(self, worker: Peer) -> None:

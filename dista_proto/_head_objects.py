@@ -104,11 +104,13 @@ class Objects:
         self._inline_of: dict[int, int] = {}  # driver number -> bytes of its inline results
         self._ready: Callable[[TaskRecord], None] = _unbound
         self._copies: Copies = _NoCopies()
+        self._stale: dict[int, Peer] = {}
 
     def bind(self, ready: Callable[[TaskRecord], None], copies: Copies) -> None:
         """Where ready tasks go (the scheduler) and who is told about copies (`Holdings`)."""
         self._ready = ready
         self._copies = copies
+        self._stale = copies.stale  # (read on every settle: the dict itself, held here)
 
     def get(self, oid: int) -> TrackedObject | None:
         return self.by_id.get(oid)
@@ -130,7 +132,7 @@ class Objects:
             return True
         else:
             why = f"object ID {oid:#x} is already in use"
-        self._wire.send(peer.link, Error(oid, why))
+        self._wire.links.send(peer.link, Error(oid, why))
         return False
 
     def track(self, oid: int, owner: int, task: TaskRecord | None = None) -> TrackedObject:
@@ -201,7 +203,7 @@ class Objects:
                 return
             self.keep_inline(obj, answer.value)
             if obj.held:
-                self._wire.send(obj.owner, answer)
+                self._wire.links.send(obj.owner, answer)
         else:
             assert answer is not None
             obj.size = answer.size
@@ -249,7 +251,7 @@ class Objects:
     def settle(self, task: TaskRecord) -> None:
         """``task`` will never answer again: release its inputs and its hold on its results.
         (Its state is DONE already.)"""
-        if task.sources or self._copies.stale:
+        if task.sources or self._stale:
             self._copies.task_settled(task)
         objects = self.by_id
         for oid in range(task.oid, task.oid + task.results):
@@ -279,8 +281,8 @@ class Objects:
             obj.value = b""
         elif state is _STORED and holder is not None:
             holder.holds.discard(obj.oid)
-            self._wire.send(holder.link, Free(obj.oid))
-        if self._copies.stale or (holder is not None and holder.draining):
+            self._wire.links.send(holder.link, Free(obj.oid))
+        if self._stale or (holder is not None and holder.draining):
             self._copies.forgotten(obj)
 
     def fail_object(self, obj: TrackedObject, why: str) -> None:
@@ -298,7 +300,7 @@ class Objects:
             obj.error = why
             self._counts.move_object(obj, ObjCause.FAIL)
             if obj.held:
-                self._wire.send(obj.owner, Error(obj.oid, why))
+                self._wire.links.send(obj.owner, Error(obj.oid, why))
             waiters, obj.waiters = obj.waiters, None
             if waiters:
                 because = f"input {obj.oid:#x} failed: {why}"
@@ -322,7 +324,7 @@ class Objects:
                 counts.move_task(task, TaskCause.DROP)
                 # Its worker drops it if it has not started, else interrupts it.
                 if task.worker is not None:
-                    self._wire.send(task.worker.link, Free(task.oid))
+                    self._wire.links.send(task.worker.link, Free(task.oid))
                 continue
             counts.move_task(task, TaskCause.FAIL)
             self.settle(task)
@@ -332,7 +334,7 @@ class Objects:
         if obj is None or obj.owner != peer.link or not obj.held:
             if not peer.resuming:  # (a resume releases what this head may have forgotten)
                 why = f"release of {oid:#x}, which you don't hold"
-                self._wire.send(peer.link, Error(oid, why))
+                self._wire.links.send(peer.link, Error(oid, why))
             return
         obj.held = False
         self.unref(obj)
@@ -351,7 +353,7 @@ class Objects:
         if force and worker is not None and self._wire.alive(worker):
             # The task may not answer an interrupt (stuck in C code): end its worker.
             why = f"stopped to force-cancel task {task.oid:#x}"
-            self._wire.send(worker.link, Stop())
+            self._wire.links.send(worker.link, Stop())
             self._wire.close(worker.link, why)
             return worker, why
         return None
@@ -432,7 +434,7 @@ class Objects:
         results whatever their size."""
         cap = self.inline_cap_bytes
         if cap and self._inline_of.get(oid >> ID_BITS, 0) >= cap:
-            self._wire.send(worker.link, Free(oid, FREE_STORE))
+            self._wire.links.send(worker.link, Free(oid, FREE_STORE))
 
 
 def _unbound(task: TaskRecord) -> None:

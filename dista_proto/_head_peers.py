@@ -102,7 +102,7 @@ class Membership:
             if hello.resume is None:
                 peer.epoch = wire.epoch
             wire.numbers[number] = peer
-            wire.send(peer.link, Welcome(number, wire.epoch))
+            wire.links.send(peer.link, Welcome(number, wire.epoch))
 
     def _number(self, peer: Peer, hello: Hello) -> int:
         if hello.resume is not None:
@@ -173,10 +173,10 @@ class Membership:
         wire.stopping = True
         for peer in list(wire.peers.values()):
             if peer.role == Role.WORKER:
-                wire.send(peer.link, Stop())
+                wire.links.send(peer.link, Stop())
                 wire.close(peer.link, why)
             elif peer.role in (Role.DRIVER, Role.CLIENT):
-                wire.send(peer.link, Error(0, f"the head is stopping: {why}"))
+                wire.links.send(peer.link, Error(0, f"the head is stopping: {why}"))
                 wire.close(peer.link, why)
         wire.links.queue(Exit(why))
 

@@ -198,11 +198,11 @@ class Resume:
     def answer_again(self, obj: TrackedObject) -> None:
         state = obj.state
         if state is _INLINE:
-            self._wire.send(obj.owner, Result(obj.oid, obj.value))
+            self._wire.links.send(obj.owner, Result(obj.oid, obj.value))
         elif state is _STORED and obj.holder is not None:
             self._wire.locate(obj, obj.holder, obj.holder.address)
         elif state is _FAILED:
-            self._wire.send(obj.owner, Error(obj.oid, obj.error))
+            self._wire.links.send(obj.owner, Error(obj.oid, obj.error))
 
     def on_driver_answer(self, peer: Peer, event: Result | Error) -> None:
         """A resuming driver's result or error: an object it has, for tasks to take."""
@@ -230,7 +230,9 @@ class Resume:
         if not peer.resuming:
             obj = objects.get(oid)
             if obj is None or obj.owner != peer.link or not obj.held:
-                self._wire.send(peer.link, Error(oid, f"object {oid:#x} is unknown to the head"))
+                self._wire.links.send(
+                    peer.link, Error(oid, f"object {oid:#x} is unknown to the head")
+                )
             else:
                 self.answer_again(obj)  # (one waiting for its worker is answered then)
             return
@@ -252,7 +254,7 @@ class Resume:
                 if actor.state is not _DEAD:
                     self._actors.end(actor, f"actor {oid:#x} was killed by {peer.name}")
                 else:  # it ended while the link was down: the news went with the old one
-                    self._wire.send(peer.link, Error(oid, actor.why))
+                    self._wire.links.send(peer.link, Error(oid, actor.why))
                 continue
             obj = self._objects.get(oid)
             if obj is not None and obj.owner == peer.link and obj.held:
@@ -272,9 +274,9 @@ class Resume:
             # how its create went (the answer was on its way on the old one).
             _confirmed(peer, known.actor_id)
             if known.state is _DEAD:
-                self._wire.send(peer.link, Error(known.actor_id, known.why))
+                self._wire.links.send(peer.link, Error(known.actor_id, known.why))
             elif known.announced:
-                self._wire.send(peer.link, Result(known.actor_id, b""))
+                self._wire.links.send(peer.link, Result(known.actor_id, b""))
             return
         actor = self._actors.create(peer, event)
         if actor is not None:
@@ -285,7 +287,7 @@ class Resume:
         knows; one to an actor not created yet may wait for it; the rest is `Actors`'."""
         oid = event.object_id
         actor = self._actors.records.get(event.actor_id)
-        send = self._wire.send
+        send = self._wire.links.send
         if peer.resuming and actor is not None and actor.state is not _DEAD:
             obj = self._objects.get(oid)
             if obj is not None and obj.owner == peer.link:
@@ -382,7 +384,7 @@ class Resume:
             caller = self._wire.numbers.get(number)
             if caller is not None and number not in told:
                 told.add(number)  # so that it keeps its calls no longer
-                self._wire.send(caller.link, Error(actor_id, why))
+                self._wire.links.send(caller.link, Error(actor_id, why))
 
 
 def _confirmed(peer: Peer, oid: int) -> None:

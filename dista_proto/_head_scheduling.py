@@ -324,7 +324,9 @@ class Scheduler:
         if worker.draining:
             if self._sources is not None:
                 self._sources.recheck(worker)
-        elif self._wire.peers.get(worker.link) is worker and not self._kept_for_actor(worker):
+        elif self._wire.peers.get(worker.link) is worker and (
+            worker.actor is None or not self._kept_for_actor(worker)
+        ):
             self.make_idle(worker)  # (`offer`, inline: this is on every task's path)
             self.pump(worker.registry)
             self.steal_for(worker)
@@ -505,7 +507,7 @@ class Scheduler:
         task.answers_left = task.results
         worker.running[task.oid] = task
         self._objects.store_mark(task.oid, worker)
-        self._wire.send(worker.link, frame)
+        self._wire.links.send(worker.link, frame)
         if event is None:
             # Other workers its stored inputs are on: they serve its fetches, so a
             # draining one waits for it before it leaves.
@@ -548,7 +550,7 @@ class Scheduler:
             if victim is None or task is None:
                 return
             self._counts.move_task(task, TaskCause.ASK_BACK)
-            self._wire.send(victim.link, Free(task.oid, FREE_WITHDRAW))
+            self._wire.links.send(victim.link, Free(task.oid, FREE_WITHDRAW))
 
     def _task_inputs(self, task: TaskRecord) -> TaskInputs | str:
         inputs: list[TaskInput] = []

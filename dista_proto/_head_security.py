@@ -135,7 +135,7 @@ class Guard:
         Refs cannot travel inside values, so the objects a driver holds are its own."""
         if not oid or oid >> ID_BITS == peer.number:
             return False
-        self._wire.send(peer.link, Error(oid, foreign_text(oid)))
+        self._wire.links.send(peer.link, Error(oid, foreign_text(oid)))
         return True
 
     def foreign_actor(self, peer: Peer, actor_id: int, oid: int) -> bool:
@@ -148,7 +148,7 @@ class Guard:
             return False
         why = f"actor {actor_id:#x} is not this driver's: only its creator and the tasks it "
         why += "passed a handle to may kill it"
-        self._wire.send(peer.link, Error(oid, why))
+        self._wire.links.send(peer.link, Error(oid, why))
         return True
 
     def foreign_input(self, peer: Peer, event: TaskAfter, results: int) -> bool:
@@ -163,7 +163,7 @@ class Guard:
                     why = foreign_text(input_id)
                     for i in range(oid, oid + min(results, 1 << 16)):
                         if i not in self._objects and i not in self._actors:
-                            self._wire.send(peer.link, Error(i, why))
+                            self._wire.links.send(peer.link, Error(i, why))
                 return True
         return False
 
@@ -172,5 +172,5 @@ class Guard:
         if results <= MAX_RESULTS:
             return False
         why = f"a task has at most {MAX_RESULTS} results, not {results}"
-        self._wire.send(peer.link, Error(oid, why))
+        self._wire.links.send(peer.link, Error(oid, why))
         return True

@@ -19,12 +19,11 @@ a holder that listens on loopback, which only a process on its machine can reach
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from . import frame as F
 from ._errors import LocalProtocolError
-from ._events import Address, Error, Event, Located
+from ._events import Address, Error, Located
 from ._grants import canonical_host, is_loopback
 from ._head_records import ObjState, Peer, TrackedObject
 from ._links import Links
@@ -63,8 +62,6 @@ class Wire:
     def __init__(self, epoch: int) -> None:
         self.epoch: Final = epoch
         self.links = Links()
-        #: Queue ``event`` on ``link`` (`Links.send`: bound once, it is on every path).
-        self.send: Callable[[int, Event], None] = self.links.send
         self.peers: dict[int, Peer] = {}  # link -> its peer, from connect until lost
         self.numbers: dict[int, Peer] = {}  # driver number -> its peer
         self.now = 0
