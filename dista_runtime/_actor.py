@@ -150,7 +150,7 @@ class ActorType:
             type_id = ACTOR_BY_VALUE_ID
         session = context.session
         every = self.checkpoint_every
-        actor_id = session.create_actor(type_id, argument, inputs, every, prefix)
+        actor_id = session.actors.create_actor(type_id, argument, inputs, every, prefix)
         return ActorHandle(actor_id, self.name, self.methods, session, owner=True)
 
 
@@ -213,7 +213,7 @@ class ActorMethod(Generic[P, R]):
         session = handle._bound()
         what = f"{handle._type_name.rpartition(':')[2]}.{self._name}"
         argument, inputs, handles = encode_with_handles(args, kwargs, what)
-        oid = session.call_actor(handle.actor_id, self._id, argument, inputs)
+        oid = session.actors.call_actor(handle.actor_id, self._id, argument, inputs)
         handle._warn(session)
         ref: ObjectRef[R] = ObjectRef(oid, session)
         if handles:
@@ -255,7 +255,7 @@ class ActorHandle(Generic[T_co]):
         self._owner = owner and session is not None
         if self._owner:
             assert session is not None
-            session.hold_actor(actor_id)
+            session.actors.hold_actor(actor_id)
 
     def __getattr__(self, name: str) -> ActorMethod[..., Any]:
         found = self._methods.get(name) if not name.startswith("_") else None
@@ -274,7 +274,7 @@ class ActorHandle(Generic[T_co]):
         return session
 
     def _warn(self, session: Session) -> None:
-        message = session.actor_warning(self.actor_id)
+        message = session.actors.actor_warning(self.actor_id)
         if message is not None:
             warnings.warn(CheckpointWarning(message), stacklevel=3)
 
@@ -282,19 +282,19 @@ class ActorHandle(Generic[T_co]):
         """Write the actor's state now, after the calls made so far; raises `DistaError`
         saying why if it could not be written (no ``DISTA_CHECKPOINT_URI``, a full disk)."""
         session = self._bound()
-        session.checkpoint_actor(self.actor_id, timeout)
+        session.actors.checkpoint_actor(self.actor_id, timeout)
 
     async def checkpoint_async(self, timeout: float | None = None) -> None:
         """`checkpoint`, awaited on whatever loop runs the caller."""
         session = self._bound()
-        await session.checkpoint_actor_async(self.actor_id, timeout)
+        await session.actors.checkpoint_actor_async(self.actor_id, timeout)
 
     def kill(self, force: bool = False) -> None:
         """Destroy the actor now: calls it has not run fail; its checkpoints are removed.
         ``force`` also ends the worker process hosting it (a supervisor starts a new one),
         for a method stuck in C code that nothing else stops."""
         session = self._bound()
-        session.kill_actor(self.actor_id, force)
+        session.actors.kill_actor(self.actor_id, force)
 
     def __repr__(self) -> str:
         return f"ActorHandle({self._type_name}, {self.actor_id:#x})"
@@ -316,13 +316,13 @@ class ActorHandle(Generic[T_co]):
             session = self._session
             if session is not None:
                 try:
-                    session.drop_actor(self.actor_id)
+                    session.actors.drop_actor(self.actor_id)
                 except Exception:
                     pass  # interpreter shutdown: the head ends its actors when we leave
 
     def __await__(self) -> Generator[Any, None, ActorHandle[T_co]]:
         """``await handle``: once the actor exists (raises the constructor's error)."""
-        yield from self._bound().await_actor(self.actor_id).__await__()
+        yield from self._bound().actors.await_actor(self.actor_id).__await__()
         return self
 
 

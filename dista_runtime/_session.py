@@ -10,6 +10,7 @@ flush (once per burst, not once per call): the engine then takes its decisions. 
 decoded on the reader's thread, not the I/O thread, so a large result never stalls the
 loop. Releases from `ObjectRef.__del__` may run in any thread at any time (even inside this
 class, during garbage collection), so they only append to a queue that `decisions` drains.
+Its actors are a part it holds, `actors` (`SessionActors`), sharing its lock and slots.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dista_proto.frame import Bytes
 from ._awaiting import wait_latch
 from ._clock import now
 from ._errors import DistaError, GetTimeoutError, error_from_message
-from ._session_actors import ActorSession
+from ._session_actors import SessionActors
 from ._slots import FAILED, LOCATED, PENDING, VALUE, SessionIO, Slot
 from ._values import decode
 from .loop import Latch
@@ -66,9 +67,7 @@ _Slot = Slot
 Fire = list[Callable[[], object]]
 
 
-class Session(ActorSession):
-    _new_slot = _Slot
-
+class Session:
     def __init__(self, core: dp.Driver, io: SessionIO, hooks: Hooks | None = None) -> None:
         self.core = core
         self.io = io
@@ -87,7 +86,17 @@ class Session(ActorSession):
         #: A cancelled ``await ref`` cancels the ref's task as well (``connect(...,
         #: cancel_remote=True)``); otherwise it only stops waiting.
         self.cancel_remote = False
-        self._init_actors()
+        #: Its actors: created, called, checkpointed and killed through this part.
+        self.actors = SessionActors(
+            core=core,
+            io=io,
+            lock=self._lock,
+            slots=self._slots,
+            host=self,
+            on_use=hooks.on_use,
+            on_block=hooks.on_block,
+            on_await=hooks.on_await,
+        )
 
     # -- the engine's side (I/O thread): the core, shared ----------------------------------
 
@@ -150,12 +159,11 @@ class Session(ActorSession):
         releases = self._releases
         while releases:
             oid = releases.popleft()
-            if self._release_pinned(oid):
+            if self.actors.release_pinned(oid):
                 continue  # an actor call waits for its value: released once it has gone
             if self._slots.pop(oid, None) is not None and not self.closed:
                 self.core.release(oid)
-        if self._actor_drops:
-            self._drain_actor_drops()
+        self.actors.drain_drops()
 
     def leave(self) -> None:
         """A clean shutdown: tell the head to drop what this driver owns (`Driver.leave`)."""
@@ -210,7 +218,7 @@ class Session(ActorSession):
             self._settle(d.object_id, _FAILED, d.message, fire)
 
     def _on_actor_warning(self, d: dp.ActorWarning, fire: Fire) -> None:
-        self._actor_decision(d)
+        self.actors.on_warning(d)
 
     def _on_refused(self, d: dp.Refused, fire: Fire) -> None:
         pass  # the core keeps the reason: the session closes with it when lost
@@ -250,14 +258,15 @@ class Session(ActorSession):
 
     # -- the user's side (any thread) ------------------------------------------------------
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise `DistaError` if this session is closed (under the lock)."""
         if self.closed:
             raise DistaError(f"this Dista session is closed ({self.closed}); call dista.init()")
 
     def submit(self, task_id: int, argument: Bytes, inputs: Sequence[int], results: int) -> int:
         self._on_use()
         with self._lock:
-            self._check_open()
+            self.check_open()
             core = self.core
             if inputs:
                 many = results if results > 1 else None
@@ -278,7 +287,7 @@ class Session(ActorSession):
 
     def cancel(self, oid: int, force: bool = False) -> None:
         with self._lock:
-            self._check_open()
+            self.check_open()
             self.core.cancel(oid, force)
         self.io.schedule_flush()
 
@@ -296,7 +305,7 @@ class Session(ActorSession):
             slot.callbacks.append(callback)
             return True
 
-    def _poll(self, oid: int, callback: Callable[[], object]) -> tuple[bool, Any]:
+    def poll(self, oid: int, callback: Callable[[], object]) -> tuple[bool, Any]:
         """(True, encoded value or failure) if ``oid`` is read; else register ``callback``."""
         self._on_use()
         flush = False
@@ -328,7 +337,7 @@ class Session(ActorSession):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             event = threading.Event()
-            ready, slot = self._poll(oid, event.set)
+            ready, slot = self.poll(oid, event.set)
             if ready:
                 return _outcome(oid, slot)
             with self._on_block():
@@ -340,7 +349,7 @@ class Session(ActorSession):
         """The value, awaited on whatever loop runs the caller (`dista_runtime._awaiting`)."""
         while True:
             latch: Latch[None] = Latch()
-            ready, slot = self._poll(oid, partial(latch.set, None))
+            ready, slot = self.poll(oid, partial(latch.set, None))
             if ready:
                 return _outcome(oid, slot)
             with self._on_await():
@@ -386,7 +395,7 @@ class Session(ActorSession):
         """Send a stats or timeline request; ``got`` receives the answer (None: closed)."""
         self._on_use()
         with self._lock:
-            self._check_open()
+            self.check_open()
             self._drain_releases()  # so that the counts include every release made before
             if what == "stats":
                 self._stats_waiters.append(got)

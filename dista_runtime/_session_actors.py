@@ -11,6 +11,11 @@ The actor's own ID has a slot too (its answer: created, or why not, or why it di
 The handles a driver makes are counted: when the last one goes, the actor is killed. A
 checkpoint the caller asks for gets a slot that is dropped, not released, once answered:
 the head keeps no object for it.
+
+`SessionActors` is a part the `Session` holds (``session.actors``), not a base it inherits:
+it owns the state above and is given what it shares with its session, explicitly: the core,
+the I/O, the one lock and the slots that lock guards, the hooks, and the few things it reads
+of the session live (`SessionHost`: whether it is closed, and its `poll`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import dista_proto as dp
 from dista_proto.frame import Bytes
@@ -38,7 +43,7 @@ from ._values import pack_inputs
 from .checkpoints import CheckpointError
 from .loop import Latch
 
-__all__ = ["KEEP_BYTES_ENV", "ActorSession", "keep_bytes"]
+__all__ = ["KEEP_BYTES_ENV", "SessionActors", "SessionHost", "keep_bytes"]
 
 #: The environment variable for the bytes of uncovered actor calls a driver keeps.
 KEEP_BYTES_ENV: Final = "DISTA_ACTOR_KEEP_BYTES"
@@ -90,32 +95,52 @@ class _Held:
         self.prefix = prefix  # before the packed argument (a by-value class)
 
 
-class ActorSession:
-    """The actor half of `Session` (its lock, core, slots)."""
+class SessionHost(Protocol):
+    """What the actors read of the session that holds them, live."""
 
-    core: dp.Driver
-    io: SessionIO
-    closed: str
-    _lock: threading.Lock
-    _slots: dict[int, _Slot]
-    _on_use: Callable[[], None]
-    _on_block: Callable[[], AbstractContextManager[object]]
-    _on_await: Callable[[], AbstractContextManager[object]]
-    _new_slot: Callable[[], _Slot]
+    @property
+    def closed(self) -> str:
+        """Why the session closed; empty while it is open."""
+        ...
 
-    def _init_actors(self) -> None:
+    def check_open(self) -> None:
+        """Raise `DistaError` if the session is closed (under its lock)."""
+        ...
+
+    def poll(self, oid: int, callback: Callable[[], object]) -> tuple[bool, Any]:
+        """(True, its slot) if ``oid`` is read; else register ``callback`` (takes the lock)."""
+        ...
+
+
+class SessionActors:
+    """A session's actors: its held-back frames, handles and warnings, under its lock."""
+
+    def __init__(
+        self,
+        *,
+        core: dp.Driver,
+        io: SessionIO,
+        lock: threading.Lock,
+        slots: dict[int, _Slot],
+        host: SessionHost,
+        on_use: Callable[[], None],
+        on_block: Callable[[], AbstractContextManager[object]],
+        on_await: Callable[[], AbstractContextManager[object]],
+    ) -> None:
+        self.core = core
+        self.io = io
+        self._lock = lock  # the session's: it guards the slots and this object's state alike
+        self._slots = slots  # the session's, shared: an actor's and a call's IDs have slots
+        self._host = host
+        self._on_use = on_use
+        self._on_block = on_block
+        self._on_await = on_await
         self._held: dict[int, deque[_Held]] = {}  # actor -> frames held back, in order
         self._holds: dict[int, int] = {}  # actor -> handles of ours alive
         self._actor_drops: deque[int] = deque()  # handles gone (from __del__, any thread)
         self._warnings: dict[int, str] = {}  # actor -> its newest warning, not yet shown
         self._pinned: dict[int, int] = {}  # ref -> held frames waiting for it
         self._deferred: set[int] = set()  # pinned refs released meanwhile
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # the session's
-
-    def _poll(self, oid: int, callback: Callable[[], object]) -> tuple[bool, Any]:
-        raise NotImplementedError  # the session's
 
     # -- the user's side (any thread) ----------------------------------------------------
 
@@ -125,13 +150,13 @@ class ActorSession:
         """Create an actor (``prefix`` + argument); its ID, at once."""
         self._on_use()
         with self._lock:
-            self._check_open()
+            self._host.check_open()
             if inputs:
                 actor = self.core.reserve()
                 self._hold(actor, _Held(_CREATE, actor, type_id, argument, inputs, every, prefix))
             else:
                 actor = self.core.create_actor(type_id, prefix + argument, every)
-            self._slots[actor] = self._new_slot()
+            self._slots[actor] = _Slot()
         self.io.schedule_flush()
         return actor
 
@@ -139,19 +164,19 @@ class ActorSession:
         """Call ``actor``'s ``method``; the ID of the call's result, at once."""
         self._on_use()
         with self._lock:
-            self._check_open()
+            self._host.check_open()
             if inputs or actor in self._held:
                 oid = self.core.reserve()
                 self._hold(actor, _Held(_CALL, oid, method, argument, inputs))
             else:
                 oid = self.core.call_actor(actor, method, argument)
-            self._slots[oid] = self._new_slot()
+            self._slots[oid] = _Slot()
         self.io.schedule_flush()
         return oid
 
     def kill_actor(self, actor: int, force: bool = False) -> None:
         with self._lock:
-            self._check_open()
+            self._host.check_open()
             self._kill_locked(actor, force=force)
         self.io.schedule_flush()
 
@@ -187,7 +212,7 @@ class ActorSession:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             event = threading.Event()
-            ready, slot = self._poll(oid, event.set)
+            ready, slot = self._host.poll(oid, event.set)
             if ready:
                 return self._checkpointed(oid, slot)
             left = None if deadline is None else deadline - time.monotonic()
@@ -202,7 +227,7 @@ class ActorSession:
         oid = self._ask_checkpoint(actor)
         while True:
             latch: Latch[None] = Latch()
-            ready, slot = self._poll(oid, partial(latch.set, None))
+            ready, slot = self._host.poll(oid, partial(latch.set, None))
             if ready:
                 return self._checkpointed(oid, slot)
             with self._on_await():
@@ -217,13 +242,13 @@ class ActorSession:
     def _ask_checkpoint(self, actor: int) -> int:
         self._on_use()
         with self._lock:
-            self._check_open()
+            self._host.check_open()
             if actor in self._held:
                 oid = self.core.reserve()
                 self._hold(actor, _Held(_CHECKPOINT, oid, 0, b""))
             else:
                 oid = self.core.checkpoint_actor(actor)
-            self._slots[oid] = self._new_slot()
+            self._slots[oid] = _Slot()
         self.io.schedule_flush()
         return oid
 
@@ -236,7 +261,7 @@ class ActorSession:
         """Once ``actor`` exists; raises why it could not be created, or why it died."""
         while True:
             latch: Latch[None] = Latch()
-            ready, slot = self._poll(actor, partial(latch.set, None))
+            ready, slot = self._host.poll(actor, partial(latch.set, None))
             if ready:
                 if isinstance(slot.value, str):
                     raise error_from_message(slot.value, actor)
@@ -310,7 +335,7 @@ class ActorSession:
     def _input_arrived(self, actor: int) -> None:
         """A value (or location) one of ``actor``'s held frames waits for came in."""
         with self._lock:
-            if actor in self._held and not self.closed:
+            if actor in self._held and not self._host.closed:
                 self._send_held(actor)
         self.io.schedule_flush()
 
@@ -327,15 +352,17 @@ class ActorSession:
                 if self._slots.pop(oid, None) is not None:
                     self.core.release(oid)
 
-    def _release_pinned(self, oid: int) -> bool:
+    # -- the session's side (under its lock) ------------------------------------------------
+
+    def release_pinned(self, oid: int) -> bool:
         """Whether a release of ``oid`` waits for the held frames that need its value."""
         if oid in self._pinned:
             self._deferred.add(oid)
             return True
         return False
 
-    def _drain_actor_drops(self) -> None:
-        """Handles that went away: the last of ours kills its actor (under the lock)."""
+    def drain_drops(self) -> None:
+        """Handles that went away: the last of ours kills its actor."""
         drops = self._actor_drops
         while drops:
             actor = drops.popleft()
@@ -345,9 +372,10 @@ class ActorSession:
                 continue
             self._holds.pop(actor, None)
             self._slots.pop(actor, None)
-            if not self.closed:
+            if not self._host.closed:
                 # As Ray ends an actor whose handles are gone: after the calls made to it.
                 self._kill_locked(actor, after_calls=True)
 
-    def _actor_decision(self, decision: dp.ActorWarning) -> None:
+    def on_warning(self, decision: dp.ActorWarning) -> None:
+        """The head warned about an actor (a failed checkpoint): shown at its next call."""
         self._warnings[decision.actor_id] = decision.message

@@ -252,12 +252,13 @@ def test_core_classes_are_small() -> None:
     assert offenders == [], _listed(f"over {CLASS_METHODS} methods, bases' included", offenders)
 
 
-def test_core_has_no_not_implemented_stubs() -> None:
+@pytest.mark.parametrize("package", ["dista_proto", "dista_runtime", "bindings"])
+def test_core_has_no_not_implemented_stubs(package: str) -> None:
     """A class that calls up to its subclass through ``raise NotImplementedError`` is a
     tower (STYLE.md §11): hold the part instead."""
     offenders = [
         f"{path.relative_to(ROOT)}:{node.lineno}"
-        for path in _modules("dista_proto")
+        for path in _modules(package)
         for node in ast.walk(ast.parse(path.read_text(), str(path)))
         if isinstance(node, ast.Raise)
         and node.exc is not None
