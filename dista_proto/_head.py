@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from . import frame as F
-from ._conventions import CANCEL_FORCE, ID_BITS, MAX_RESULTS, TASK_ID_MASK
+from ._conventions import CANCEL_FORCE, TASK_ID_MASK
 from ._decisions import Decision
 from ._events import (
     ActorCall,
@@ -72,7 +72,7 @@ from ._head_objects import Objects
 from ._head_peers import Membership
 from ._head_records import ActorRecord, ActorState, Peer, TaskRecord
 from ._head_resume import Resume
-from ._head_scheduling import ANYWHERE, Scheduler
+from ._head_scheduling import Scheduler
 from ._head_security import Guard, may_stop
 from ._head_status import status_text
 from ._head_wire import Wire, grant_host
@@ -496,15 +496,14 @@ class Head:
     def _submit(
         self, peer: Peer, oid: int, task_id: int, results: int, event: Task | TaskMany | None
     ) -> TaskRecord | None:
-        if results > MAX_RESULTS and self._guard.too_many(peer, oid, results):
+        if self._guard.too_many(peer, oid, results):
             return None
         # A resuming driver's frames may be ones this head has: checked only for them.
         if (peer.resuming and self._resume.resent(peer, oid, results)) or not (
             self._objects.check_new_ids(peer, oid, results)
         ):
             return None
-        scheduler = self._scheduler
-        registry = ANYWHERE if task_id & TASK_ID_MASK in scheduler.portable else peer.registry
+        registry = self._scheduler.registry_of(task_id, peer)
         task = TaskRecord(oid, task_id, peer.link, registry, results, event, self._wire.now)
         self._objects.submit(task)
         return task
@@ -524,9 +523,8 @@ class Head:
 
     def _on_release(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, Release)
-        oid = event.object_id
-        if oid >> ID_BITS == peer.number or not self._guard.foreign(peer, oid):
-            self._objects.release(peer, oid)
+        if not self._guard.foreign(peer, event.object_id):
+            self._objects.release(peer, event.object_id)
 
     def _on_cancel(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, Cancel)

@@ -327,9 +327,7 @@ class Scheduler:
         elif self._wire.peers.get(worker.link) is worker and (
             worker.actor is None or not self._kept_for_actor(worker)
         ):
-            self.make_idle(worker)  # (`offer`, inline: this is on every task's path)
-            self.pump(worker.registry)
-            self.steal_for(worker)
+            self.offer(worker)
 
     # -- queues ----------------------------------------------------------------------------
 
