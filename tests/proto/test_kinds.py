@@ -28,49 +28,17 @@ from dista_proto._kinds import (
 )
 
 from .kinds_table import PAGE, render, rendered_part
+from .test_frame import PAGE_KIND_NAMES
 from .test_roundtrip import strategy
 
 D, W, C, O, H = Role.DRIVER, Role.WORKER, Role.CLIENT, Role.OBSERVER, Role.HEAD
 S, F = Role.OBJECT_SERVER, Role.FETCHER
+
 ANY: Final = frame.MAX_FRAME  # the largest body of a kind that carries a value or a text
 
 # -- the snapshot ------------------------------------------------------------------------------
 
-OLD_NAMES: Final = [
-    "task",
-    "result",
-    "error",
-    "hello",
-    "welcome",
-    "task-after",
-    "stored",
-    "located",
-    "fetch",
-    "task-inputs",
-    "release",
-    "free",
-    "stats",
-    "holding",
-    "claim",
-    "resumed",
-    "span",
-    "timeline",
-    "actor-create",
-    "actor-call",
-    "actor-kill",
-    "checkpoint",
-    "checkpointed",
-    "actor-restore",
-    "covered",
-    "status",
-    "stop",
-    "task-many",
-    "drain",
-    "adopt",
-    "adopted",
-    "cancel",
-    "part",
-]
+OLD_NAMES: Final = PAGE_KIND_NAMES  # the page's table, as tests/proto/test_frame.py holds it
 OLD_KINDS: Final = dict(enumerate(OLD_NAMES, 1))
 OLD_EVENTS: Final = {
     "Task": 1, "Result": 2, "Error": 3, "Hello": 4, "Welcome": 5, "TaskAfter": 6, "Stored": 7,
