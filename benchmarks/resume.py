@@ -172,8 +172,8 @@ def start_worker(
 def status(port: int, timeout: float = 2.0) -> str:
     """The head's status text, as ``dista status`` prints it."""
     import dista_proto as dp
+    from dista_runtime._hosts.observer import ask
     from dista_runtime.loops import run
-    from dista_runtime.observer_host import ask
 
     answer = run(lambda loop: ask(loop, "127.0.0.1", port, dp.Status(), timeout))
     assert isinstance(answer, dp.Status)

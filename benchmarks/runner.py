@@ -207,7 +207,7 @@ PROBE_SYSTEMS: dict[str, tuple[frozenset[str], dict[str, str]]] = {
         },
     ),
 }
-#: the environment variable naming Dista's checkpoint store (dista_runtime.checkpoints.ENV;
+#: the environment variable naming Dista's checkpoint store (dista_runtime._execution.checkpoints.ENV;
 #: the parent never imports a system)
 CHECKPOINT_ENV = "DISTA_CHECKPOINT_URI"
 

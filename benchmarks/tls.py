@@ -24,7 +24,7 @@ processes:
   worker's object server to the driver over loopback TCP, in TLS or not. One untimed
   warm-up, then ``--gets`` timed gets per child (their median is the child's figure).
   ``--loops`` names the bindings (``DISTA_LOOP``): asyncio's TLS is the standard library's
-  sslproto, anyio's and gevent's the in-memory `dista_runtime._tls_stream.TLSStream`.
+  sslproto, anyio's and gevent's the in-memory `dista_runtime._tls.stream.TLSStream`.
 
 Printed: per variant the median over runs (min-max) plain and TLS, TLS/plain, and whether
 the issue's targets hold: TLS small-task throughput within 25% of plain (ratio >= 0.75),
@@ -148,7 +148,7 @@ FIRST: list[float] = []
 
 def _transfer(size: int, reps: int) -> list[float]:
     # Warm-up: the fetch link (its handshake), the worker's allocator, and the driver's
-    # receive buffers (`dista_runtime._buffer_cache`): later gets land in pages faulted in.
+    # receive buffers (`dista_runtime._values.buffer_cache`): later gets land in pages faulted in.
     FIRST.append(_one_get(size))
     CPU.clear()
     return [_one_get(size) for _ in range(reps)]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dista_proto import HeadStats, TimelineRecord
 
-from ._actor import ActorHandle, ActorMethod, CheckpointWarning, actor
-from ._api import (
+from ._api.actor import ActorHandle, ActorMethod, CheckpointWarning, actor
+from ._api.cluster import Cluster, init, local_pids, shutdown
+from ._api.objects import (
     as_completed,
     get,
     put,
@@ -26,12 +27,10 @@ from ._api import (
     timeline_async,
     wait,
 )
-from ._cluster import Cluster, init, local_pids, shutdown
-from ._errors import DistaError, GetTimeoutError, TaskCancelledError, TaskError
-from ._ref import ObjectRef
-from ._task import RemoteFunction, RemoteFunction2, RemoteFunction3, RemoteFunctionN, task
-from ._trace import chrome_trace, write_chrome_trace
-from .checkpoints import CheckpointError
+from ._api.ref import ObjectRef
+from ._api.task import RemoteFunction, RemoteFunction2, RemoteFunction3, RemoteFunctionN, task
+from ._api.trace import chrome_trace, write_chrome_trace
+from ._errors import CheckpointError, DistaError, GetTimeoutError, TaskCancelledError, TaskError
 
 __all__ = [
     "ActorHandle",

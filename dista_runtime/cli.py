@@ -18,11 +18,11 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from ._cli_head import cmd_head
-from ._cli_observe import cmd_status, cmd_stop, cmd_timeline
-from ._cli_run import cmd_run
-from ._cli_tls import add_tls_options, apply_tls
-from ._cli_worker import cmd_worker
+from ._cli.flags import add_tls_options, apply_tls
+from ._cli.head import cmd_head
+from ._cli.observe import cmd_status, cmd_stop, cmd_timeline
+from ._cli.run import cmd_run
+from ._cli.worker import cmd_worker
 
 __all__ = ["main"]
 
@@ -30,7 +30,7 @@ DEFAULT_HEAD = "127.0.0.1:7420"
 
 
 def _address(text: str) -> tuple[str, int]:
-    from dista_runtime._address import parse_head
+    from dista_runtime._net.address import parse_head
 
     try:
         return parse_head(text)
@@ -92,7 +92,7 @@ class _VersionAction(argparse.Action):
 def parser() -> argparse.ArgumentParser:
     import dista_proto as dp  # the head's defaults, for the help
 
-    from ._limits import add_limit_options
+    from ._net.limits import add_limit_options
 
     top = argparse.ArgumentParser(
         prog="dista",
@@ -243,7 +243,7 @@ def parser() -> argparse.ArgumentParser:
     _loop_option(p)
     p.set_defaults(func=cmd_run)
 
-    from .certs import add_parser as add_certs
+    from ._tls.certs import add_parser as add_certs
 
     add_certs(sub)
     return top

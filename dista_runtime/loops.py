@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from ._errors import DistaError
 
 if TYPE_CHECKING:
-    from .loop import Background, Latch, Loop
+    from ._net.loop import Background, Latch, Loop
 
 __all__ = ["LOOPS", "available", "background", "binding", "choose", "run"]
 

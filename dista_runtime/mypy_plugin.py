@@ -57,7 +57,7 @@ from mypy.plugin import (
 )
 from mypy.types import FunctionLike, Type
 
-from ._mypy_actors import (
+from ._mypy.actors import (
     ACTOR,
     CREATE_CALL,
     HANDLE,
@@ -66,7 +66,7 @@ from ._mypy_actors import (
     _create_signature,
     _handle_method,
 )
-from ._mypy_tasks import (
+from ._mypy.tasks import (
     DECORATOR_CALLS,
     REMOTE_METHODS,
     TASK,

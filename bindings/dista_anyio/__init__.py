@@ -6,7 +6,7 @@ refs there; cancelling the scope that awaits a ref cancels only that wait::
     async with dista_anyio.connect("127.0.0.1:7420"):
         value = await add.remote(1, 2)
 
-The roles themselves are the runtime's (`dista_runtime.loop`); this adapts anyio's loop.
+The roles themselves are the runtime's (`dista_runtime._net.loop`); this adapts anyio's loop.
 The runtime finds it by loop name: "anyio" (anyio on asyncio) and "trio" (anyio on trio).
 """
 

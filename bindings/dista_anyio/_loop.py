@@ -1,4 +1,4 @@
-"""`dista_runtime.loop.Loop` over a running anyio task group, on asyncio or on trio.
+"""`dista_runtime._net.loop.Loop` over a running anyio task group, on asyncio or on trio.
 
 Calls go to the backend's own scheduler, the cheapest way each offers: asyncio's
 ``call_soon``, ``call_soon_threadsafe`` and ``call_later`` as they are. On trio, calls
@@ -74,7 +74,7 @@ class Task:
 
 class AnyioLoop:
     """The runtime's view of the anyio loop running ``group`` (see
-    `dista_runtime.loop.Loop`): what it starts runs in ``group``."""
+    `dista_runtime._net.loop.Loop`): what it starts runs in ``group``."""
 
     def __init__(self, group: TaskGroup) -> None:
         self.group = group

@@ -1,6 +1,6 @@
 """Connections on anyio: raw non-blocking sockets driven by `SocketStream`.
 
-Each connection has a writer task in the loop's task group, as `dista_runtime.sockets`
+Each connection has a writer task in the loop's task group, as `dista_runtime._net.sockets`
 asks (it waits until writes queue up, then until ``anyio.wait_writable``, then flushes),
 and a reader: on trio a task too (``anyio.wait_readable``, then one ``recv_into`` into the
 core's buffer); on asyncio the loop's own readiness callback, registered while reading is

@@ -5,7 +5,7 @@ From inside an asyncio app, join a cluster on the app's own loop and await refs 
     async with dista_asyncio.connect("127.0.0.1:7420"):
         value = await add.remote(1, 2)
 
-The roles themselves are the runtime's (`dista_runtime.loop`); this adapts asyncio's loop.
+The roles themselves are the runtime's (`dista_runtime._net.loop`); this adapts asyncio's loop.
 """
 
 from __future__ import annotations

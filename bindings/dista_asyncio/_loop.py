@@ -1,4 +1,4 @@
-"""`dista_runtime.loop.Loop` on an asyncio loop: its calls as they are, its servers and
+"""`dista_runtime._net.loop.Loop` on an asyncio loop: its calls as they are, its servers and
 connections as `Link`s that read into the engine's buffers.
 
 With `asyncio.BufferedProtocol` the loop asks where to read (`get_buffer`), reads there,
@@ -131,7 +131,7 @@ class _Listener:
 
 
 #: Connections accepted whose transports are not made yet, at most: the descriptors
-#: `dista_runtime._limits.ACCEPT_BATCH` keeps for them, less a margin for connections
+#: `dista_runtime._net.limits.ACCEPT_BATCH` keeps for them, less a margin for connections
 #: closed whose descriptors go on the loop's next turn. Each counts against the caps once
 #: attached; until then nothing else bounds a burst (uvloop makes a transport a turn or two
 #: after its accept: unbounded, a head under ``ulimit -n 256`` ran out of descriptors).
@@ -154,7 +154,7 @@ class _Accepted:
 
 
 class AsyncioLoop:
-    """The runtime's view of ``loop`` (see `dista_runtime.loop.Loop`)."""
+    """The runtime's view of ``loop`` (see `dista_runtime._net.loop.Loop`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop

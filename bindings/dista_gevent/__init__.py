@@ -25,7 +25,7 @@ Where a gevent worker runs tasks:
   the hub. The choice is the worker's, not a task's: one process is patched or not;
 - ``async def`` tasks, either way: on one asyncio loop in a thread of gevent's threadpool.
 
-The roles themselves are the runtime's (`dista_runtime.loop`); this adapts gevent's hub.
+The roles themselves are the runtime's (`dista_runtime._net.loop`); this adapts gevent's hub.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""`dista_runtime.loop.Loop` on a gevent hub: its callbacks, timers and io watchers, and two
+"""`dista_runtime._net.loop.Loop` on a gevent hub: its callbacks, timers and io watchers, and two
 greenlets per connection.
 
-Every connection is a `dista_runtime.sockets.SocketStream` over a non-blocking socket. Its
+Every connection is a `dista_runtime._net.sockets.SocketStream` over a non-blocking socket. Its
 reader greenlet parks until the socket is readable, then reads once into the buffer the
 core offers; its writer greenlet parks until writes queue up, then until the socket takes
 them. Each greenlet parks on one `Waiter` at a time, woken by its io watcher or by the
@@ -62,7 +62,7 @@ class _Timer:
 
 
 class GeventLoop:
-    """The runtime's view of ``hub`` (default: this thread's); see `dista_runtime.loop.Loop`.
+    """The runtime's view of ``hub`` (default: this thread's); see `dista_runtime._net.loop.Loop`.
 
     ``runner``: greenlets for a worker's plain tasks in a monkey-patched process (their
     waits cooperate there), else None (the runtime's threads)."""

@@ -1,7 +1,7 @@
 """Where a gevent worker runs user code: greenlet runners, and coroutines on asyncio.
 
 - Plain tasks, in a monkey-patched process: each runner is a greenlet (`GreenletRunner`,
-  the runtime's `dista_runtime.execution.Runner`). Its waits (a socket, ``time.sleep``, a
+  the runtime's `dista_runtime._execution.execution.Runner`). Its waits (a socket, ``time.sleep``, a
   nested ``ref.get()``) cooperate, so the worker serves other tasks meanwhile. A cancel
   throws KeyboardInterrupt into it at its next wait: a greenlet that computes without
   waiting cannot be interrupted (nor does it let anything else run). Without patching,
@@ -29,7 +29,7 @@ __all__ = ["CoroutineTask", "Coroutines", "GreenletRunner"]
 
 
 class GreenletRunner:
-    """A worker's runners as greenlets on ``hub`` (`dista_runtime.execution.Runner`)."""
+    """A worker's runners as greenlets on ``hub`` (`dista_runtime._execution.execution.Runner`)."""
 
     def __init__(self, hub: Hub) -> None:
         self._hub = hub
@@ -85,7 +85,7 @@ class Coroutines:
 
 
 class CoroutineTask:
-    """A coroutine run by `Coroutines` (a `dista_runtime.loop.TaskHandle`, for the hub)."""
+    """A coroutine run by `Coroutines` (a `dista_runtime._net.loop.TaskHandle`, for the hub)."""
 
     def __init__(self, owner: Coroutines, coro: Coroutine[Any, Any, None]) -> None:
         self._owner = owner

@@ -7,8 +7,8 @@ import socket
 import time
 
 import dista_proto as dp
-from dista_runtime.engine import Engine
-from dista_runtime.loop import Loop
+from dista_runtime._hosts.engine import Engine
+from dista_runtime._net.loop import Loop
 
 
 class BareCore:

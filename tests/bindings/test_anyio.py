@@ -27,7 +27,7 @@ pytest.importorskip("dista_anyio")  # anyio with sniffio
 import dista_anyio
 
 import dista_runtime as dista
-from dista_runtime.loop import Latch
+from dista_runtime._net.loop import Latch
 from tests.bindings import anyio_tasks as atasks
 from tests.bindings import tasks as btasks
 from tests.bindings.conftest import child_env, cli
@@ -172,9 +172,9 @@ def test_the_loop_interface(backend: str) -> None:
 def test_a_call_queue_runs_calls_in_order_a_turn_at_a_time(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """`dista_runtime.loop.CallQueue` (trio's call_soon): woken when it stops being empty;
+    """`dista_runtime._net.loop.CallQueue` (trio's call_soon): woken when it stops being empty;
     calls made by a run's calls wait for the next run; one that raises is logged."""
-    from dista_runtime.loop import CallQueue
+    from dista_runtime._net.loop import CallQueue
 
     wakes: list[int] = []
     ran: list[int] = []
@@ -339,8 +339,8 @@ def test_a_slow_driver_cannot_make_the_head_buffer_without_bound(backend: str) -
     does not read (`SocketStream` over the mark: `Engine` pauses, the reader task waits)."""
     import asyncio
 
-    from dista_runtime.engine import HIGH_WATER
-    from dista_runtime.head_host import start_head
+    from dista_runtime._hosts.head import start_head
+    from dista_runtime._net.streams import HIGH_WATER
     from tests.runtime.test_flow import RESULT, fake_worker, flood
 
     async def main() -> tuple[int, int, int]:

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 import pytest
 from dista_asyncio._loop import AsyncioLoop
 
-from dista_runtime.engine import CLOSE_GRACE_S, Stream
+from dista_runtime._hosts.engine import CLOSE_GRACE_S
+from dista_runtime._net.streams import Stream
 from tests.bindings.bare_engine import BareEngine, ends
 
 pytestmark = pytest.mark.timeout(60)

@@ -32,7 +32,7 @@ import dista_gevent
 import gevent
 
 import dista_runtime as dista
-from dista_runtime import _context
+from dista_runtime._session import context as _context
 from dista_runtime.binding import Latch
 from tests.bindings import gevent_tasks as gt
 from tests.bindings import tasks as bt

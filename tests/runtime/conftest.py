@@ -104,7 +104,7 @@ def task_modules() -> list[str]:
     """Every module this process has registered tasks from: what workers must import for
     this process, as a driver, to have their registry hash whatever other test modules were
     imported first (a worker serves drivers of exactly its own task modules)."""
-    from dista_runtime import _registry
+    from dista_runtime._values import registry as _registry
     from tests.runtime import tasks  # noqa: F401
 
     names, _ = _registry.snapshot()

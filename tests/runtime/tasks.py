@@ -117,7 +117,7 @@ def no_retry_sleep(seconds: float, marker: str) -> int:
 @dista.task
 def worker_store() -> tuple[str, int]:
     """What this worker's object server still holds (to check that frees arrive)."""
-    from dista_runtime import worker_host as _worker
+    from dista_runtime._hosts import worker as _worker
 
     current = _worker.CURRENT
     assert current is not None
@@ -128,7 +128,7 @@ def worker_store() -> tuple[str, int]:
 @dista.task
 def inline_runs() -> tuple[int, int]:
     """(this worker's pid, how many tasks it has run inline on its loop so far)."""
-    from dista_runtime import worker_host as _worker
+    from dista_runtime._hosts import worker as _worker
 
     current = _worker.CURRENT
     assert current is not None

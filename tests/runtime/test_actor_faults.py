@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import dista_runtime as dista
-from dista_runtime import _context
+from dista_runtime._session import context as _context
 from tests.runtime import actor_classes as ac
 from tests.runtime.conftest import assert_gone, settle_to_zero, wait_for_workers
 

@@ -21,10 +21,10 @@ import pytest
 
 import dista_proto as dp
 import dista_runtime as dista
-from dista_runtime import _context
-from dista_runtime.loop import Background, Latch
+from dista_runtime._hosts.observer import ask
+from dista_runtime._net.loop import Background, Latch
+from dista_runtime._session import context as _context
 from dista_runtime.loops import background
-from dista_runtime.observer_host import ask
 from tests.runtime import actor_classes as ac
 from tests.runtime.conftest import settle_to_zero, stop_process, wait_for_workers
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import dista_runtime as dista
-from dista_runtime._address import format_head, parse_head, unix_path
+from dista_runtime._net.address import format_head, parse_head, unix_path
 
 
 def test_parse_and_format_round_trip() -> None:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import pytest
 
 import dista_runtime as dista
-from dista_runtime import _context
+from dista_runtime._session import context as _context
 from tests.runtime import tasks
 
 T = TypeVar("T")

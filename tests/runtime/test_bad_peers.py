@@ -140,7 +140,7 @@ async def _bad_peers(payloads: list[bytes]) -> list[tuple[int, bytes]]:
     """Each payload from its own raw connection to an in-process head: (port, answer)."""
     from dista_asyncio import AsyncioLoop
 
-    from dista_runtime.head_host import start_head
+    from dista_runtime._hosts.head import start_head
 
     server = start_head(AsyncioLoop(asyncio.get_running_loop()), "127.0.0.1", 0)
     out = []
@@ -188,7 +188,7 @@ def test_a_bad_peer_gets_one_warning_line_and_no_traceback(
 
 
 def test_peer_names() -> None:
-    from dista_runtime.engine import peer_name
+    from dista_runtime._net.streams import peer_name
 
     assert peer_name(("127.0.0.1", 54321)) == "127.0.0.1:54321"
     assert peer_name(("::1", 7420, 0, 0)) == "[::1]:7420"

@@ -1,4 +1,4 @@
-"""Receive buffers kept for the next large object (`dista_runtime._buffer_cache`): a map is
+"""Receive buffers kept for the next large object (`dista_runtime._values.buffer_cache`): a map is
 reused only once nothing uses it, for an object of a close size, and given back after a
 few idle seconds; a value a user holds is never written over."""
 
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import dista_runtime as dista
-from dista_runtime import _buffer_cache as bc
-from dista_runtime import _context
-from dista_runtime._buffer_cache import CACHE_FROM, BufferCache
-from dista_runtime._memory import write_into
+from dista_runtime._session import context as _context
+from dista_runtime._values import buffer_cache as bc
+from dista_runtime._values.buffer_cache import CACHE_FROM, BufferCache
+from dista_runtime._values.memory import write_into
 from tests.runtime import buffer_cache_tasks as bt
 from tests.runtime.conftest import assert_gone, wait_for_workers
 
@@ -43,7 +43,7 @@ class FakeLoop:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     now = [100.0]
-    monkeypatch.setattr("dista_runtime._buffer_cache.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("dista_runtime._values.buffer_cache.time.monotonic", lambda: now[0])
     return now
 
 

@@ -20,7 +20,8 @@ from dista_asyncio import AsyncioLoop
 import dista_proto as dp
 from dista_proto._fetcher import Fetcher
 from dista_proto._links import Links
-from dista_runtime.engine import HIGH_WATER, LOW_WATER, SLICE, Engine, Link
+from dista_runtime._hosts.engine import Engine
+from dista_runtime._net.streams import HIGH_WATER, LOW_WATER, SLICE, Link
 
 MiB = 1 << 20
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import dista_runtime as dista
-from dista_runtime._values import decode, decode_call, dumps, encode, encode_call
+from dista_runtime._values.codec import decode, decode_call, dumps, encode, encode_call
 from tests.runtime import tasks
 
 

@@ -19,8 +19,8 @@ import pytest
 
 pytest.importorskip("cryptography")
 
-from dista_runtime import certs
-from dista_runtime._cert_roles import ROLE_WORDS, roles_of
+from dista_runtime._tls import certs
+from dista_runtime._tls.roles import ROLE_WORDS, roles_of
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ("ca", "head", "worker", "driver", "observer")
@@ -319,7 +319,7 @@ def test_without_cryptography_it_says_how_to_install_it(
 def test_the_command_loads_without_cryptography_and_explains_itself() -> None:
     code = (
         "import sys, argparse; sys.modules['cryptography'] = None\n"
-        "from dista_runtime import certs\n"
+        "from dista_runtime._tls import certs\n"
         "top = argparse.ArgumentParser(prog='dista')\n"
         "certs.add_parser(top.add_subparsers())\n"
         "top.parse_args(['certs', '--help'])\n"

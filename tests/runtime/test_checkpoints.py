@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dista_runtime import checkpoints
-from dista_runtime.checkpoints import CheckpointError, open_store
+from dista_runtime._errors import CheckpointError
+from dista_runtime._execution import checkpoints
+from dista_runtime._execution.checkpoints import open_store
 
 
 def _state(value: object) -> list[object]:

@@ -47,8 +47,9 @@ def head() -> Iterator[str]:
 
 
 def test_timeline_labels() -> None:
-    from dista_runtime import _ids, _registry
-    from dista_runtime._trace import BY_VALUE_LABEL, task_label
+    from dista_runtime._api.trace import BY_VALUE_LABEL, task_label
+    from dista_runtime._values import ids as _ids
+    from dista_runtime._values import registry as _registry
     from tests.runtime import tasks  # noqa: F401  (registers tests.runtime.tasks:add)
 
     assert task_label(_ids.task_id("tests.runtime.tasks:add")) == "tests.runtime.tasks.add"

@@ -6,15 +6,15 @@ import cloudpickle
 import pytest
 
 import dista_proto as dp
-from dista_runtime._execute import Executor, encode_results
-from dista_runtime._ids import BY_VALUE_NAME, task_id
-from dista_runtime._registry import by_value_argument, digest_of
-from dista_runtime._values import decode, encode, encode_call
+from dista_runtime._execution.call import Calls, encode_results
+from dista_runtime._values.codec import decode, encode, encode_call
+from dista_runtime._values.ids import BY_VALUE_NAME, task_id
+from dista_runtime._values.registry import by_value_argument, digest_of
 from tests.runtime import tasks
 
 
 def run(task: dp.RunTask) -> object:
-    return Executor().prepare(task).run()
+    return Calls().prepare(task).run()
 
 
 def test_plain_call_by_name() -> None:
@@ -43,15 +43,15 @@ def test_by_value_functions_are_cached_by_digest() -> None:
     pickled = cloudpickle.dumps(scaled)
     call, _ = encode_call((4,), {}, object, "scaled")
     argument = by_value_argument(digest_of(pickled), pickled, call)
-    executor = Executor()
+    calls = Calls()
     task = dp.RunTask(1, task_id(BY_VALUE_NAME), 1, argument)
-    assert executor.prepare(task).run() == 40
-    assert executor.prepare(task).function is executor.prepare(task).function
+    assert calls.prepare(task).run() == 40
+    assert calls.prepare(task).function is calls.prepare(task).function
 
 
 def test_unknown_task_says_what_to_import() -> None:
     with pytest.raises(LookupError, match="--import"):
-        Executor().prepare(dp.RunTask(1, task_id("nowhere:nothing"), 1, b""))
+        Calls().prepare(dp.RunTask(1, task_id("nowhere:nothing"), 1, b""))
 
 
 def test_num_returns_checks_the_count() -> None:

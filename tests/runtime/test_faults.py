@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import dista_runtime as dista
-from dista_runtime._buffer_cache import IDLE_S
+from dista_runtime._values.buffer_cache import IDLE_S
 from tests.runtime import fault_tasks as ft
 from tests.runtime.conftest import assert_gone, settle_to_zero, wait_for_workers
 

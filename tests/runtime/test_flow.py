@@ -10,8 +10,8 @@ from dista_asyncio import AsyncioLoop, connect, wait
 
 import dista_proto as dp
 import dista_runtime as dista
-from dista_runtime.engine import HIGH_WATER
-from dista_runtime.head_host import start_head
+from dista_runtime._hosts.head import start_head
+from dista_runtime._net.streams import HIGH_WATER
 from tests.runtime import tasks
 from tests.runtime.conftest import CliHead, task_modules
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import dista_runtime as dista
-from dista_runtime._inline import InlinePolicy, RunOnThread
+from dista_runtime._execution.inline import InlinePolicy, RunOnThread
 from tests.runtime import tasks
 
 
@@ -141,7 +141,7 @@ def test_an_overrunning_inline_task_does_not_stall_others(cluster: dista.Cluster
 
 
 def test_code_that_names_the_session_is_never_inlined() -> None:
-    from dista_runtime._inline import InlinePolicy
+    from dista_runtime._execution.inline import InlinePolicy
 
     def plain(x: int) -> int:
         return {"x": x}.get("x", 0)

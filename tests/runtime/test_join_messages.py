@@ -16,8 +16,8 @@ import pytest
 
 pytest.importorskip("cryptography", reason="dista certs needs the tls extra")
 
-from dista_runtime import certs
-from dista_runtime._tls import dial_failure
+from dista_runtime._tls import certs
+from dista_runtime._tls.config import dial_failure
 from tests.runtime.processes import Procs
 from tests.runtime.test_tls import CLI, ROOT, env, start_head
 

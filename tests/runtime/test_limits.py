@@ -1,4 +1,4 @@
-"""Resource bounds per peer against real heads (`dista_runtime._limits`, `_admission`).
+"""Resource bounds per peer against real heads (`dista_runtime._net.limits`, `_admission`).
 
 Probed before these bounds: 2,000 idle connections stayed open for ever, and under
 ``ulimit -n 1024`` 1,100 silent ones locked new drivers out while the head wrote 168,511
@@ -29,7 +29,7 @@ import pytest
 
 import dista_proto as dp
 from dista_proto import frame as F
-from dista_runtime._limits import (
+from dista_runtime._net.limits import (
     MAX_CONNECTIONS_CEILING,
     Limits,
     add_limit_options,

@@ -55,7 +55,7 @@ def test_errors_come_back_typed(cluster: dista.Cluster) -> None:
 def test_unpicklable_argument_is_named() -> None:
     with pytest.raises(TypeError, match=r"argument 1 of .*add.*cannot be pickled"):
         dista.init  # noqa: B018  (no cluster needed: encoding fails first)
-        from dista_runtime._values import encode_call
+        from dista_runtime._values.codec import encode_call
 
         encode_call((1, threading.Lock()), {}, dista.ObjectRef, "tests.runtime.tasks:add")
 

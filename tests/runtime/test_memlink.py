@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from dista_runtime.memlink import memory_link
+from dista_runtime._net.memlink import memory_link
 
 
 class Recorder(asyncio.Protocol):

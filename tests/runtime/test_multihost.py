@@ -30,7 +30,7 @@ from tests.runtime import netns
 
 def write_tls(folder: Path) -> Path:
     pytest.importorskip("cryptography", reason="dista certs needs the tls extra")
-    from dista_runtime.certs import write_quickstart
+    from dista_runtime._tls.certs import write_quickstart
 
     write_quickstart(folder)
     return folder

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from dista_runtime._progress import Progress
+from dista_runtime._api.progress import Progress
 
 
 class FakeTTY(io.StringIO):

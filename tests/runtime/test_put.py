@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dista_runtime as dista
-from dista_runtime._session import Session
+from dista_runtime._session.session import Session
 from tests.runtime import tasks
 from tests.runtime.conftest import settle_to_zero
 

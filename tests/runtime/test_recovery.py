@@ -655,7 +655,7 @@ def _rss() -> int:
 @pytest.mark.xfail(
     strict=True,
     reason="dista.wait registers on_done callbacks, and Session._located "
-    "(dista_runtime/_session.py) fetches the value of every located object that has "
+    "(dista_runtime/_session/session.py) fetches the value of every located object that has "
     "callbacks: waiting for stored results brings them all to the driver",
 )
 @pytest.mark.timeout(60)

@@ -314,9 +314,9 @@ def test_an_apps_own_sigterm_handler_is_kept(workdir: Path) -> None:
 
 def _workers_of(address: str) -> int:
     import dista_proto as dp
-    from dista_runtime._address import parse_head
+    from dista_runtime._hosts.observer import ask
+    from dista_runtime._net.address import parse_head
     from dista_runtime.loops import run
-    from dista_runtime.observer_host import ask
 
     answer = run(lambda loop: ask(loop, *parse_head(address), dp.Status(), 5.0))
     assert isinstance(answer, dp.Status)

@@ -1,7 +1,7 @@
 """Mutual TLS with real processes: a cluster on each binding, and every kind of peer the
 head and an object server must refuse before reading a frame from it.
 
-Certificates come from `dista_runtime.certs` (what ``dista certs DIR`` writes), plus an
+Certificates come from `dista_runtime._tls.certs` (what ``dista certs DIR`` writes), plus an
 expired one, one from another CA and a read-only observer made with the same API. The
 attackers are raw sockets wrapped with the standard ``ssl`` module.
 """
@@ -24,7 +24,7 @@ from dista_proto import frame as F
 
 pytest.importorskip("cryptography", reason="dista certs needs the tls extra")
 
-from dista_runtime import certs
+from dista_runtime._tls import certs
 from tests.runtime.processes import Procs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import hypothesis.strategies as st
 from hypothesis import given, settings
 
 from dista_proto import Address, TimelineRecord
-from dista_runtime._trace import HEAD_PID, chrome_trace, write_chrome_trace
+from dista_runtime._api.trace import HEAD_PID, chrome_trace, write_chrome_trace
 
 T0 = 1_700_000_000_000_000_000  # a plausible wall clock, in ns
 MS = 1_000_000

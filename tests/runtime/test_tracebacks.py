@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from dista_runtime._errors import TaskError, error_from_message, message_from_exception
-from dista_runtime._execute import Call
-from dista_runtime._registry import install_source, pickle_function, source_of
+from dista_runtime._errors import TaskError
+from dista_runtime._execution.call import Call
+from dista_runtime._values.errors import error_from_message, message_from_exception
+from dista_runtime._values.registry import install_source, pickle_function, source_of
 
 DISTA_DIRS = ("dista_runtime", "dista_proto", "dista_asyncio")
 
@@ -46,12 +47,12 @@ def test_dista_frames_are_hidden() -> None:
     tb = error.remote_traceback
     assert 'raise ValueError(f"bad n: {n}")  # the user\'s line' in tb
     assert "in user_function" in tb and tb.rstrip().endswith("ValueError: bad n: 3")
-    assert "_execute.py" not in tb and not any(d in tb for d in DISTA_DIRS), tb
+    assert "call.py" not in tb and not any(d in tb for d in DISTA_DIRS), tb
 
 
 def test_every_frame_with_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DISTA_FULL_TRACEBACKS", "1")
-    assert "_execute.py" in failure(user_function, 3).remote_traceback
+    assert "call.py" in failure(user_function, 3).remote_traceback
 
 
 def test_chained_exceptions_are_pruned_too() -> None:

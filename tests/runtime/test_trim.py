@@ -1,4 +1,4 @@
-"""When a head or worker gives its heap back (`dista_runtime._trim`): after a large free at
+"""When a head or worker gives its heap back (`dista_runtime._values.trim`): after a large free at
 once, and after smaller ones once the load has settled, never in a busy steady state.
 glibc is replaced by a fake whose figures the test sets; one real trim checks the call."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from dista_runtime import _trim
-from dista_runtime._trim import MemoryWatch
+from dista_runtime._values import trim as _trim
+from dista_runtime._values.trim import MemoryWatch
 
 MIB = 1 << 20
 
@@ -57,7 +57,7 @@ class Clock:
 @pytest.fixture
 def setup(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeLibc, Callable[[int], None]]:
     clock = Clock()
-    monkeypatch.setattr("dista_runtime._trim.time.monotonic", lambda: clock.now)
+    monkeypatch.setattr("dista_runtime._values.trim.time.monotonic", lambda: clock.now)
     libc, loop = FakeLibc(), FakeLoop()
     MemoryWatch(loop, libc)  # type: ignore[arg-type]
 

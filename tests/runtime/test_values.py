@@ -19,9 +19,9 @@ import pytest
 
 import dista_proto as dp
 from dista_proto import frame as F
-from dista_runtime import _memory
-from dista_runtime._memory import AHEAD_MIN, CHUNK, ready, write_into
-from dista_runtime._values import MAP_FROM, allocate, decode, encode
+from dista_runtime._values import memory as _memory
+from dista_runtime._values.codec import MAP_FROM, allocate, decode, encode
+from dista_runtime._values.memory import AHEAD_MIN, CHUNK, ready, write_into
 
 
 @pytest.mark.parametrize("n", [0, 1, 4096, MAP_FROM - 1])

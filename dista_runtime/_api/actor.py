@@ -1,0 +1,317 @@
+"""``@actor``: a class whose one instance lives on a worker; its methods run there, in order.
+
+``Counter.remote(...)`` creates the instance on a worker (which then runs nothing else) and
+returns an `ActorHandle[Counter]` at once; ``h.add.remote(1)`` queues a call and returns an
+`ObjectRef` of its result. Calls from one caller run in the order it made them, one at a
+time; an exception fails that call only. ``async def`` methods run on the worker's loop,
+still one call at a time. A handle pickles: pass it to tasks and other actors and call it
+from there. When the driver that made an actor drops its last handle, the actor is killed
+(as Ray does for actors that are not detached); ``h.kill()`` does it at once.
+
+``@actor(checkpoint_every=n)`` has the worker write the actor's state to
+``DISTA_CHECKPOINT_URI`` every n calls (``h.checkpoint()`` at any time): when its worker
+dies, the actor comes back on another worker from its newest checkpoint, and the calls that
+checkpoint does not include run again, so its state is as if each call ran once, and each
+call's answer reaches its caller once. State is what ``__getstate__`` gives (pickle's rules:
+the instance's ``__dict__`` by default) and ``__setstate__`` takes back.
+
+Refs among a call's arguments are read by the caller first (in order: a call waits for
+its refs, and calls after it wait behind it), then sent with the call; the actor gets values.
+
+Typing: with the mypy plugin (``dista_runtime.mypy_plugin``), ``Counter.remote`` takes the
+constructor's parameters and ``h.add`` is an `ActorMethod` with the method's parameters,
+refs allowed where values are expected. Without it, ``h.add.remote`` is untyped (``Any``).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, TypeVar, overload
+
+from dista_proto.frame import Bytes
+
+from .._session import context as _context
+from .._values.codec import encode_call
+from .._values.ids import name_hash
+from .._values.registry import (
+    ACTOR_BY_VALUE_ID,
+    by_value_argument,
+    importable,
+    method_table,
+    pickle_function,
+    register_actor,
+)
+from .ref import ObjectRef
+
+if TYPE_CHECKING:
+    from .._session.session import Session
+
+__all__ = [
+    "ACTOR_BY_VALUE_ID",
+    "ActorHandle",
+    "ActorMethod",
+    "ActorType",
+    "CheckpointWarning",
+    "actor",
+]
+
+T = TypeVar("T")
+#: A handle to a subclass's actor is a handle to its base class's.
+T_co = TypeVar("T_co", covariant=True)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_RESERVED: Final = frozenset({"remote", "checkpoint", "checkpoint_async", "kill"})
+
+
+class _Passed(threading.local):
+    """The handles pickled into the call being encoded on this thread (`encode_with_handles`)."""
+
+    def __init__(self) -> None:
+        self.collecting = False
+        self.found: list[ActorHandle[Any]] = []  # one list per thread: no allocation a call
+
+
+_passed = _Passed()
+
+
+def encode_with_handles(
+    args: tuple[Any, ...], kwargs: dict[str, Any], what: str
+) -> tuple[Bytes, list[int], tuple[ActorHandle[Any], ...]]:
+    """`encode_call`, and the actor handles among the arguments: the refs of the call keep
+    them, so an actor made for a call (``use.remote(Counter.remote())``) lives while its
+    result is wanted, not only as long as the caller's own handle."""
+    passed = _passed
+    passed.collecting = True
+    try:
+        argument, inputs = encode_call(args, kwargs, ObjectRef, what)
+    except BaseException:
+        passed.found.clear()
+        raise
+    finally:
+        passed.collecting = False
+    found = passed.found
+    if not found:
+        return argument, inputs, ()
+    handles = tuple(found)
+    found.clear()
+    return argument, inputs, handles
+
+
+class CheckpointWarning(UserWarning):
+    """An actor's checkpoint could not be written; the actor goes on without it."""
+
+
+class ActorType:
+    """What `actor` knows of a class: its name, IDs, methods and checkpoint cadence."""
+
+    def __init__(self, cls: type, checkpoint_every: int) -> None:
+        if not isinstance(checkpoint_every, int) or isinstance(checkpoint_every, bool):
+            raise TypeError(f"checkpoint_every must be an int, not {checkpoint_every!r}")
+        if checkpoint_every < 0:
+            raise ValueError(f"checkpoint_every must be 0 (never) or more, not {checkpoint_every}")
+        clash = _RESERVED & set(vars(cls))
+        if clash:
+            raise TypeError(
+                f"actor class {cls.__qualname__} defines {sorted(clash)}, which actor handles "
+                "use themselves: rename them"
+            )
+        self.cls = cls
+        self.checkpoint_every = checkpoint_every
+        self.name = f"{cls.__module__}:{cls.__qualname__}"
+        self.importable = importable(cls)
+        self.type_id = name_hash(self.name)
+        self.methods = method_table(cls)
+        self._pickled: tuple[bytes, bytes] | None = None
+        if self.importable:
+            register_actor(self.name, cls)
+
+    def create(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ActorHandle[Any]:
+        context = _context.session()
+        argument, inputs = encode_call(args, kwargs, ObjectRef, self.name)
+        prefix = b""
+        if self.name in context.names:
+            type_id = self.type_id
+        else:
+            # Workers cannot import it: the class travels in front of the argument.
+            if self._pickled is None:
+                self._pickled = pickle_function(self.cls)
+            digest, data = self._pickled
+            prefix = by_value_argument(digest, data, b"")
+            type_id = ACTOR_BY_VALUE_ID
+        session = context.session
+        every = self.checkpoint_every
+        actor_id = session.actors.create_actor(type_id, argument, inputs, every, prefix)
+        return ActorHandle(actor_id, self.name, self.methods, session, owner=True)
+
+
+class _Create(Generic[T]):
+    """``Cls.remote``: create the actor on a worker."""
+
+    def __init__(self, actor_type: ActorType) -> None:
+        self._type = actor_type
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ActorHandle[T]:
+        return self._type.create(args, kwargs)
+
+
+@overload
+def actor(cls: type[T], /) -> type[T]: ...
+@overload
+def actor(*, checkpoint_every: int = 0) -> Callable[[type[T]], type[T]]: ...
+def actor(
+    cls: type[T] | None = None, /, *, checkpoint_every: int = 0
+) -> type[T] | Callable[[type[T]], type[T]]:
+    """Make ``cls`` an actor class: ``@actor`` or ``@actor(checkpoint_every=100)``.
+
+    The class is returned as it is, with ``remote`` added: ``Cls(...)`` still makes a local
+    instance, ``Cls.remote(...)`` one on a worker.
+    """
+
+    def make(cls: type[T]) -> type[T]:
+        if not isinstance(cls, type):
+            raise TypeError(f"@dista.actor decorates a class, not {type(cls).__name__}")
+        actor_type = ActorType(cls, checkpoint_every)
+        cls.__dista_actor__ = actor_type  # type: ignore[attr-defined]
+        cls.remote = _Create(actor_type)  # type: ignore[attr-defined]
+        return cls
+
+    return make if cls is None else make(cls)
+
+
+class ActorMethod(Generic[P, R]):
+    """``handle.method``: ``.remote(...)`` queues a call and gives its result's ref."""
+
+    __slots__ = ("_handle", "_id", "_name")
+
+    def __init__(self, handle: ActorHandle[Any], name: str, method: int) -> None:
+        self._handle = handle
+        self._name = name
+        self._id = method
+
+    def remote(self, *args: P.args, **kwargs: P.kwargs) -> ObjectRef[R]:
+        handle = self._handle
+        session = handle._bound()
+        what = f"{handle._type_name.rpartition(':')[2]}.{self._name}"
+        argument, inputs, handles = encode_with_handles(args, kwargs, what)
+        oid = session.actors.call_actor(handle.actor_id, self._id, argument, inputs)
+        handle._warn(session)
+        ref: ObjectRef[R] = ObjectRef(oid, session)
+        if handles:
+            ref._keep = handles
+        return ref
+
+    if not TYPE_CHECKING:  # calling one stays a type error; at run time it says what to do
+
+        def __call__(self, *args, **kwargs):
+            raise TypeError(
+                f"actor methods are called with .remote(): {self._name}.remote(...) gives "
+                "a ref to the result"
+            )
+
+    def __repr__(self) -> str:
+        return f"<dista actor method {self._handle._type_name}.{self._name}>"
+
+
+class ActorHandle(Generic[T_co]):
+    """A handle to an actor of type ``T``: ``handle.method.remote(...)``, `checkpoint`,
+    `kill`. It pickles, so tasks and other actors can call the actor too."""
+
+    __slots__ = ("__weakref__", "_methods", "_owner", "_session", "_type_name", "actor_id")
+
+    def __init__(
+        self,
+        actor_id: int,
+        type_name: str,
+        methods: dict[str, tuple[int, bool]],
+        session: Session | None,
+        owner: bool = False,
+    ) -> None:
+        self.actor_id = actor_id
+        self._type_name = type_name
+        self._methods = methods
+        self._session = session
+        # The handles the creating driver holds keep the actor alive: the last one to go
+        # kills it. Copies elsewhere (in tasks, other drivers) do not.
+        self._owner = owner and session is not None
+        if self._owner:
+            assert session is not None
+            session.actors.hold_actor(actor_id)
+
+    def __getattr__(self, name: str) -> ActorMethod[..., Any]:
+        found = self._methods.get(name) if not name.startswith("_") else None
+        if found is None:
+            raise AttributeError(
+                f"actor {self._type_name} has no method {name!r} (its methods: "
+                f"{', '.join(sorted(self._methods)) or 'none'})"
+            )
+        return ActorMethod(self, name, found[0])
+
+    def _bound(self) -> Session:
+        """The session calls go through: the creator's, or this process's (a task's)."""
+        session = self._session
+        if session is None or session.closed:
+            session = self._session = _context.session().session
+        return session
+
+    def _warn(self, session: Session) -> None:
+        message = session.actors.actor_warning(self.actor_id)
+        if message is not None:
+            warnings.warn(CheckpointWarning(message), stacklevel=3)
+
+    def checkpoint(self, timeout: float | None = None) -> None:
+        """Write the actor's state now, after the calls made so far; raises `DistaError`
+        saying why if it could not be written (no ``DISTA_CHECKPOINT_URI``, a full disk)."""
+        session = self._bound()
+        session.actors.checkpoint_actor(self.actor_id, timeout)
+
+    async def checkpoint_async(self, timeout: float | None = None) -> None:
+        """`checkpoint`, awaited on whatever loop runs the caller."""
+        session = self._bound()
+        await session.actors.checkpoint_actor_async(self.actor_id, timeout)
+
+    def kill(self, force: bool = False) -> None:
+        """Destroy the actor now: calls it has not run fail; its checkpoints are removed.
+        ``force`` also ends the worker process hosting it (a supervisor starts a new one),
+        for a method stuck in C code that nothing else stops."""
+        session = self._bound()
+        session.actors.kill_actor(self.actor_id, force)
+
+    def __repr__(self) -> str:
+        return f"ActorHandle({self._type_name}, {self.actor_id:#x})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ActorHandle) and other.actor_id == self.actor_id
+
+    def __hash__(self) -> int:
+        return hash(self.actor_id)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        if _passed.collecting:
+            _passed.found.append(self)
+        return (_rebuild, (self.actor_id, self._type_name, self._methods))
+
+    def __del__(self) -> None:
+        if self._owner:
+            self._owner = False
+            session = self._session
+            if session is not None:
+                try:
+                    session.actors.drop_actor(self.actor_id)
+                except Exception:
+                    pass  # interpreter shutdown: the head ends its actors when we leave
+
+    def __await__(self) -> Generator[Any, None, ActorHandle[T_co]]:
+        """``await handle``: once the actor exists (raises the constructor's error)."""
+        yield from self._bound().actors.await_actor(self.actor_id).__await__()
+        return self
+
+
+def _rebuild(
+    actor_id: int, type_name: str, methods: dict[str, tuple[int, bool]]
+) -> ActorHandle[Any]:
+    context = _context.current()
+    session = context.session if context is not None else None
+    return ActorHandle(actor_id, type_name, methods, session)

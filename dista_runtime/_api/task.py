@@ -1,0 +1,241 @@
+"""``@task``: a function that runs on the cluster, typed end to end.
+
+``add.remote(1, 2)`` queues ``add(1, 2)`` and returns an `ObjectRef[int]` at once; calling
+``add(1, 2)`` still runs it here. Refs anywhere in the arguments (nested in lists, dicts,
+any object) become the task's inputs: the head starts it once they exist and the worker
+puts their values in their place, so a chain of tasks never waits on the driver.
+``num_returns=n`` makes a task-many: the function returns an n-tuple and ``.remote``
+gives n refs. ``max_retries`` bounds reruns after a lost worker (the head's default is 3).
+
+Typing: ``.remote`` takes the function's own parameters (a ``ParamSpec``). A ref where a
+value is expected (``add.remote(ref, 3)``) type-checks under mypy with the plugin
+``dista_runtime.mypy_plugin``, which widens each parameter ``T`` to ``T | ObjectRef[T]``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
+
+from .._session import context as _context
+from .._session.session import Session
+from .._values.ids import BY_VALUE_NAME
+from .._values.ids import task_id as _task_id
+from .._values.registry import by_value_argument, importable, pickle_function, register
+from .actor import encode_with_handles
+from .ref import ObjectRef
+
+__all__ = ["RemoteFunction", "RemoteFunction2", "RemoteFunction3", "RemoteFunctionN", "task"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+R1 = TypeVar("R1")
+R2 = TypeVar("R2")
+R3 = TypeVar("R3")
+
+
+class _Remote:
+    """What every kind of remote function shares: the function, its ID, how to submit."""
+
+    def __init__(self, fn: Callable[..., Any], num_returns: int, max_retries: int | None):
+        if num_returns < 1:
+            raise ValueError(f"num_returns must be at least 1, not {num_returns}")
+        self._fn = fn
+        self.num_returns = num_returns
+        self.max_retries = max_retries
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.name = register(fn) or f"{fn.__module__}:{fn.__qualname__}"
+        self._id = _task_id(self.name, max_retries)
+        self._by_value_id = _task_id(BY_VALUE_NAME, max_retries)
+        self._importable = importable(fn)
+        self._pickled: tuple[bytes, bytes] | None = None
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def _submit(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[int, Session, tuple[object, ...]]:
+        """Queue the call; its first result ID, the session that owns it, and the actor
+        handles among its arguments (its refs keep them)."""
+        session = _context.session()
+        argument, inputs, handles = encode_with_handles(args, kwargs, self.name)
+        if self.name in session.names:
+            tid = self._id
+        else:
+            if self._pickled is None:
+                self._pickled = pickle_function(self._fn)  # with its source, for tracebacks
+            digest, data = self._pickled
+            argument = by_value_argument(digest, data, argument)
+            tid = self._by_value_id
+        live = session.session
+        return live.submit(tid, argument, inputs, self.num_returns), live, handles
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Captured by a function that travels by value: importable tasks go by name (the
+        # worker imports them), the rest rebuild around their function, pickled by value.
+        if self._importable:
+            return (_import_task, (self._fn.__module__, self._fn.__qualname__))
+        return (_rebuild, (type(self), self._fn, self.num_returns, self.max_retries))
+
+    def __repr__(self) -> str:
+        return f"<dista task {self.name}>"
+
+
+def _ref(oid: int, session: Session, keep: tuple[object, ...]) -> ObjectRef[Any]:
+    ref: ObjectRef[Any] = ObjectRef(oid, session)
+    if keep:
+        ref._keep = keep
+    return ref
+
+
+def _import_task(module: str, qualname: str) -> object:
+    target: object = importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _rebuild(
+    cls: type[_Remote], fn: Callable[..., Any], num_returns: int, max_retries: int | None
+) -> _Remote:
+    return cls(fn, num_returns, max_retries)
+
+
+class RemoteFunction(_Remote, Generic[P, R]):
+    """A task with one result."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = self._fn(*args, **kwargs)
+        return result
+
+    def remote(self, *args: P.args, **kwargs: P.kwargs) -> ObjectRef[R]:
+        oid, s, kept = self._submit(args, kwargs)
+        return _ref(oid, s, kept)
+
+
+class RemoteFunction2(_Remote, Generic[P, R1, R2]):
+    """A task with two results (``num_returns=2``)."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> tuple[R1, R2]:
+        result: tuple[R1, R2] = self._fn(*args, **kwargs)
+        return result
+
+    def remote(self, *args: P.args, **kwargs: P.kwargs) -> tuple[ObjectRef[R1], ObjectRef[R2]]:
+        oid, s, kept = self._submit(args, kwargs)
+        return _ref(oid, s, kept), _ref(oid + 1, s, kept)
+
+
+class RemoteFunction3(_Remote, Generic[P, R1, R2, R3]):
+    """A task with three results (``num_returns=3``)."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> tuple[R1, R2, R3]:
+        result: tuple[R1, R2, R3] = self._fn(*args, **kwargs)
+        return result
+
+    def remote(
+        self, *args: P.args, **kwargs: P.kwargs
+    ) -> tuple[ObjectRef[R1], ObjectRef[R2], ObjectRef[R3]]:
+        oid, s, kept = self._submit(args, kwargs)
+        return _ref(oid, s, kept), _ref(oid + 1, s, kept), _ref(oid + 2, s, kept)
+
+
+class RemoteFunctionN(_Remote, Generic[P]):
+    """A task with ``num_returns`` results, typed as a tuple of refs."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
+        result: tuple[Any, ...] = self._fn(*args, **kwargs)
+        return result
+
+    def remote(self, *args: P.args, **kwargs: P.kwargs) -> tuple[ObjectRef[Any], ...]:
+        oid, s, kept = self._submit(args, kwargs)
+        return tuple(_ref(oid + i, s, kept) for i in range(self.num_returns))
+
+
+class _Decorator:
+    def __init__(self, max_retries: int | None) -> None:
+        self.max_retries = max_retries
+
+    @overload
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> RemoteFunction[P, R]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> RemoteFunction[P, R]: ...
+    def __call__(self, fn: Callable[..., Any], /) -> RemoteFunction[Any, Any]:
+        return RemoteFunction(fn, 1, self.max_retries)
+
+
+class _Decorator2:
+    def __init__(self, max_retries: int | None) -> None:
+        self.max_retries = max_retries
+
+    @overload
+    def __call__(
+        self, fn: Callable[P, Coroutine[Any, Any, tuple[R1, R2]]], /
+    ) -> RemoteFunction2[P, R1, R2]: ...
+    @overload
+    def __call__(self, fn: Callable[P, tuple[R1, R2]], /) -> RemoteFunction2[P, R1, R2]: ...
+    def __call__(self, fn: Callable[..., Any], /) -> RemoteFunction2[Any, Any, Any]:
+        return RemoteFunction2(fn, 2, self.max_retries)
+
+
+class _Decorator3:
+    def __init__(self, max_retries: int | None) -> None:
+        self.max_retries = max_retries
+
+    @overload
+    def __call__(
+        self, fn: Callable[P, Coroutine[Any, Any, tuple[R1, R2, R3]]], /
+    ) -> RemoteFunction3[P, R1, R2, R3]: ...
+    @overload
+    def __call__(
+        self, fn: Callable[P, tuple[R1, R2, R3]], /
+    ) -> RemoteFunction3[P, R1, R2, R3]: ...
+    def __call__(self, fn: Callable[..., Any], /) -> RemoteFunction3[Any, Any, Any, Any]:
+        return RemoteFunction3(fn, 3, self.max_retries)
+
+
+class _DecoratorN:
+    def __init__(self, num_returns: int, max_retries: int | None) -> None:
+        self.num_returns = num_returns
+        self.max_retries = max_retries
+
+    def __call__(self, fn: Callable[P, Any], /) -> RemoteFunctionN[P]:
+        return RemoteFunctionN(fn, self.num_returns, self.max_retries)
+
+
+@overload
+def task(fn: Callable[P, Coroutine[Any, Any, R]], /) -> RemoteFunction[P, R]: ...
+@overload
+def task(fn: Callable[P, R], /) -> RemoteFunction[P, R]: ...
+@overload
+def task(  # type: ignore[overload-overlap]
+    *, num_returns: Literal[1] = 1, max_retries: int | None = None
+) -> _Decorator: ...
+@overload
+def task(  # type: ignore[overload-overlap]
+    *, num_returns: Literal[2], max_retries: int | None = None
+) -> _Decorator2: ...
+@overload
+def task(  # type: ignore[overload-overlap]
+    *, num_returns: Literal[3], max_retries: int | None = None
+) -> _Decorator3: ...
+@overload
+def task(*, num_returns: int, max_retries: int | None = None) -> _DecoratorN: ...
+def task(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    num_returns: int = 1,
+    max_retries: int | None = None,
+) -> RemoteFunction[Any, Any] | _Decorator | _Decorator2 | _Decorator3 | _DecoratorN:
+    """Make ``fn`` a task: ``@task`` or ``@task(num_returns=2, max_retries=1)``."""
+    if fn is not None:
+        return RemoteFunction(fn, 1, None)
+    if num_returns == 1:
+        return _Decorator(max_retries)
+    if num_returns == 2:
+        return _Decorator2(max_retries)
+    if num_returns == 3:
+        return _Decorator3(max_retries)
+    return _DecoratorN(num_returns, max_retries)

@@ -1,0 +1,93 @@
+"""The flags that guard a ``dista`` process's connections: TLS, resource bounds, binding.
+
+`add_tls_options` gives a command the ``--tls-*`` flags (and ``--insecure`` when it
+listens) and records its role; `apply_tls` turns them into DISTA_TLS_* variables, so that
+child processes (a worker's ``--processes``, a local cluster) share them, and checks them
+and the resource bounds (``--max-connections`` ...) before anything starts. `bind_ok`
+refuses to listen beyond loopback without TLS or ``--insecure``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+__all__ = ["add_tls_options", "apply_tls", "bind_ok", "object_server_host"]
+
+
+def add_tls_options(p: argparse.ArgumentParser, role: str, listens: bool = False) -> None:
+    """The ``TLS`` group of flags, for a process that connects as ``role``."""
+    g = p.add_argument_group(
+        "TLS",
+        "mutual TLS on every connection (make the files with `dista certs DIR`); the "
+        "DISTA_TLS_DIR, DISTA_TLS_CA, DISTA_TLS_CERT and DISTA_TLS_KEY variables do the same",
+    )
+    g.add_argument(
+        "--tls-dir",
+        metavar="DIR",
+        help=f"use DIR/ca.pem and this role's DIR/{role}.pem and DIR/{role}.key",
+    )
+    g.add_argument("--tls-ca", metavar="PEM", help="the cluster's CA certificate (over --tls-dir)")
+    g.add_argument("--tls-cert", metavar="PEM", help="this process's certificate (over --tls-dir)")
+    g.add_argument("--tls-key", metavar="KEY", help="its private key (over --tls-dir)")
+    if listens:
+        g.add_argument(
+            "--insecure",
+            action="store_true",
+            help="listen beyond loopback without TLS (refused otherwise): anyone who can "
+            "reach the port can run code on the cluster",
+        )
+    p.set_defaults(tls_role=role)
+
+
+def apply_tls(args: argparse.Namespace) -> bool:
+    """The TLS flags as DISTA_TLS_* (so that child processes share them), checked now: a
+    missing file is one line and exit 2."""
+    from .._net.limits import limits_from_args
+    from .._tls.config import INSECURE_ENV, tls_for
+
+    role = getattr(args, "tls_role", None)
+    if role is None:
+        return True
+    for flag, name in (
+        ("tls_dir", "DISTA_TLS_DIR"),
+        ("tls_ca", "DISTA_TLS_CA"),
+        ("tls_cert", "DISTA_TLS_CERT"),
+        ("tls_key", "DISTA_TLS_KEY"),
+    ):
+        value = getattr(args, flag, None)
+        if value:
+            os.environ[name] = os.path.abspath(value)
+    if getattr(args, "insecure", False):
+        os.environ[INSECURE_ENV] = "1"
+    try:
+        tls_for(role)
+        limits_from_args(args)  # checked now; set as DISTA_* for what starts from here
+    except ValueError as e:
+        print(f"dista {args.command}: {e}", file=sys.stderr)
+        return False
+    return True
+
+
+def object_server_host(head_host: str) -> str:
+    """Where a worker's object server would listen without --host (`advertised_host`).
+    (Not from worker_host: a --greenlets worker must not load it before gevent patches.)"""
+    from .._net.address import advertised_host
+
+    try:
+        return advertised_host(head_host)
+    except OSError:
+        return "127.0.0.1"  # the head's name does not resolve: dialing it will say so
+
+
+def bind_ok(who: str, host: str) -> bool:
+    """Beyond loopback only with TLS or --insecure (the role warns of that as it starts)."""
+    from .._tls.config import check_bind, tls_for
+
+    try:
+        check_bind(who, host, tls_for(who.split()[-1]))
+    except ValueError as e:
+        print(e, file=sys.stderr)  # it names the role: "dista worker refuses to listen ..."
+        return False
+    return True

@@ -1,0 +1,86 @@
+"""``dista status``, ``dista timeline`` and ``dista stop``: an observer's one question.
+
+Each connects to the head as an observer, asks once (`dp.Status`, `dp.Timeline` or
+`dp.Stop`) within ``--timeout`` seconds and prints the answer on stdout; a head it cannot
+reach is one line on stderr and exit 1. ``timeline`` prints a table of every driver's
+finished tasks, named by the ``--import`` modules, or writes a Chrome trace with ``-o``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import dista_proto as dp
+
+from .process import import_tasks, run_role
+
+__all__ = ["cmd_status", "cmd_stop", "cmd_timeline"]
+
+
+def _ask(args: argparse.Namespace, request: dp.Status | dp.Timeline | dp.Stop) -> object:
+    from .._hosts.observer import ask
+
+    host, port = args.head
+    return run_role(args, lambda loop: ask(loop, host, port, request, args.timeout))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print the head's status text."""
+    try:
+        answer = _ask(args, dp.Status())
+    except ConnectionError as e:
+        print(f"dista status: {e}", file=sys.stderr)
+        return 1
+    assert isinstance(answer, dp.Status)
+    print(answer.text)
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    """Print every driver's finished tasks, or write them as a Chrome trace."""
+    from .._api.trace import task_label
+
+    try:
+        import_tasks(args.imports)  # their tasks get names instead of hashes
+    except Exception as e:
+        print(f"dista timeline: cannot import the task modules: {e!r}", file=sys.stderr)
+        return 2
+    try:
+        answer = _ask(args, dp.Timeline())
+    except ConnectionError as e:
+        print(f"dista timeline: {e}", file=sys.stderr)
+        return 1
+    assert isinstance(answer, dp.Timeline)
+    records = answer.records or ()
+    if args.output:
+        from .._api.trace import write_chrome_trace
+
+        events = write_chrome_trace(records, args.output)
+        print(
+            f"wrote {len(records)} tasks ({events} trace events) to {args.output}; "
+            "open it in https://ui.perfetto.dev or chrome://tracing"
+        )
+        return 0
+    labels = {r.task_id: task_label(r.task_id) for r in records}
+    width = max([18, *map(len, labels.values())])
+    print(f"{'object':>18} {'task':<{width}} {'queued ms':>10} {'run ms':>9}  worker")
+    for r in records:
+        queued = (r.dispatched - r.submitted) / 1e6 if r.dispatched and r.submitted else 0.0
+        ran = (r.ended - r.started) / 1e6 if r.ended and r.started else 0.0
+        where = f"{r.address.host}:{r.address.port}"
+        label = labels[r.task_id]
+        print(f"{r.object_id:#18x} {label:<{width}} {queued:10.3f} {ran:9.3f}  {where}")
+    print(f"{len(records)} finished tasks")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """Ask the head to stop, with its workers."""
+    try:
+        _ask(args, dp.Stop())
+    except ConnectionError as e:
+        print(f"dista stop: {e}", file=sys.stderr)
+        return 1
+    print(f"asked the head at {args.head[0]}:{args.head[1]} to stop")
+    return 0

@@ -1,0 +1,167 @@
+"""``dista worker``: run one worker process, or supervise ``--processes N`` of them.
+
+One worker imports the task modules, joins its head and runs tasks until the head stops
+it, SIGTERM drains it, or the head stays lost. With ``--processes N`` this process runs
+none itself: it starts N copies of the one-worker command (``python -m dista_runtime.cli
+worker --parent PID ...``) under a `Supervisor` that replaces the dead, and turns how they
+ended into its own exit code. The exit codes (`EXIT_NO_HEAD`, `EXIT_STOPPED`) are how a
+child tells its supervisor why it left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import signal
+import sys
+
+from .._net.loop import Latch, Loop
+from .flags import bind_ok, object_server_host
+from .process import die_with_parent, import_tasks, run_role, settings_ok, tune_process
+
+__all__ = ["cmd_worker"]
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run the workers ``args`` ask for; the exit code says how they ended."""
+    from .._local.supervise import EXIT_NO_HEAD, EXIT_STOPPED, signal_ready
+
+    die_with_parent(args.parent)
+    if not settings_ok("worker"):
+        return 2
+    if not bind_ok("dista worker", args.host or object_server_host(args.head[0])):
+        return 2
+    if args.processes > 1:
+        return _worker_processes(args)
+    if args.greenlets:
+        _cooperate(args)
+    import faulthandler
+
+    faulthandler.enable(all_threads=False)  # a crash prints where, then the process dies
+    if isinstance(sys.stdout, io.TextIOWrapper):  # tasks' prints show as they happen,
+        sys.stdout.reconfigure(line_buffering=True)  # into a pipe or a log file too
+    try:
+        import_tasks(args.imports)
+    except Exception as e:
+        print(f"dista worker: cannot import the task modules: {e!r}", file=sys.stderr)
+        return 2
+    from .._hosts.worker import WorkerHost, start_worker
+    from ..loops import binding
+
+    binding(args.loop)  # installed and complete, before anything starts
+    tune_process()
+    host, port = args.head
+    workers: list[WorkerHost] = []
+
+    def start(loop: Loop) -> Latch[str]:
+        worker = start_worker(loop, host, port, host=args.host, threads=args.threads)
+        workers.append(worker)
+        if args.ready_fd is not None:
+            worker.ready.add_callback(ready)
+        # SIGTERM (a pod shutting down, a supervisor, `kill`): hand over what we hold and
+        # leave once the head says so; a second one leaves at once. Ctrl-C stays
+        # KeyboardInterrupt: a person at the terminal wants it gone now.
+        signal.signal(signal.SIGTERM, lambda *_: loop.call_soon_threadsafe(worker.drain))
+        return worker.done
+
+    def ready(joined: Latch[tuple[str, int]]) -> None:
+        if not joined.failed():
+            signal_ready(args.ready_fd)
+
+    try:
+        reason = run_role(args, start)
+    except ConnectionError as e:
+        print(f"dista worker: {e}", file=sys.stderr)
+        return EXIT_NO_HEAD
+    except KeyboardInterrupt:
+        return 130
+    if args.parent is not None and reason.startswith("stopped by the head"):
+        return EXIT_STOPPED  # its supervisor must not replace it
+    if workers and workers[0].lost_head:
+        print(f"dista worker: {reason}", file=sys.stderr)
+        return EXIT_NO_HEAD
+    return 0
+
+
+def _cooperate(args: argparse.Namespace) -> None:
+    """``--greenlets``: the binding (gevent's) patches this process before the task modules
+    are imported, and its runners are then greenlets, not threads."""
+    from ..loops import binding
+
+    args.loop = args.loop or "gevent"
+    patch = getattr(binding(args.loop), "patch", None)
+    if patch is None:
+        raise SystemExit(f"dista worker: --greenlets needs --loop gevent, not {args.loop}")
+    patch()
+
+
+def _worker_processes(args: argparse.Namespace) -> int:
+    """``--processes N``: N worker processes, each replaced when it dies, until a signal
+    stops them all or they cannot start."""
+    import threading
+
+    from dista_runtime._net.address import format_head
+
+    from .._hosts.liveness import drain_timeout
+    from .._local.supervise import EXIT_NO_HEAD, EXIT_STOPPED, STOPPED_BY_HEAD, Death, Supervisor
+
+    head = format_head(*args.head)
+    command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head", head]
+    command += ["--threads", str(args.threads), "--parent", str(os.getpid())]
+    for module in args.imports:
+        command += ["--import", module]
+    if args.host:
+        command += ["--host", args.host]
+    if args.loop:
+        command += ["--loop", args.loop]
+    if args.greenlets:
+        command.append("--greenlets")
+    stopping: list[int] = []
+    deaths: list[Death] = []
+    done = threading.Event()
+
+    def on_death(death: Death) -> None:
+        deaths.append(death)
+        stopped = any(d.code == EXIT_STOPPED for d in deaths)
+        if stopping or done.is_set() or (stopped and death.code in (EXIT_STOPPED, EXIT_NO_HEAD)):
+            return  # stopped on purpose (by a signal, or by the head): no news
+        if death.restart_in is None:
+            then = "not restarting"
+        elif death.restart_in == 0:
+            then = "restarting"
+        else:
+            then = f"restarting in {death.restart_in:g} s"
+        print(f"dista worker: {death.description}; {then}", file=sys.stderr, flush=True)
+
+    supervisor = Supervisor(
+        command, args.processes, on_death=on_death, on_give_up=lambda _: done.set()
+    )
+
+    def stop(signum: int, frame: object) -> None:
+        if stopping:
+            # A second signal: the children leave now, drained or not.
+            supervisor.send_signal(signal.SIGTERM)
+        stopping.append(signum)
+        done.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    supervisor.start()
+    while not done.wait(1.0):
+        pass
+    supervisor.stop_restarting()
+    supervisor.send_signal(stopping[0] if stopping else signal.SIGTERM)
+    # The children drain (their objects move to other workers): give them the time.
+    supervisor.close(drain_timeout() + 5.0 if stopping else 5.0)  # then SIGKILL the rest
+    if stopping:
+        return 128 + stopping[0]
+    if supervisor.failure == STOPPED_BY_HEAD:
+        print(f"dista worker: the head at {head} stopped us", file=sys.stderr)
+        return 0
+    if deaths and deaths[-1].code == EXIT_NO_HEAD:
+        print(f"dista worker: the head at {head} is gone; stopping", file=sys.stderr)
+        return 0 if any(d.joined for d in deaths) else 1
+    why = supervisor.failure
+    print(f"dista worker: workers keep failing to start; stopping (last: {why})", file=sys.stderr)
+    return 1

@@ -1,0 +1,310 @@
+"""A worker's actor: built, called, checkpointed and destroyed one piece at a time, in order.
+
+The `Worker` core turns actor frames into `StartActor`, `CallActor`, `CheckpointActor` and
+`StopActor` decisions in the order the head sent them; `ActorHost` runs them in that order
+on a thread of its own (a greenlet in a gevent-patched worker), so a slow method never
+stalls the loop and two calls never overlap. An ``async def`` method runs on the loop
+while the actor's thread waits for it: still one call at a time. What it did goes back to
+the core on the loop, in order, in batches (one wake-up for however many finished).
+
+A checkpoint pickles the instance (``__getstate__``, or its ``__dict__``), its large
+buffers out of band, and the checkpoint store (`dista_runtime._execution.checkpoints`) writes them as
+they lie; a restore unpickles from the bytes read, without another copy. The checkpoint
+also records, per caller, the newest of its calls it includes: the object ID of the call
+(the caller's number is in its high bits).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Final
+
+import dista_proto as dp
+from dista_proto.frame import Bytes
+
+from .._clock import now
+from .._errors import CheckpointError
+from .._net.loop import Loop
+from .._values.codec import decode, decode_actor_call, encode_parts
+from .._values.errors import message_from_exception
+from .._values.registry import (
+    ACTOR_BY_VALUE_ID,
+    load_function,
+    lookup,
+    method_table,
+    split_by_value,
+)
+from .call import encode_results
+from .checkpoints import Checkpoint, CheckpointStore, open_store
+
+__all__ = ["ActorHost"]
+
+#: The decisions `ActorHost` carries out (its worker's engine routes them to `handle`).
+_Work = dp.StartActor | dp.CallActor | dp.CheckpointActor | dp.StopActor
+#: Answers of recent calls this worker keeps, past the actor's end on it: after a head
+#: restart a call its restored checkpoint covers is answered from here instead of failing
+#: as lost (its first answer may have died in the old head's buffers).
+_ANSWERS_KEPT: Final = 4096
+_ANSWER_BYTES_KEPT: Final = 64 << 20
+_NO_STORE: Final = (
+    "no checkpoint store: set DISTA_CHECKPOINT_URI (a directory, file:///path, or an fsspec "
+    "URL such as s3://bucket/prefix) in the workers' environment"
+)
+
+
+class ActorHost:
+    """Runs a worker core's actor work; see the module docstring. ``transmit`` carries out
+    the core's decisions after a batch of reports (`Engine.transmit`)."""
+
+    def __init__(self, core: dp.Worker, loop: Loop, transmit: Callable[[], None]) -> None:
+        self.core = core
+        self._loop = loop
+        self._transmit = transmit
+        # A C-level queue: handing a call to the actor's thread is one lock release.
+        self._work: queue.SimpleQueue[_Work] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._reports: deque[Callable[[], None]] = deque()
+        self._report_scheduled = False
+        self._instance: object = None
+        self._methods: dict[int, tuple[str, bool]] = {}  # method ID -> (name, async)
+        self._covers: dict[int, int] = {}  # caller number -> newest call of its it ran
+        #: Recent calls' answers (values, or the failure), oldest first, bounded.
+        self._answers: OrderedDict[int, tuple[int, Sequence[Bytes] | str]] = OrderedDict()
+        self._answer_bytes = 0
+        self._classes: dict[bytes, type] = {}  # by-value classes, by digest
+        self._store: CheckpointStore | None = None
+        self._store_error = ""
+        self._store_opened = False
+
+    # -- the loop's side -------------------------------------------------------------------
+
+    def handle(self, work: _Work) -> None:
+        """Queue ``work`` behind the rest (on the loop)."""
+        self._work.put(work)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="dista-actor", daemon=True)
+            self._thread.start()
+
+    def _report(self, report: Callable[[], None]) -> None:
+        """From the actor's thread: ``report`` runs on the loop, in order with the others."""
+        self._reports.append(report)
+        if not self._report_scheduled:
+            self._report_scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:
+                pass  # the loop is gone: the worker is exiting
+
+    def _drain(self) -> None:
+        self._report_scheduled = False
+        reports = self._reports
+        while reports:
+            reports.popleft()()
+        self._transmit()
+
+    # -- the actor's thread ----------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while True:
+            work = self._work.get()
+            if isinstance(work, dp.CallActor):
+                self._call(work)
+            elif isinstance(work, dp.StartActor):
+                self._start(work)
+            elif isinstance(work, dp.CheckpointActor):
+                self._checkpoint(work)
+            else:
+                self._stop(work)
+
+    def _start(self, work: dp.StartActor) -> None:
+        actor = work.actor_id
+        restored: int | None = None
+        try:
+            if work.covers is None:
+                assert work.argument is not None
+                instance = self._construct(work.type_id, work.argument)
+                covers: dict[int, int] = {}
+            elif work.covers == dp.RESTORE_NEWEST:
+                # After a head restart: the newest checkpoint there is, if any.
+                newest = self._newest(actor)
+                if newest is None:
+                    why = f"actor {actor:#x} has no checkpoint to restore from"
+                    self._report(lambda: self.core.actor_started(actor, why, no_checkpoint=True))
+                    return
+                instance, covers, restored = (
+                    decode(newest.state),
+                    dict(newest.covers),
+                    newest.calls,
+                )
+            else:
+                instance, covers = self._restore(actor, work.covers)
+        except BaseException as e:  # SystemExit in a constructor fails the actor, no more
+            error = message_from_exception(e)
+            self._report(lambda: self.core.actor_started(actor, error))
+            return
+        self._instance = instance
+        self._covers = covers
+        self._methods = {i: (m, a) for m, (i, a) in method_table(type(instance)).items()}
+        self._report(lambda: self.core.actor_started(actor, None, covers=restored))
+
+    def _newest(self, actor: int) -> Checkpoint | None:
+        store = self._open_store()
+        return None if store is None else store.newest(actor)
+
+    def _construct(self, type_id: int, argument: Any) -> object:
+        if type_id & dp.TASK_ID_MASK == ACTOR_BY_VALUE_ID:
+            digest, pickled, argument = split_by_value(argument)
+            known = self._classes.get(digest)
+            if known is None:
+                loaded: Any = load_function(pickled)
+                known = self._classes[digest] = loaded
+            cls = known
+        else:
+            found = lookup(type_id)
+            if not isinstance(found, type):
+                raise LookupError(
+                    f"actor type {type_id:#x} is not registered on this worker: start the "
+                    "worker with --import of the module that defines it"
+                )
+            cls = found
+        args, kwargs = decode_actor_call(argument)
+        return cls(*args, **kwargs)
+
+    def _restore(self, actor: int, covers: int) -> tuple[object, dict[int, int]]:
+        store = self._open_store()
+        if store is None:
+            raise CheckpointError(self._store_error)
+        checkpoint = store.read(actor, covers)
+        return decode(checkpoint.state), dict(checkpoint.covers)
+
+    def _call(self, work: dp.CallActor) -> None:
+        oid = work.object_id
+        caller = oid >> dp.ID_BITS
+        if oid <= self._covers.get(caller, 0):
+            # The checkpoint this actor came back from has it (a call resent after a head
+            # restart): running it again would apply it twice. Its answer, if kept here,
+            # still reaches its caller.
+            kept = self._answers.get(oid)
+            answer = None if kept is None else kept[1]
+            if answer is None:
+                self._report(lambda: self.core.call_covered(oid))
+            elif isinstance(answer, str):
+                why = answer
+                self._report(lambda: self.core.task_failed(oid, why, 0, 0))
+            else:
+                values = answer
+                self._report(lambda: self.core.task_done(oid, values, 0, 0))
+            return
+        started = now()
+        self._covers[caller] = oid
+        try:
+            found = self._methods.get(work.method_id)
+            if self._instance is None or found is None:
+                raise LookupError(
+                    f"actor {work.actor_id:#x} has no method {work.method_id:#x}"
+                    if self._instance is not None
+                    else f"actor {work.actor_id:#x} is not running on this worker"
+                )
+            name, is_async = found
+            args, kwargs = decode_actor_call(work.argument)
+            method = getattr(self._instance, name)
+            value = method(*args, **kwargs)
+            if is_async:
+                value = self._on_loop(value)
+            values = encode_results(value, 1)
+        except BaseException as e:  # one call's failure, whatever it raised
+            error = message_from_exception(e)
+            ended = now()
+            self._keep_answer(oid, error)
+            self._report(lambda: self.core.task_failed(oid, error, started, ended))
+            return
+        ended = now()
+        self._keep_answer(oid, values)
+        self._report(lambda: self.core.task_done(oid, values, started, ended))
+
+    def _keep_answer(self, oid: int, answer: Sequence[Bytes] | str) -> None:
+        size = len(answer) if isinstance(answer, str) else sum(len(v) for v in answer)
+        answers = self._answers
+        answers[oid] = (size, answer)
+        self._answer_bytes += size
+        while answers and (
+            len(answers) > _ANSWERS_KEPT or self._answer_bytes > _ANSWER_BYTES_KEPT
+        ):
+            old, _ = answers.popitem(last=False)[1]
+            self._answer_bytes -= old
+
+    def _on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` on the worker's loop and wait for it here."""
+        done = threading.Event()
+        box: list[tuple[bool, Any]] = []
+
+        async def run() -> None:
+            try:
+                box.append((True, await coro))
+            except BaseException as e:
+                box.append((False, e))
+            finally:
+                done.set()
+
+        self._loop.call_soon_threadsafe(self._loop.create_task, run())
+        done.wait()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    def _checkpoint(self, work: dp.CheckpointActor) -> None:
+        failure: str | None = None
+        written = ""
+        store = None
+        try:
+            store = self._open_store()
+            if store is None:
+                failure = self._store_error
+            elif self._instance is None:
+                failure = f"actor {work.actor_id:#x} is not running on this worker"
+            else:
+                parts = encode_parts(self._instance, "the actor's state")
+                covers = dict(self._covers)
+                written = store.write(work.actor_id, 0, work.calls, covers, parts, prune=False)
+        except TypeError as e:  # unpicklable state: the actor goes on
+            failure = (
+                f"{e} (an actor can define __getstate__ and __setstate__ to leave out "
+                "what cannot be pickled and rebuild it)"
+            )
+        except Exception as e:  # a full disk, a store gone away: the actor goes on
+            failure = str(e) if isinstance(e, CheckpointError) else repr(e)
+        self._report(lambda: self.core.checkpointed(work.actor_id, work.calls, failure))
+        if store is not None and written:
+            try:  # after the answer: removing the older ones is nobody's wait
+                keep = -1 if work.keep is None else work.keep  # None: no restore point yet
+                store.prune(work.actor_id, written, keep)
+            except Exception:
+                pass  # left for the next write to remove
+
+    def _stop(self, work: dp.StopActor) -> None:
+        self._instance = None
+        self._methods = {}
+        self._covers = {}
+        if work.forget:
+            store = self._open_store()
+            if store is not None:
+                try:
+                    store.remove(work.actor_id)
+                except Exception:
+                    pass  # a store gone away: nothing to restore from anyway
+
+    def _open_store(self) -> CheckpointStore | None:
+        if not self._store_opened:
+            self._store_opened = True
+            try:
+                self._store = open_store()
+            except CheckpointError as e:
+                self._store_error = str(e)
+            else:
+                if self._store is None:
+                    self._store_error = _NO_STORE
+        return self._store

@@ -1,0 +1,247 @@
+"""The head on any loop: a listener whose every connection is a link of the `Head` core.
+
+Links read into place: small frames into each connection's reused buffer, a frame of 1 MiB
+or more (a large argument) straight into one buffer from `allocate`, which the head then
+forwards to a worker as it lies.
+
+The core's pulled timer (`next_deadline` / `on_timer`, aioquic's shape) is kept armed as
+one loop timer by the engine (`Engine.transmit`). A head that supervises its workers' processes (a local cluster's) passes
+``why_lost``: it learns each Unix-socket link's peer PID (``SO_PEERCRED``) and, when a
+worker's link drops, asks ``why_lost(pid)`` how that process ended, for up to
+`FATE_WAIT_S` (the end of the connection can arrive before the process is reaped), so that
+the errors of the tasks the worker took along say "worker pid 4242 died: SIGSEGV" rather
+than "connection lost".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import signal
+import socket
+import struct
+import time
+from collections.abc import Callable
+from typing import Final
+
+import dista_proto as dp
+
+from .._clock import now, wall_offset_ns
+from .._net.address import socket_address
+from .._net.limits import Limits, inline_cap, limits_from_env
+from .._net.loop import Latch, Listener, Loop
+from .._net.streams import Stream
+from .._tls.config import check_bind, tls_for
+from .._values.memory import allocate
+from .._values.registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
+from .._values.trim import MemoryWatch, watch_memory
+from .engine import Engine
+from .liveness import liveness_s
+
+__all__ = ["FATE_WAIT_S", "HeadHost", "peer_pid", "start_head"]
+
+#: How long a lost worker link waits for its process's fate before it is given up as lost.
+FATE_WAIT_S: Final = 0.2
+_FATE_POLL_S: Final = 0.002
+#: How long a force-stopped worker may take to exit before the head SIGKILLs it.
+FORCE_GRACE_S: Final = 2.0
+#: The start of the reason the head core closes a force-stopped worker with.
+_FORCED: Final = "stopped to force-"
+
+#: How long a stopping head lets its stop and error frames flush before closing links.
+_FLUSH_S: Final = 1.0
+_FLUSH_POLL_S: Final = 0.01
+
+
+def peer_pid(transport: Stream) -> int | None:
+    """The PID of the process at the other end of a Unix-socket ``transport`` (Linux)."""
+    sock = transport.get_extra_info("socket")
+    option = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or option is None or sock.family != getattr(socket, "AF_UNIX", None):
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    except OSError:
+        return None
+    pid: int = struct.unpack("3i", raw)[0]
+    return pid or None
+
+
+class HeadHost(Engine):
+    """The head's links. ``closed`` is settled with the head's exit reason once it has
+    stopped listening, its last frames are flushed and its connections are closed."""
+
+    role_name = "head"
+    tls_role = "head"
+    core: dp.Head
+
+    def __init__(
+        self, loop: Loop, head: dp.Head, why_lost: Callable[[int], str | None] | None = None
+    ) -> None:
+        super().__init__(loop, head)
+        self.head = head
+        self.why_lost = why_lost
+        self.listener: Listener | None = None
+        self.closed: Latch[str] = Latch()
+        self._pids: dict[int, int] = {}  # link -> its peer's PID, when why_lost is given
+        #: Told how many actors are alive whenever that grows (a local cluster starts a
+        #: worker for each, so that actors never take the workers tasks run on).
+        self.on_actors: Callable[[int], object] | None = None
+        self._actors_seen = 0
+        #: Gives the heap back after a burst (`_trim`), once `start_head` starts it.
+        self.memory: MemoryWatch | None = None
+        self.exited.add_callback(self._on_exit)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        assert self.listener is not None
+        return self.listener.address
+
+    def greeted(self, link: int) -> bool:
+        return self.head.greeted(link)
+
+    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+        return self.head.authenticated(link, roles)
+
+    def attached(self, link: int, host: str) -> None:
+        self.head.peer(link, host)  # fetch grants to this peer name its host
+
+    def attach(self, link: int, transport: Stream) -> None:
+        super().attach(link, transport)
+        if self.why_lost is not None and link in self.transports:
+            pid = peer_pid(transport)
+            if pid is not None:
+                self._pids[link] = pid
+
+    def on_updated(self, link: int, nbytes: int) -> None:
+        super().on_updated(link, nbytes)
+        alive = self.head.actors_alive
+        if alive != self._actors_seen:
+            grew = alive > self._actors_seen
+            self._actors_seen = alive
+            if grew and self.on_actors is not None:
+                self.on_actors(alive)
+
+    def lost(self, link: int) -> None:
+        pid = self._pids.pop(link, None)
+        head = self.head
+        if pid is not None and not head.stopping and head.worker_address(link) is not None:
+            self._await_fate(link, pid, time.monotonic() + FATE_WAIT_S)
+        else:
+            super().lost(link)
+
+    def refused(self, link: int, transport: Stream, reason: str) -> None:
+        super().refused(link, transport, reason)
+        if self.memory is not None:
+            self.memory.collect_soon()  # the core's error left a cycle (`_trim`)
+
+    def closing(self, link: int, reason: str) -> None:
+        pid = self._pids.get(link)
+        if pid is not None and reason.startswith(_FORCED):
+            # A force-cancel or force-kill: the task or method may hold the GIL in C code,
+            # and then its process cannot even read the stop. One this head can name (a
+            # process on this machine) is SIGKILLed if it is still there after a grace.
+            self.loop.call_later(FORCE_GRACE_S, self._kill_if_alive, pid)
+
+    def _kill_if_alive(self, pid: int) -> None:
+        if self.why_lost is not None and self.why_lost(pid) is None:  # it still runs
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    def stop(self, why: str) -> None:
+        """Stop the head and its workers (a signal, a closing local cluster); on the loop."""
+        self.head.stop(why, now())
+        self.transmit()
+
+    def _await_fate(self, link: int, pid: int, deadline: float) -> None:
+        """Lose ``link`` once ``why_lost`` knows how its process ended, or at ``deadline``."""
+        assert self.why_lost is not None
+        why = self.why_lost(pid)
+        if why is None and time.monotonic() < deadline and not self.head.stopping:
+            self.loop.call_later(_FATE_POLL_S, self._await_fate, link, pid, deadline)
+            return
+        self.head.connection_lost(link, now(), why)
+        self.transmit()
+
+    def _on_exit(self, exited: Latch[str]) -> None:
+        if self.listener is not None:
+            self.listener.close()
+        self._flush(time.monotonic() + _FLUSH_S)
+
+    def _flush(self, deadline: float) -> None:
+        """Let the stop and error frames go before the connections drop."""
+        if time.monotonic() < deadline and any(
+            t.get_write_buffer_size() for t in self.transports.values()
+        ):
+            self.loop.call_later(_FLUSH_POLL_S, self._flush, deadline)
+            return
+        self.close_all()
+        self.drained.add_callback(lambda _: self.closed.set(self.exited.result()))
+
+
+def start_head(
+    loop: Loop,
+    host: str = "127.0.0.1",
+    port: int = 7420,
+    *,
+    sock: socket.socket | None = None,
+    local: bool = False,
+    worker_slots: int = dp.WORKER_SLOTS,
+    prefetch: int = dp.PREFETCH,
+    max_retries: int = dp.MAX_RETRIES,
+    why_lost: Callable[[int], str | None] | None = None,
+    no_worker_grace: float = dp.NO_WORKER_GRACE_NS / 1e9,
+    liveness: float | None = None,
+    recovery_grace: float = dp.RECOVERY_GRACE_NS / 1e9,
+    limits: Limits | None = None,
+) -> HeadHost:
+    """A head on ``loop`` listening on ``host:port`` (or an already bound ``sock``).
+
+    ``local`` makes it stop itself and its workers when its last driver disconnects.
+    ``worker_slots`` is how many tasks each worker gets at once: more than one hides the
+    round trip between a result and the next task. ``prefetch`` is how many more a worker
+    may get when they are known to be short (their recent runs took at most 0.5 ms), so that
+    a stream of tiny tasks flows in batches instead of one round trip each. ``why_lost``
+    names how a worker's process ended when its link drops (see the module docstring).
+    ``no_worker_grace`` is how long, in seconds, tasks wait for a worker with their
+    driver's registry before they fail saying that none has it. ``liveness`` is how long
+    a worker may be silent before it is treated as lost (default ``DISTA_LIVENESS_TIMEOUT``,
+    30 s; 0: never); ``recovery_grace`` how long, after a head restart, claims and holdings
+    wait for each other, and a silent worker's objects for it to come back. ``limits``
+    bound the connections it takes and how long one may wait to say hello (default: the
+    ``DISTA_*`` variables, `_limits`).
+    """
+    if liveness is None:
+        liveness = liveness_s()
+    where = socket_address(sock)[0] if sock is not None else host
+    warning = check_bind("dista head", where, tls_for("head"))  # ValueError: refused
+    if warning:
+        logging.getLogger("dista.head").warning("%s", warning)
+    if limits is None:
+        limits = limits_from_env()
+    rng = random.SystemRandom()
+    head = dp.Head(
+        epoch=rng.getrandbits(63),
+        first_number=rng.randrange(1, 1 << 24),
+        max_retries=max_retries,
+        worker_slots=worker_slots,
+        prefetch=prefetch,
+        exit_without_drivers=local,
+        allocate=allocate,
+        # By-value functions and put values run on any worker, whatever its registry.
+        portable_tasks=(BY_VALUE_ID, PUT_ID, ACTOR_BY_VALUE_ID),
+        no_worker_grace_ns=int(no_worker_grace * 1e9),
+        liveness_ns=int(liveness * 1e9),
+        recovery_grace_ns=int(recovery_grace * 1e9),
+        hello_deadline_ns=int(limits.hello_timeout * 1e9),
+        hello_idle_ns=int(limits.hello_idle_timeout * 1e9),
+        inline_cap_bytes=inline_cap(),
+        wall_offset_ns=wall_offset_ns(),  # its timeline's stamps, for people
+    )
+    host_ = HeadHost(loop, head, why_lost)
+    host_.limit(limits)
+    host_.memory = watch_memory(loop, host_.exited)  # the heap back after a burst
+    host_.listener = loop.listen(host_, host, port, sock)
+    return host_

@@ -1,0 +1,290 @@
+"""Resource bounds per peer: how many connections a head or a worker's object server takes,
+and how long a connection may stay silent before it says hello. Read one way, as
+`_liveness` reads the recovery settings: a bad value is one line naming its variable or
+flag, at start.
+
+Defaults, and why:
+
+- ``DISTA_MAX_CONNECTIONS`` / ``--max-connections``: the soft ``RLIMIT_NOFILE`` of the
+  process minus a reserve, and at most `MAX_CONNECTIONS_CEILING` (10,000); 1024
+  descriptors give 768, 256 give 64. The reserve is an eighth of the limit (at least
+  `FD_RESERVE`, 64) for what the process opens besides its peers (the listener, the event
+  loop, log and checkpoint files, an object server's dials to fetch from others), plus
+  `ACCEPT_BATCH` (128) for connections accepted but not attached yet (asyncio accepts up to
+  100 at a time before it attaches any, and an evicted connection's descriptor is freed
+  only on the loop's next turn). So the cap is met before ``accept`` fails with "Too many
+  open files" (measured: with the eighth alone, a head under ``ulimit -n 256`` hit it during
+  a burst): then the runtime, not the kernel, chooses who goes (the oldest connection that
+  has not said hello; see `dista_runtime._net.admission`). The ceiling bounds the memory the
+  connections' buffers take (10,000 peers is far beyond what one head schedules).
+- ``DISTA_MAX_CONNECTIONS_PER_HOST`` / ``--max-connections-per-host``: 512 per peer
+  address (IP; every Unix-socket peer counts as one host). A local cluster on loopback (a
+  head, a worker process per core, their task sessions, a few drivers and ``dista
+  status``) stays far under it, while one host alone cannot take every connection.
+- ``DISTA_HELLO_TIMEOUT`` / ``--hello-timeout``: 10 s for a connection to say hello (the
+  head's core enforces it). A driver or worker sends its hello as soon as it is connected;
+  10 s covers a loaded machine and a slow TLS handshake.
+- ``DISTA_HELLO_IDLE_TIMEOUT`` / ``--hello-idle-timeout``: 5 s a connection that has not
+  said hello may go without sending a byte (a silent or slowloris peer goes sooner than the
+  hello deadline).
+
+- ``DISTA_HEAD_INLINE_CAP`` / ``--inline-cap``: 256 MiB of inline results the head keeps
+  for one driver (the head's core enforces it, `dista_proto.INLINE_CAP_BYTES`): past it
+  that driver's results stay on workers, so a driver that never releases cannot fill the
+  head. A size in bytes, or with a unit (``64MiB``, ``1GiB``, ``500MB``); 0 turns it off.
+
+A timeout of 0 turns it off; a cap is a whole number of at least 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "ACCEPT_BATCH",
+    "DEFAULT_HELLO_IDLE_S",
+    "DEFAULT_HELLO_TIMEOUT_S",
+    "DEFAULT_MAX_PER_HOST",
+    "FD_RESERVE",
+    "HELLO_IDLE_ENV",
+    "HELLO_TIMEOUT_ENV",
+    "INLINE_CAP_ENV",
+    "MAX_CONNECTIONS_CEILING",
+    "MAX_CONNECTIONS_ENV",
+    "MAX_PER_HOST_ENV",
+    "Limits",
+    "add_limit_options",
+    "default_max_connections",
+    "inline_cap",
+    "limits_from_args",
+    "limits_from_env",
+    "size",
+]
+
+MAX_CONNECTIONS_ENV: Final = "DISTA_MAX_CONNECTIONS"
+MAX_PER_HOST_ENV: Final = "DISTA_MAX_CONNECTIONS_PER_HOST"
+HELLO_TIMEOUT_ENV: Final = "DISTA_HELLO_TIMEOUT"
+HELLO_IDLE_ENV: Final = "DISTA_HELLO_IDLE_TIMEOUT"
+INLINE_CAP_ENV: Final = "DISTA_HEAD_INLINE_CAP"
+_UNITS: Final = {
+    "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30,
+}  # fmt: skip
+
+MAX_CONNECTIONS_CEILING: Final = 10_000
+#: Descriptors kept for what is not a peer's connection, at least (see the docstring).
+FD_RESERVE: Final = 64
+#: Descriptors kept for connections accepted in one burst, before they are counted.
+ACCEPT_BATCH: Final = 128
+DEFAULT_MAX_PER_HOST: Final = 512
+DEFAULT_HELLO_TIMEOUT_S: Final = 10.0
+DEFAULT_HELLO_IDLE_S: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The bounds one head or object server keeps (see the module docstring)."""
+
+    max_connections: int
+    max_per_host: int = DEFAULT_MAX_PER_HOST
+    hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S  # seconds; 0: off
+    hello_idle_timeout: float = DEFAULT_HELLO_IDLE_S  # seconds; 0: off
+
+    def __post_init__(self) -> None:
+        _at_least_one("the connection cap", self.max_connections)
+        _at_least_one("the per-host connection cap", self.max_per_host)
+        for what, value in (
+            ("the hello timeout", self.hello_timeout),
+            ("the hello idle timeout", self.hello_idle_timeout),
+        ):
+            if not value >= 0:  # NaN too
+                raise ValueError(f"{what} must be at least 0 seconds, not {value!r}")
+
+
+def _at_least_one(what: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a whole number at least 1, not {value!r}")
+
+
+def default_max_connections(soft_nofile: int | None = None) -> int:
+    """The total cap for a process whose soft ``RLIMIT_NOFILE`` is ``soft_nofile``
+    (default: this process's; unlimited or unknown gives the ceiling)."""
+    if soft_nofile is None:
+        try:
+            import resource
+
+            soft_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        except (ImportError, OSError, ValueError):
+            return MAX_CONNECTIONS_CEILING
+        if soft_nofile == resource.RLIM_INFINITY:
+            return MAX_CONNECTIONS_CEILING
+    if soft_nofile < 0:
+        return MAX_CONNECTIONS_CEILING
+    spare = soft_nofile - max(FD_RESERVE, soft_nofile // 8) - ACCEPT_BATCH
+    return max(1, min(MAX_CONNECTIONS_CEILING, spare))
+
+
+# -- reading: environment, then flags ---------------------------------------------------------
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"must be a whole number at least 1, not {text!r}") from None
+    if value < 1:
+        raise ValueError(f"must be a whole number at least 1, not {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"must be a number of seconds, not {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"must be a number of seconds at least 0, not {text!r}")
+    return value
+
+
+def _env_count(env: str) -> int | None:
+    raw = os.environ.get(env, "")
+    if not raw:
+        return None
+    try:
+        return _count(raw)
+    except ValueError as e:
+        raise ValueError(f"{env} {e}") from None
+
+
+def _env_seconds(env: str, default: float) -> float:
+    raw = os.environ.get(env, "")
+    if not raw:
+        return default
+    try:
+        return _seconds(raw)
+    except ValueError as e:
+        raise ValueError(f"{env} {e}") from None
+
+
+def limits_from_env() -> Limits:
+    """The limits the ``DISTA_*`` variables set (defaults where unset); ValueError naming
+    the variable for a bad value (``dista.init`` raises it; the CLI prints it, exit 2)."""
+    total = _env_count(MAX_CONNECTIONS_ENV)
+    per_host = _env_count(MAX_PER_HOST_ENV)
+    return Limits(
+        max_connections=total if total is not None else default_max_connections(),
+        max_per_host=per_host if per_host is not None else DEFAULT_MAX_PER_HOST,
+        hello_timeout=_env_seconds(HELLO_TIMEOUT_ENV, DEFAULT_HELLO_TIMEOUT_S),
+        hello_idle_timeout=_env_seconds(HELLO_IDLE_ENV, DEFAULT_HELLO_IDLE_S),
+    )
+
+
+def size(text: str) -> int:
+    """Bytes from ``text``: a whole number, or one with a unit (``64MiB``, ``1GB``)."""
+    cleaned = text.strip().lower().replace(" ", "")
+    number = cleaned.rstrip("kmgib")
+    unit = cleaned[len(number) :]
+    try:
+        value = int(number)
+    except ValueError:
+        value = -1
+    if value < 0 or unit not in _UNITS:
+        raise ValueError(f"must be a size in bytes (such as 268435456 or 256MiB), not {text!r}")
+    return value * _UNITS[unit]
+
+
+def inline_cap() -> int:
+    """Bytes of inline results the head keeps for one driver (0: no cap), from
+    ``DISTA_HEAD_INLINE_CAP``; ValueError naming it for a bad value."""
+    import dista_proto as dp
+
+    raw = os.environ.get(INLINE_CAP_ENV, "")
+    if not raw:
+        return dp.INLINE_CAP_BYTES
+    try:
+        return size(raw)
+    except ValueError as e:
+        raise ValueError(f"{INLINE_CAP_ENV} {e}") from None
+
+
+def _flag(parse: type[int | float]) -> Callable[[str], int | float]:
+    """An argparse ``type`` whose error argparse prints as one line naming the flag."""
+
+    def convert(text: str) -> int | float:
+        try:
+            return _count(text) if parse is int else _seconds(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = "count" if parse is int else "seconds"
+    return convert
+
+
+def add_limit_options(p: argparse.ArgumentParser) -> None:
+    """The flags of `Limits` for ``dista head`` and ``dista worker`` (each overrides its
+    variable; a bad value is argparse's one-line error, exit 2)."""
+    group = p.add_argument_group("resource bounds")
+    group.add_argument(
+        "--max-connections",
+        type=_flag(int),
+        default=None,
+        metavar="N",
+        help=f"connections taken in total; past it the oldest one that has not said hello "
+        f"is closed for a new one, else the new one (default: {MAX_CONNECTIONS_ENV}, else "
+        f"the open-file limit less an eighth (at least {FD_RESERVE}) and {ACCEPT_BATCH}, at most "
+        f"{MAX_CONNECTIONS_CEILING:,})",
+    )
+    group.add_argument(
+        "--max-connections-per-host",
+        type=_flag(int),
+        default=None,
+        metavar="N",
+        help=f"connections taken from one address; past it new ones are refused (default: "
+        f"{MAX_PER_HOST_ENV}, else {DEFAULT_MAX_PER_HOST})",
+    )
+    group.add_argument(
+        "--hello-timeout",
+        type=_flag(float),
+        default=None,
+        metavar="SECONDS",
+        help=f"a connection that has not said hello by then is closed (default: "
+        f"{HELLO_TIMEOUT_ENV}, else {DEFAULT_HELLO_TIMEOUT_S:g}; 0 turns it off)",
+    )
+    group.add_argument(
+        "--hello-idle-timeout",
+        type=_flag(float),
+        default=None,
+        metavar="SECONDS",
+        help=f"a connection that has not said hello and sends nothing for this long is "
+        f"closed (default: {HELLO_IDLE_ENV}, else {DEFAULT_HELLO_IDLE_S:g}; 0 turns it off)",
+    )
+
+
+def limits_from_args(args: argparse.Namespace) -> Limits:
+    """The limits of `add_limit_options`'s flags, each falling back on its variable, then
+    its default; ValueError naming the variable for a bad one (print it, exit 2). The flags
+    given are set as their variables too, so that processes started from here (a worker's
+    supervised processes) share them."""
+    for flag, name in (
+        ("max_connections", MAX_CONNECTIONS_ENV),
+        ("max_connections_per_host", MAX_PER_HOST_ENV),
+        ("hello_timeout", HELLO_TIMEOUT_ENV),
+        ("hello_idle_timeout", HELLO_IDLE_ENV),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            os.environ[name] = str(value)
+    cap = getattr(args, "inline_cap", None)
+    if cap is not None:
+        try:
+            size(cap)
+        except ValueError as e:
+            raise ValueError(f"--inline-cap {e}") from None
+        os.environ[INLINE_CAP_ENV] = cap
+    inline_cap()
+    return limits_from_env()
