@@ -53,7 +53,7 @@ PART_BYTES = F.PART_SIZE
 BIG_READ = 1 << 20
 #: Sends of the 64 MiB part per timed run (the send side is too fast to time once).
 PART_SENDS = 1_000
-#: Driver number 1 << 40 | n, as the object ID layout in docs/protocol.md has it.
+#: Driver number 1 << 40 | n, as the object ID layout in docs/wire.md has it.
 FIRST_OBJECT = 1 << 40 | 1
 TASK_ID = 0x5EED
 

@@ -10,7 +10,7 @@
   them: Dista's extensions. A peer that knows only the page ignores the field there, so a
   marked frame degrades to the page's meaning: a span still reads as the task's times, a
   free of an ID that names no object deletes nothing, a cancel still cancels.
-  docs/protocol.md, "Extensions", gives the reasoning for each.
+  docs/wire.md, "Extensions", gives the reasoning for each.
 - **Fetch parts** are at least `MIN_FETCH_PART` bytes.
 """
 

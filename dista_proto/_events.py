@@ -80,7 +80,7 @@ class Resume(NamedTuple):
 
 
 class HeadStats(NamedTuple):
-    """The five counts of a stats reply, in wire order (see docs/protocol.md)."""
+    """The five counts of a stats reply, in wire order (see docs/wire.md)."""
 
     objects: int  # objects the head counts references for
     held_bytes: int  # bytes of inline results the head keeps
@@ -186,7 +186,7 @@ class Welcome(_EventBase):
 
 @dataclass(frozen=True, slots=True)
 class TaskAfter(_EventBase):
-    """A task whose argument is built from other results (see docs/protocol.md)."""
+    """A task whose argument is built from other results (see docs/wire.md)."""
 
     kind: ClassVar[int] = F.KIND_TASK_AFTER
     object_id: int
@@ -248,7 +248,7 @@ class Release(_EventBase):
 @dataclass(frozen=True, slots=True)
 class Free(_EventBase):
     """Delete this object. ``mark`` (in the task-ID field) is Dista's extension: see
-    `dista_proto.FREE_WITHDRAW` and docs/protocol.md, "Extensions"."""
+    `dista_proto.FREE_WITHDRAW` and docs/wire.md, "Extensions"."""
 
     kind: ClassVar[int] = F.KIND_FREE
     object_id: int

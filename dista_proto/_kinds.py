@@ -14,7 +14,7 @@ Everything else is derived from the rows once, at import: the codecs' dispatch d
 to whom (`allowed_kinds`) and the largest body a receiver takes of each kind (`body_limits`,
 one list indexed by the kind byte, so a connection checks a header with one lookup). Adding
 a kind is its ``frame.KIND_*`` number, its event class, its two codec functions, and one row
-here; docs/protocol.md's "Kinds at a glance" is rendered from the rows and a test keeps it so
+here; docs/wire.md's "Kinds at a glance" is rendered from the rows and a test keeps it so
 (tests/proto/kinds_table.py).
 
 A connection joins two roles. Head links join the head and a peer that said hello (driver,
@@ -123,7 +123,7 @@ _OBSERVER: Final = (
 )
 _ANY_PEER: Final = (
     "our decision: the head may say why it refuses or drops any peer before closing "
-    '(docs/protocol.md, "The head may send error to any peer")'
+    '(docs/wire.md, "The head may send error to any peer")'
 )
 _GRANT: Final = (
     'our extension: a grant, "the fetcher at this host may fetch this object" '

@@ -1,7 +1,7 @@
 """The sizes at which a connection stops copying bytes.
 
 Both receive paths and the send side decide by them, so they live in one place
-(docs/protocol.md, "Buffers", gives them). A payload under `BIG_PAYLOAD` is copied (into an
+(docs/wire.md, "Buffers", gives them). A payload under `BIG_PAYLOAD` is copied (into an
 event's own bytes, or into the one buffer small outgoing frames share); a larger one is
 passed as a view. A frame of `BIG_FRAME` or more is collected as a list of its pieces
 (`receive_data`) or, received into place with an ``allocate``, lands in a buffer of its own.

@@ -1,4 +1,4 @@
-"""docs/protocol.md's "Kinds at a glance" table, rendered from the kinds table's rows.
+"""docs/wire.md's "Kinds at a glance" table, rendered from the kinds table's rows.
 
     python -m tests.proto.kinds_table           # print what the page should hold
     python -m tests.proto.kinds_table --write   # and put it there
@@ -18,7 +18,7 @@ from typing import Final
 from dista_proto import Role
 from dista_proto._kinds import KINDS, SENT_BY, Kind
 
-PAGE: Final = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
+PAGE: Final = Path(__file__).resolve().parents[2] / "docs" / "wire.md"
 BEGIN: Final = (
     "<!-- Rendered from the rows of dista_proto/_kinds.py by\n"
     "`python -m tests.proto.kinds_table --write`: edit the rows, not this table. -->"

@@ -1,5 +1,5 @@
 """The kinds table (dista_proto/_kinds.py): what the codecs, the connection's rules,
-frame.KIND_NAMES and docs/protocol.md know about each kind comes from its rows.
+frame.KIND_NAMES and docs/wire.md know about each kind comes from its rows.
 
 The snapshot below was taken from the hand-written tables (frame.KIND_NAMES, the codecs'
 dicts, _roles' per-direction sets and payload sizes) before they were derived from the rows:
@@ -177,7 +177,7 @@ def test_which_core_handles_a_kind_spot_checks() -> None:
 
 def test_links_beyond_the_page_say_why() -> None:
     beyond = {(k.name, s, r) for k in KINDS for s, r, why in k.sent if why != SENT_BY}
-    # docs/protocol.md, "Kinds at a glance", and tests/proto/test_connection.py's hand table.
+    # docs/wire.md, "Kinds at a glance", and tests/proto/test_connection.py's hand table.
     assert beyond == {
         ("result", D, H), ("error", D, H),  # a resuming driver
         ("result", S, F), ("error", S, F),  # an empty fetch
@@ -187,10 +187,10 @@ def test_links_beyond_the_page_say_why() -> None:
     }  # fmt: skip
 
 
-def test_the_protocol_page_holds_the_rendered_table() -> None:
+def test_the_wire_page_holds_the_rendered_table() -> None:
     page = PAGE.read_text(encoding="utf-8")
     assert rendered_part(page) == render(), (
-        "docs/protocol.md's kinds table differs from dista_proto/_kinds.py: "
+        "docs/wire.md's kinds table differs from dista_proto/_kinds.py: "
         "run `python -m tests.proto.kinds_table --write`"
     )
     assert "Adding a kind is one row there" in page
