@@ -167,7 +167,8 @@ PAGE_PROSE: dict[str, set[tuple[Role, Role]]] = {
     "timeline": {(O, H), (H, O)},
 }
 # ... and the project's decisions (in _kinds.py): the head may say why it drops anyone, and
-# grants a worker's object to a fetcher with a located frame (docs/protocol.md, "Extensions: fetch grants").
+# grants a worker's object to a fetcher with a located frame (docs/protocol.md, "Extensions:
+# fetch grants").
 PROJECT_DECISIONS: dict[str, set[tuple[Role, Role]]] = {
     "error": {(H, W), (H, O)},
     "located": {(H, W)},
