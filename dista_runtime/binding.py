@@ -24,6 +24,7 @@ from ._net.contract import (
     Loop,
     Secure,
     Timer,
+    Tls,
 )
 from ._net.latch import CallQueue, Latch
 from ._net.sockets import connect_socket
@@ -47,6 +48,7 @@ __all__ = [
     "Loop",
     "Secure",
     "Timer",
+    "Tls",
     "connect_socket",
     "joining",
     "joining_on",

@@ -23,7 +23,7 @@ import sniffio
 from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint
 
-from dista_runtime.binding import CallQueue, Connections, Listener, Secure, Timer, listen_socket
+from dista_runtime.binding import CallQueue, Connections, Listener, Timer, Tls, listen_socket
 
 from . import _net
 
@@ -109,23 +109,12 @@ class AnyioLoop:
         return _current.get()
 
     def listen(
-        self,
-        engine: Connections,
-        host: str,
-        port: int,
-        sock: Any = None,
-        tls: Secure | None = None,
+        self, engine: Connections, host: str, port: int, sock: Any = None, tls: Tls = None
     ) -> Listener:
         return _net.Server(self, engine, sock or listen_socket(host, port), tls)
 
     def dial(
-        self,
-        engine: Connections,
-        link: int,
-        host: str,
-        port: int,
-        timeout: float,
-        tls: Secure | None = None,
+        self, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls = None
     ) -> None:
         self.group.start_soon(_net.dial, self, engine, link, (host, port), timeout, tls)
 

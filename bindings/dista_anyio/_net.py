@@ -28,7 +28,7 @@ import sniffio
 from dista_runtime.binding import (
     AcceptErrors,
     Connections,
-    Secure,
+    Tls,
     connect_socket,
     socket_address,
     socket_stream,
@@ -37,9 +37,7 @@ from dista_runtime.binding import (
 __all__ = ["Server", "dial", "serve"]
 
 
-def serve(
-    anyio_loop: Any, engine: Connections, link: int, sock: socket.socket, tls: Secure | None
-) -> None:
+def serve(anyio_loop: Any, engine: Connections, link: int, sock: socket.socket, tls: Tls) -> None:
     """Attach ``sock`` to ``engine`` as ``link`` (in ``tls``, if given) and start reading
     and writing it, in the task group of ``anyio_loop`` (an `AnyioLoop`)."""
     wakes = [anyio.Event(), anyio.Event()]  # the reader task's, the writer's: one per wait
@@ -105,15 +103,13 @@ class Server:
     """``sock`` (listening) served for ``engine`` (`Loop.listen`): connections wait in its
     backlog until accepted."""
 
-    def __init__(
-        self, loop: Any, engine: Connections, sock: socket.socket, tls: Secure | None
-    ) -> None:
+    def __init__(self, loop: Any, engine: Connections, sock: socket.socket, tls: Tls) -> None:
         self._sock = sock
         sock.setblocking(False)
         self.address = socket_address(sock)
         loop.group.start_soon(self._accept, loop, engine, tls)
 
-    async def _accept(self, loop: Any, engine: Connections, tls: Secure | None) -> None:
+    async def _accept(self, loop: Any, engine: Connections, tls: Tls) -> None:
         errors = AcceptErrors(engine, loop.call_later)
         while self._sock.fileno() >= 0:  # until `close`
             try:
@@ -132,12 +128,7 @@ class Server:
 
 
 async def dial(
-    loop: Any,
-    engine: Connections,
-    link: int,
-    where: tuple[str, int],
-    timeout: float,
-    tls: Secure | None,
+    loop: Any, engine: Connections, link: int, where: tuple[str, int], timeout: float, tls: Tls
 ) -> None:
     """Connect ``link`` to ``where`` (``unix:PATH`` for a Unix socket) within ``timeout``
     seconds and serve it, then tell ``engine`` how it went (`Loop.dial`)."""

@@ -21,7 +21,7 @@ from dista_runtime.binding import (
     AcceptErrors,
     Connections,
     Link,
-    Secure,
+    Tls,
     listen_socket,
     peer_of,
     socket_address,
@@ -56,11 +56,7 @@ class _Listener:
     one and drop it. Removing the reader here takes back an accept already queued too."""
 
     def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        sock: socket.socket,
-        engine: Connections,
-        tls: Secure | None,
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, engine: Connections, tls: Tls
     ) -> None:
         self.address = socket_address(sock)
         self._tls = tls
@@ -161,34 +157,17 @@ class AsyncioLoop:
         return asyncio.current_task(self.loop)
 
     def listen(
-        self,
-        engine: Connections,
-        host: str,
-        port: int,
-        sock: Any = None,
-        tls: Secure | None = None,
+        self, engine: Connections, host: str, port: int, sock: Any = None, tls: Tls = None
     ) -> _Listener:
         return _Listener(self.loop, sock or listen_socket(host, port), engine, tls)
 
     def dial(
-        self,
-        engine: Connections,
-        link: int,
-        host: str,
-        port: int,
-        timeout: float,
-        tls: Secure | None = None,
+        self, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls = None
     ) -> None:
         self.loop.create_task(self._dial(engine, link, host, port, timeout, tls))
 
     async def _dial(
-        self,
-        engine: Connections,
-        link: int,
-        host: str,
-        port: int,
-        timeout: float,
-        secure: Secure | None,
+        self, engine: Connections, link: int, host: str, port: int, timeout: float, secure: Tls
     ) -> None:
         path = unix_path(host)
         factory: Callable[[], Reader] = lambda: Reader(engine, link, secure)

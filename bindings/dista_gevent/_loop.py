@@ -32,7 +32,7 @@ from dista_runtime.binding import (
     Connections,
     Coroutines,
     CoroutineTask,
-    Secure,
+    Tls,
     listen_socket,
     socket_address,
     socket_stream,
@@ -96,35 +96,18 @@ class GeventLoop:
         return self._coroutines.current() if self._coroutines is not None else None
 
     def listen(
-        self,
-        engine: Connections,
-        host: str,
-        port: int,
-        sock: Any = None,
-        tls: Secure | None = None,
+        self, engine: Connections, host: str, port: int, sock: Any = None, tls: Tls = None
     ) -> _Listener:
         return _Listener(self.hub, engine, sock or listen_socket(host, port), tls)
 
     def dial(
-        self,
-        engine: Connections,
-        link: int,
-        host: str,
-        port: int,
-        timeout: float,
-        tls: Secure | None = None,
+        self, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls = None
     ) -> None:
         gevent.spawn(_dial, self.hub, engine, link, host, port, timeout, tls)
 
 
 def _dial(
-    hub: Hub,
-    engine: Connections,
-    link: int,
-    host: str,
-    port: int,
-    timeout: float,
-    tls: Secure | None,
+    hub: Hub, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls
 ) -> None:
     path = unix_path(host)
     sock = None
@@ -147,7 +130,7 @@ def _dial(
 class _Listener:
     """Accepts on the hub, whenever the listening socket is readable."""
 
-    def __init__(self, hub: Hub, engine: Connections, sock: socket.socket, tls: Secure | None):
+    def __init__(self, hub: Hub, engine: Connections, sock: socket.socket, tls: Tls):
         self.address = socket_address(sock)
         sock.setblocking(False)
         self._hub, self._engine, self._sock, self._tls = hub, engine, sock, tls
@@ -180,7 +163,7 @@ class _Connection:
     module docstring)."""
 
     def __init__(
-        self, hub: Hub, engine: Connections, link: int, sock: socket.socket, tls: Secure | None
+        self, hub: Hub, engine: Connections, link: int, sock: socket.socket, tls: Tls
     ) -> None:
         self._hub = hub
         self._watchers = (hub.loop.io(sock.fileno(), 1), hub.loop.io(sock.fileno(), 2))

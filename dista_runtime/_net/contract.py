@@ -27,7 +27,7 @@ import ssl
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar
 
 from .latch import Latch
 
@@ -42,6 +42,7 @@ __all__ = [
     "Stream",
     "TaskHandle",
     "Timer",
+    "Tls",
 ]
 
 T = TypeVar("T")
@@ -146,6 +147,10 @@ class Secure(Protocol):
         ...
 
 
+#: What `Loop.listen` and `Loop.dial` are given for TLS: a `Secure` side, or None (plain).
+Tls: TypeAlias = Secure | None
+
+
 class Loop(Protocol):
     """One event loop, as the runtime drives it (see the module docstring)."""
 
@@ -175,7 +180,7 @@ class Loop(Protocol):
         host: str,
         port: int,
         sock: Any = None,
-        tls: Secure | None = None,
+        tls: Tls = None,
     ) -> Listener:
         """Serve ``host:port`` (or the bound socket ``sock``): each connection gets a link
         from ``engine.accept()``, is attached with ``engine.attach`` and read into the
@@ -190,7 +195,7 @@ class Loop(Protocol):
         host: str,
         port: int,
         timeout: float,
-        tls: Secure | None = None,
+        tls: Tls = None,
     ) -> None:
         """Connect ``link`` to ``host:port`` (``unix:PATH`` and port 0 for a Unix socket),
         in TLS with ``tls``: ``engine.attach`` it and call ``engine.dialed(link, "")``, or
