@@ -1,60 +1,60 @@
 """What a binding uses of the runtime: one public, typed surface, so that no binding
-reaches into the runtime's private modules.
+reaches into the runtime's private modules, and nothing more than bindings use.
 
-A binding implements `Loop` (`dista_runtime._net.loop`) for its event loop, reads its
-connections into an `Engine` (by `Link`, for protocol-style connections, or by
-`dista_runtime._net.sockets` for task-style ones), and waits for a `Latch` the way its loop
-waits. Everything else (the roles, joining, a worker's tasks) is the runtime's, written
-once against `Loop`. `docs/bindings.md` is the guide.
+A binding package names one `Backend` subclass (``backend_class``: a role's main, a loop
+for blocking callers, a wait for a `Latch`, joining a cluster, its `Loop` class) and
+implements `Loop` for its event loop (`dista_runtime._net.contract`). It reads its
+connections into the `Connections` a listen or dial is given: by `Link` for
+protocol-style connections, or by `socket_stream` (plain or TLS, as `Secure` says) for
+task-style ones. Everything else (the roles, joining, a worker's tasks) is the runtime's,
+written once against the contract. `docs/bindings.md` is the guide.
 """
 
 from __future__ import annotations
 
-from ._errors import DistaError
-from ._hosts.engine import Engine
-from ._hosts.join import Cluster, begin, joined
-from ._net.address import format_head, listen_socket, parse_head, socket_address, unix_path
+from ._execution.coroutines import Coroutines, CoroutineTask
+from ._hosts.connect import joining, joining_on
+from ._net.address import listen_socket, socket_address, unix_path
 from ._net.admission import AcceptErrors
-from ._net.loop import (
-    Background,
-    CallQueue,
+from ._net.contract import (
+    AsyncBackend,
+    Backend,
     Connections,
-    Latch,
     Listener,
     Loop,
-    TaskHandle,
+    Secure,
     Timer,
+    Tls,
 )
-from ._net.streams import ACCEPT_LATER, HIGH_WATER, LOW_WATER, Link, Stream, nodelay
+from ._net.latch import CallQueue, Latch
+from ._net.sockets import connect_socket
+from ._net.streams import ACCEPT_LATER, Link, peer_of
 from ._tls.config import HANDSHAKE_TIMEOUT_S
 from ._tls.stream import socket_stream
 
 __all__ = [
     "ACCEPT_LATER",
     "HANDSHAKE_TIMEOUT_S",
-    "HIGH_WATER",
-    "LOW_WATER",
     "AcceptErrors",
-    "Background",
+    "AsyncBackend",
+    "Backend",
     "CallQueue",
-    "Cluster",
     "Connections",
-    "DistaError",
-    "Engine",
+    "CoroutineTask",
+    "Coroutines",
     "Latch",
     "Link",
     "Listener",
     "Loop",
-    "Stream",
-    "TaskHandle",
+    "Secure",
     "Timer",
-    "begin",
-    "format_head",
-    "joined",
+    "Tls",
+    "connect_socket",
+    "joining",
+    "joining_on",
     "listen_socket",
-    "nodelay",
-    "parse_head",
-    "socket_stream",
+    "peer_of",
     "socket_address",
+    "socket_stream",
     "unix_path",
 ]

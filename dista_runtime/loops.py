@@ -5,23 +5,26 @@ its backend, so that the runtime imports no binding by name.
 `LOOPS`. Without a name, the process's own loop decides: a gevent-patched process gets
 gevent, a call from inside trio gets the anyio binding on trio, anything else asyncio
 (with uvloop when it is installed), each only when its binding is installed (`available`).
+
+A binding package names its `Backend` subclass ``backend_class`` (anyio's convention);
+`backend` loads it and checks it by type: a subclass of `Backend` with no abstract method
+left and a `Loop` class. Anything else is not a binding, and says so.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable
-from types import ModuleType
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import Final, TypeVar
 
 from ._errors import DistaError
+from ._net.contract import Backend, Background, Loop
+from ._net.latch import Latch
 
-if TYPE_CHECKING:
-    from ._net.loop import Background, Latch, Loop
-
-__all__ = ["LOOPS", "available", "background", "binding", "choose", "run"]
+__all__ = ["LOOPS", "available", "background", "backend", "choose", "run"]
 
 T = TypeVar("T")
 
@@ -33,27 +36,28 @@ _PACKAGES: Final = {
     "gevent": "dista_gevent",
 }
 LOOPS: Final = tuple(_PACKAGES)
-#: What the runtime calls on a binding (docs/bindings.md): a role's main (``run``) and a
-#: loop for blocking callers (``background``); an async one also waits for a latch
-#: (``wait``: what ``await ref`` does on its loop).
-_API: Final = ("background", "run")
 
 
-def _load(name: str) -> ModuleType | None:
-    try:
-        module = _import(name)
-    except ImportError:
-        return None
-    return module if all(hasattr(module, f) for f in _API) else None
-
-
-def _import(name: str) -> ModuleType:
-    return importlib.import_module(_PACKAGES[name])
+def _load(name: str) -> type[Backend] | None:
+    """Loop ``name``'s backend class, if its package is installed and names a complete
+    one; ImportError if the package (or what it needs) is not installed."""
+    found = getattr(importlib.import_module(_PACKAGES[name]), "backend_class", None)
+    if (
+        isinstance(found, type)
+        and issubclass(found, Backend)
+        and not inspect.isabstract(found)
+        and isinstance(getattr(found, "loop_type", None), type)
+    ):
+        return found
+    return None
 
 
 def available(name: str) -> bool:
     """Whether the binding for loop ``name`` is installed and complete."""
-    return name in _PACKAGES and _load(name) is not None
+    try:
+        return name in _PACKAGES and _load(name) is not None
+    except ImportError:
+        return False
 
 
 def _detected() -> str:
@@ -82,11 +86,11 @@ def choose(loop: str | None = None) -> str:
     return detected if available(detected) else "asyncio"
 
 
-def binding(loop: str | None = None) -> ModuleType:
-    """The binding package that runs loop ``loop`` (see `choose`)."""
+def backend(loop: str | None = None) -> type[Backend]:
+    """The backend of the binding that runs loop ``loop`` (see `choose`)."""
     name = choose(loop)
     try:
-        module = _import(name)
+        found = _load(name)
     except ImportError as e:
         missing = f"it needs {e.name}, " if e.name and e.name != _PACKAGES[name] else ""
         raise DistaError(
@@ -94,9 +98,9 @@ def binding(loop: str | None = None) -> ModuleType:
             f"installation ({missing}pip install 'dista[{name}]'), or use loop='asyncio' "
             "(DISTA_LOOP=asyncio, --loop asyncio)"
         ) from None
-    if not all(hasattr(module, f) for f in _API):
+    if found is None:
         raise DistaError(f"{_PACKAGES[name]} is not a complete Dista binding: use loop='asyncio'")
-    return module
+    return found
 
 
 def run(
@@ -107,12 +111,10 @@ def run(
     """A role's main on loop ``loop`` (see `choose`): ``start`` begins it on the loop, and
     the loop runs until the latch it gives is settled; SIGINT and SIGTERM call ``stop``."""
     name = choose(loop)
-    result: T = binding(name).run(start, stop, loop=name)
-    return result
+    return backend(name).run(start, stop, loop=name)
 
 
 def background(loop: str | None = None) -> Background:
     """A loop of ``loop`` (see `choose`) serving blocking callers (`dista.init`)."""
     name = choose(loop)
-    served: Background = binding(name).background(loop=name)
-    return served
+    return backend(name).background(loop=name)

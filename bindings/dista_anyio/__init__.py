@@ -6,12 +6,31 @@ refs there; cancelling the scope that awaits a ref cancels only that wait::
     async with dista_anyio.connect("127.0.0.1:7420"):
         value = await add.remote(1, 2)
 
-The roles themselves are the runtime's (`dista_runtime._net.loop`); this adapts anyio's loop.
-The runtime finds it by loop name: "anyio" (anyio on asyncio) and "trio" (anyio on trio).
+The roles themselves are the runtime's; this adapts anyio's loop to its contract
+(`dista_runtime.binding`): `AnyioBackend` is what the runtime loads (``backend_class``),
+`AnyioLoop` its loop. The runtime finds it by loop name: "anyio" (anyio on asyncio) and
+"trio" (anyio on trio).
 """
 
+from dista_runtime.binding import AsyncBackend
+
+from . import _run
 from ._connect import connect
 from ._loop import AnyioLoop
 from ._run import LoopThread, background, run, wait
 
-__all__ = ["AnyioLoop", "LoopThread", "background", "connect", "run", "wait"]
+__all__ = ["AnyioBackend", "AnyioLoop", "LoopThread", "background", "backend_class"]
+__all__ += ["connect", "run", "wait"]
+
+
+class AnyioBackend(AsyncBackend):
+    """Dista on anyio: this package's functions, as `dista_runtime.loops` uses them."""
+
+    loop_type = AnyioLoop
+    run = staticmethod(_run.run)
+    background = staticmethod(_run.background)
+    wait = staticmethod(_run.wait)
+    connect = staticmethod(connect)
+
+
+backend_class = AnyioBackend

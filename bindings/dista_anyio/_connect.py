@@ -7,7 +7,8 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from dista_runtime.binding import Cluster, begin, joined
+from dista_runtime import Cluster
+from dista_runtime.binding import joining
 
 from ._loop import AnyioLoop
 from ._run import wait
@@ -30,13 +31,9 @@ async def connect(
     failed: list[Exception] = []
     async with anyio.create_task_group() as group:  # the connection's reader and writer
         try:
-            driver, where = begin(AnyioLoop(group), address, timeout, cancel_remote)
-            await wait(driver.welcomed)  # if not, ending the group closes its socket
-            cluster = joined(driver, where)
-            try:
+            running = AnyioLoop(group)
+            async with joining(running, address, timeout, cancel_remote, wait) as cluster:
                 yield cluster
-            finally:
-                cluster.shutdown()
         except Exception as e:  # noqa: BLE001  (raised as it is below, not in a group)
             failed.append(e)
         group.cancel_scope.cancel()  # what the connection still runs (its socket closes)

@@ -1,4 +1,4 @@
-"""`dista_runtime._net.loop.Loop` over a running anyio task group, on asyncio or on trio.
+"""`dista_runtime._net.contract.Loop` over a running anyio task group, on asyncio or on trio.
 
 Calls go to the backend's own scheduler, the cheapest way each offers: asyncio's
 ``call_soon``, ``call_soon_threadsafe`` and ``call_later`` as they are. On trio, calls
@@ -23,7 +23,7 @@ import sniffio
 from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint
 
-from dista_runtime.binding import CallQueue, Connections, Listener, Timer, listen_socket
+from dista_runtime.binding import CallQueue, Connections, Listener, Timer, Tls, listen_socket
 
 from . import _net
 
@@ -74,7 +74,7 @@ class Task:
 
 class AnyioLoop:
     """The runtime's view of the anyio loop running ``group`` (see
-    `dista_runtime._net.loop.Loop`): what it starts runs in ``group``."""
+    `dista_runtime._net.contract.Loop`): what it starts runs in ``group``."""
 
     def __init__(self, group: TaskGroup) -> None:
         self.group = group
@@ -108,11 +108,15 @@ class AnyioLoop:
     def current_task(self) -> object:
         return _current.get()
 
-    def listen(self, engine: Connections, host: str, port: int, sock: Any = None) -> Listener:
-        return _net.Server(self, engine, sock or listen_socket(host, port))
+    def listen(
+        self, engine: Connections, host: str, port: int, sock: Any = None, tls: Tls = None
+    ) -> Listener:
+        return _net.Server(self, engine, sock or listen_socket(host, port), tls)
 
-    def dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
-        self.group.start_soon(_net.dial, self, engine, link, (host, port), timeout)
+    def dial(
+        self, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls = None
+    ) -> None:
+        self.group.start_soon(_net.dial, self, engine, link, (host, port), timeout, tls)
 
     def stop(self) -> None:
         """End what runs in the task group (on the loop)."""

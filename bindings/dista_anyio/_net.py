@@ -18,24 +18,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import socket
 from collections.abc import Callable
-from socket import AI_NUMERICHOST
 from typing import Any
 
 import anyio
 import sniffio
 
-from dista_runtime import binding as rt
-from dista_runtime.binding import AcceptErrors, Connections, socket_address, unix_path
+from dista_runtime.binding import (
+    AcceptErrors,
+    Connections,
+    Tls,
+    connect_socket,
+    socket_address,
+    socket_stream,
+)
 
 __all__ = ["Server", "dial", "serve"]
 
 
-def serve(anyio_loop: Any, engine: Connections, link: int, sock: socket.socket) -> None:
-    """Attach ``sock`` to ``engine`` as ``link`` and start reading and writing it, in the
-    task group of ``anyio_loop`` (an `AnyioLoop`)."""
+def serve(anyio_loop: Any, engine: Connections, link: int, sock: socket.socket, tls: Tls) -> None:
+    """Attach ``sock`` to ``engine`` as ``link`` (in ``tls``, if given) and start reading
+    and writing it, in the task group of ``anyio_loop`` (an `AnyioLoop`)."""
     wakes = [anyio.Event(), anyio.Event()]  # the reader task's, the writer's: one per wait
     native = sniffio.current_async_library() == "asyncio"
     loop: Any = asyncio.get_running_loop() if native else None
@@ -58,7 +62,17 @@ def serve(anyio_loop: Any, engine: Connections, link: int, sock: socket.socket) 
             loop.remove_reader(sock)
         anyio.notify_closing(sock)
 
-    stream = rt.socket_stream(engine, link, sock, lambda: wakes[1].set(), wake_reader, closing)
+    wake_writer = lambda: wakes[1].set()
+    stream = socket_stream(
+        engine,
+        link,
+        sock,
+        wake_writer,
+        wake_reader,
+        closing,
+        tls=tls,
+        call_soon=anyio_loop.call_soon,
+    )
     engine.attach(link, stream)
 
     async def pump(me: int, busy: Callable[[], object], ready: Any, work: Any) -> None:
@@ -89,13 +103,13 @@ class Server:
     """``sock`` (listening) served for ``engine`` (`Loop.listen`): connections wait in its
     backlog until accepted."""
 
-    def __init__(self, loop: Any, engine: Connections, sock: socket.socket) -> None:
+    def __init__(self, loop: Any, engine: Connections, sock: socket.socket, tls: Tls) -> None:
         self._sock = sock
         sock.setblocking(False)
         self.address = socket_address(sock)
-        loop.group.start_soon(self._accept, loop, engine)
+        loop.group.start_soon(self._accept, loop, engine, tls)
 
-    async def _accept(self, loop: Any, engine: Connections) -> None:
+    async def _accept(self, loop: Any, engine: Connections, tls: Tls) -> None:
         errors = AcceptErrors(engine, loop.call_later)
         while self._sock.fileno() >= 0:  # until `close`
             try:
@@ -106,7 +120,7 @@ class Server:
             except OSError as e:  # out of descriptors or memory: rest (logged once a second)
                 await anyio.sleep(errors.failed(e))
                 continue
-            serve(loop, engine, engine.accept(), conn)
+            serve(loop, engine, engine.accept(), conn, tls)
 
     def close(self) -> None:
         anyio.notify_closing(self._sock)  # a closed socket's too: it knows none
@@ -114,44 +128,19 @@ class Server:
 
 
 async def dial(
-    loop: Any, engine: Connections, link: int, where: tuple[str, int], timeout: float
+    loop: Any, engine: Connections, link: int, where: tuple[str, int], timeout: float, tls: Tls
 ) -> None:
     """Connect ``link`` to ``where`` (``unix:PATH`` for a Unix socket) within ``timeout``
     seconds and serve it, then tell ``engine`` how it went (`Loop.dial`)."""
     try:
         with anyio.fail_after(timeout):
-            sock = await _connect(*where)
+            sock = await connect_socket(*where, anyio.wait_writable, _resolve)
     except OSError as e:  # TimeoutError is one
         engine.dialed(link, str(e) or type(e).__name__)
         return
-    serve(loop, engine, link, sock)
+    serve(loop, engine, link, sock, tls)
     engine.dialed(link, "")
 
 
-async def _connect(host: str, port: int) -> socket.socket:
-    """The first of ``host``'s addresses that accepts a connection."""
-    if (path := unix_path(host)) is not None:
-        targets: list[Any] = [(socket.AF_UNIX, 0, 0, "", path)]
-    else:
-        try:  # an IP address needs no resolver thread
-            targets = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, AI_NUMERICHOST)
-        except socket.gaierror:
-            targets = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    error = OSError(f"no address for {host}")
-    for family, _, _, _, address in targets:
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setblocking(False)
-            try:
-                sock.connect(address)
-            except BlockingIOError:
-                await anyio.wait_writable(sock)
-                if code := sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
-                    raise OSError(code, f"{os.strerror(code)} ({host}:{port})") from None
-            return sock
-        except BaseException as e:
-            sock.close()
-            if not isinstance(e, OSError):
-                raise
-            error = e
-    raise error
+async def _resolve(host: str, port: int) -> list[Any]:
+    return await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)

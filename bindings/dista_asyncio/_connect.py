@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from dista_runtime.binding import Cluster, begin, joined
+from dista_runtime import Cluster
+from dista_runtime.binding import joining
 
 from ._loop import AsyncioLoop
 from ._run import wait
@@ -24,15 +25,6 @@ async def connect(
     ``address`` is what `dista.init` takes (None: ``DISTA_ADDRESS``). A cancelled
     ``await ref`` stops waiting; with ``cancel_remote`` it cancels the ref's task too.
     """
-    loop = AsyncioLoop(asyncio.get_running_loop())
-    driver, where = begin(loop, address, timeout, cancel_remote)
-    try:
-        await wait(driver.welcomed)
-    except BaseException:
-        driver.close()
-        raise
-    cluster = joined(driver, where)
-    try:
+    running = AsyncioLoop(asyncio.get_running_loop())
+    async with joining(running, address, timeout, cancel_remote, wait) as cluster:
         yield cluster
-    finally:
-        cluster.shutdown()

@@ -1,4 +1,4 @@
-"""`dista_runtime._net.loop.Loop` on an asyncio loop: its calls as they are, its servers and
+"""`dista_runtime._net.contract.Loop` on an asyncio loop: its calls as they are, its servers and
 connections as `Link`s that read into the engine's buffers.
 
 With `asyncio.BufferedProtocol` the loop asks where to read (`get_buffer`), reads there,
@@ -21,7 +21,9 @@ from dista_runtime.binding import (
     AcceptErrors,
     Connections,
     Link,
+    Tls,
     listen_socket,
+    peer_of,
     socket_address,
     unix_path,
 )
@@ -45,16 +47,19 @@ class Reader(Link, asyncio.BufferedProtocol):
 
 class _Listener:
     """``sock`` served for ``engine``: each connection accepted here and made a transport
-    with ``connect_accepted_socket`` (in TLS, once its handshake is done: a peer that fails
-    it never reaches the core).
+    with ``connect_accepted_socket`` (in ``tls``, once its handshake is done: a peer that
+    fails it never reaches the core).
 
     Not ``create_server``, nor ``sock_accept``: in 3.11 the first's ``Server.close`` races
     a connection accepted in the same turn (CPython gh-109564: its transport fails to
     attach, and its socket stays open), and a cancelled ``sock_accept`` may still accept
     one and drop it. Removing the reader here takes back an accept already queued too."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, engine: Connections):
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, engine: Connections, tls: Tls
+    ) -> None:
         self.address = socket_address(sock)
+        self._tls = tls
         sock.setblocking(False)
         self._loop = loop
         self._sock = sock
@@ -108,19 +113,19 @@ class _Listener:
         self._read()
 
     async def _connect(self, conn: socket.socket) -> None:
-        engine = self._engine
+        engine, secure = self._engine, self._tls
         tls: dict[str, Any] = {}
-        if engine.tls is not None:
-            tls = {"ssl": engine.tls.server, "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
-        peer = _Accepted(conn) if tls else None  # named in the log if its handshake fails
+        if secure is not None:
+            tls = {"ssl": secure.context, "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
+        peer = peer_of(conn) if secure else None  # named in the log if its handshake fails
         try:
             await self._loop.connect_accepted_socket(
-                lambda: Reader(engine, ACCEPT_LATER), conn, **tls
+                lambda: Reader(engine, ACCEPT_LATER, secure), conn, **tls
             )
         except OSError as e:  # ssl.SSLError, a reset, the handshake's timeout
             conn.close()  # a transport that was made has closed it already
-            if peer is not None:
-                engine.tls_failed(ACCEPT_LATER, peer, str(e) or type(e).__name__)
+            if secure is not None:
+                secure.failed(ACCEPT_LATER, peer, str(e) or type(e).__name__)
 
     def close(self) -> None:
         if self._rest is not None:
@@ -138,23 +143,8 @@ class _Listener:
 _UNATTACHED: Final = 100
 
 
-class _Accepted:
-    """A connection that failed its TLS handshake, as `Engine.tls_failed` names it."""
-
-    __slots__ = ("_peer",)
-
-    def __init__(self, conn: socket.socket) -> None:
-        try:
-            self._peer: Any = conn.getpeername()
-        except OSError:
-            self._peer = None
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._peer if name == "peername" else default
-
-
 class AsyncioLoop:
-    """The runtime's view of ``loop`` (see `dista_runtime._net.loop.Loop`)."""
+    """The runtime's view of ``loop`` (see `dista_runtime._net.contract.Loop`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -166,21 +156,25 @@ class AsyncioLoop:
     def current_task(self) -> object:
         return asyncio.current_task(self.loop)
 
-    def listen(self, engine: Connections, host: str, port: int, sock: Any = None) -> _Listener:
-        return _Listener(self.loop, sock or listen_socket(host, port), engine)
+    def listen(
+        self, engine: Connections, host: str, port: int, sock: Any = None, tls: Tls = None
+    ) -> _Listener:
+        return _Listener(self.loop, sock or listen_socket(host, port), engine, tls)
 
-    def dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
-        self.loop.create_task(self._dial(engine, link, host, port, timeout))
+    def dial(
+        self, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls = None
+    ) -> None:
+        self.loop.create_task(self._dial(engine, link, host, port, timeout, tls))
 
     async def _dial(
-        self, engine: Connections, link: int, host: str, port: int, timeout: float
+        self, engine: Connections, link: int, host: str, port: int, timeout: float, secure: Tls
     ) -> None:
         path = unix_path(host)
-        factory: Callable[[], Reader] = lambda: Reader(engine, link)
+        factory: Callable[[], Reader] = lambda: Reader(engine, link, secure)
         tls: dict[str, Any] = {}
-        if engine.tls is not None:  # identity is the certificate's role, not a host name
+        if secure is not None:  # identity is the certificate's role, not a host name
             tls = {
-                "ssl": engine.tls.client,
+                "ssl": secure.context,
                 "server_hostname": "",
                 "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S,
             }

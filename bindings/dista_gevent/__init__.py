@@ -25,13 +25,34 @@ Where a gevent worker runs tasks:
   the hub. The choice is the worker's, not a task's: one process is patched or not;
 - ``async def`` tasks, either way: on one asyncio loop in a thread of gevent's threadpool.
 
-The roles themselves are the runtime's (`dista_runtime._net.loop`); this adapts gevent's hub.
+The roles themselves are the runtime's; this adapts gevent's hub to its contract
+(`dista_runtime.binding`): `GeventBackend` is what the runtime loads (``backend_class``),
+`GeventLoop` its loop.
 """
 
 from __future__ import annotations
 
+from dista_runtime.binding import Backend
+
+from . import _run
 from ._connect import connect
 from ._loop import GeventLoop, patched
 from ._run import background, patch, run, wait
 
-__all__ = ["GeventLoop", "background", "connect", "patch", "patched", "run", "wait"]
+__all__ = ["GeventBackend", "GeventLoop", "background", "backend_class", "connect", "patch"]
+__all__ += ["patched", "run", "wait"]
+
+
+class GeventBackend(Backend):
+    """Dista on gevent: this package's functions, as `dista_runtime.loops` uses them
+    (and `patch`, which ``dista worker --greenlets`` calls first)."""
+
+    loop_type = GeventLoop
+    run = staticmethod(_run.run)
+    background = staticmethod(_run.background)
+    wait = staticmethod(_run.wait)
+    connect = staticmethod(connect)
+    patch = staticmethod(_run.patch)
+
+
+backend_class = GeventBackend

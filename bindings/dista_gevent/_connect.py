@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from typing import TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from dista_runtime.binding import Cluster, Latch, begin, joined
+from dista_runtime import Cluster
+from dista_runtime.binding import joining_on
 
-from ._loop import GeventLoop
 from ._run import background
 
 __all__ = ["connect"]
-
-T = TypeVar("T")
-
-
-def _on(loop: GeventLoop, call: Callable[[], T]) -> T:
-    """``call()`` on ``loop``'s hub (the runtime's roles live there), waited for here."""
-    done: Latch[T] = Latch()
-
-    def run() -> None:
-        try:
-            done.set(call())
-        except Exception as e:  # noqa: BLE001  (raised in the caller, as it is)
-            done.fail(e)
-
-    loop.call_soon_threadsafe(run)
-    return done.wait()
 
 
 @contextmanager
@@ -39,12 +22,5 @@ def connect(address: str | None = None, *, timeout: float = 10.0) -> Iterator[Cl
     ``ref.get()`` (`dista.get`, `wait`, `as_completed`) suspends only its greenlet; in an
     unpatched one it runs on a hub of its own, in a thread.
     """
-    served = background()
-    with ExitStack() as undo:  # in reverse: leave the cluster, close the driver, the hub
-        undo.callback(served.stop)
-        driver, where = _on(served.loop, lambda: begin(served.loop, address, timeout))
-        undo.callback(served.loop.call_soon_threadsafe, driver.close)
-        driver.welcomed.wait()  # the driver's own timer fails it after ``timeout``
-        cluster = joined(driver, where)
-        undo.callback(cluster.shutdown)
+    with joining_on(background(), address, timeout) as cluster:
         yield cluster

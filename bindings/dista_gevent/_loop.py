@@ -1,4 +1,4 @@
-"""`dista_runtime._net.loop.Loop` on a gevent hub: its callbacks, timers and io watchers, and two
+"""`dista_runtime._net.contract.Loop` on a gevent hub: its callbacks, timers and io watchers, and two
 greenlets per connection.
 
 Every connection is a `dista_runtime._net.sockets.SocketStream` over a non-blocking socket. Its
@@ -10,9 +10,9 @@ its greenlet is parked on it, and the stream stops both before it closes the soc
 (libev must not watch a closed descriptor, whose number the next socket may get); the
 parked greenlets are then woken, see the stream ended and return.
 
-A worker's ``async def`` tasks run on an asyncio loop in a thread (`dista_gevent._tasks`);
-in a monkey-patched process its plain tasks run in greenlets (`GreenletRunner`), else in
-the runtime's threads.
+A worker's ``async def`` tasks run on an asyncio loop in a thread of the hub's threadpool
+(the runtime's `Coroutines`); in a monkey-patched process its plain tasks run in greenlets
+(`dista_gevent._tasks.GreenletRunner`), else in the runtime's threads.
 """
 
 from __future__ import annotations
@@ -27,16 +27,19 @@ from gevent import monkey
 from gevent import socket as gsocket
 from gevent.hub import Hub, Waiter, get_hub
 
-from dista_runtime import binding
 from dista_runtime.binding import (
+    AcceptErrors,
     Connections,
+    Coroutines,
+    CoroutineTask,
+    Tls,
     listen_socket,
     socket_address,
     socket_stream,
     unix_path,
 )
 
-from ._tasks import Coroutines, CoroutineTask, GreenletRunner
+from ._tasks import GreenletRunner
 
 __all__ = ["GeventLoop", "patched"]
 
@@ -62,7 +65,7 @@ class _Timer:
 
 
 class GeventLoop:
-    """The runtime's view of ``hub`` (default: this thread's); see `dista_runtime._net.loop.Loop`.
+    """The runtime's view of ``hub`` (default: this thread's); see `dista_runtime._net.contract.Loop`.
 
     ``runner``: greenlets for a worker's plain tasks in a monkey-patched process (their
     waits cooperate there), else None (the runtime's threads)."""
@@ -84,20 +87,28 @@ class GeventLoop:
         return _Timer(self.hub, delay, callback, args)
 
     def create_task(self, coro: Coroutine[Any, Any, None]) -> CoroutineTask:
-        self._coroutines = self._coroutines or Coroutines(self)
-        return CoroutineTask(self._coroutines, coro)
+        if self._coroutines is None:  # asyncio's own selector: it blocks its thread, not a hub
+            selector = monkey.get_original("selectors", "DefaultSelector")()
+            self._coroutines = Coroutines(self, self.hub.threadpool.spawn, selector)
+        return self._coroutines.start(coro)
 
     def current_task(self) -> object:
         return self._coroutines.current() if self._coroutines is not None else None
 
-    def listen(self, engine: Connections, host: str, port: int, sock: Any = None) -> _Listener:
-        return _Listener(self.hub, engine, sock or listen_socket(host, port))
+    def listen(
+        self, engine: Connections, host: str, port: int, sock: Any = None, tls: Tls = None
+    ) -> _Listener:
+        return _Listener(self.hub, engine, sock or listen_socket(host, port), tls)
 
-    def dial(self, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
-        gevent.spawn(_dial, self.hub, engine, link, host, port, timeout)
+    def dial(
+        self, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls = None
+    ) -> None:
+        gevent.spawn(_dial, self.hub, engine, link, host, port, timeout, tls)
 
 
-def _dial(hub: Hub, engine: Connections, link: int, host: str, port: int, timeout: float) -> None:
+def _dial(
+    hub: Hub, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls
+) -> None:
     path = unix_path(host)
     sock = None
     try:
@@ -112,21 +123,21 @@ def _dial(hub: Hub, engine: Connections, link: int, host: str, port: int, timeou
             sock.close()
         engine.dialed(link, str(e) or type(e).__name__)
         return
-    _Connection(hub, engine, link, sock)
+    _Connection(hub, engine, link, sock, tls)
     engine.dialed(link, "")
 
 
 class _Listener:
     """Accepts on the hub, whenever the listening socket is readable."""
 
-    def __init__(self, hub: Hub, engine: Connections, sock: socket.socket) -> None:
+    def __init__(self, hub: Hub, engine: Connections, sock: socket.socket, tls: Tls):
         self.address = socket_address(sock)
         sock.setblocking(False)
-        self._hub, self._engine, self._sock = hub, engine, sock
+        self._hub, self._engine, self._sock, self._tls = hub, engine, sock, tls
         self._watcher = hub.loop.io(sock.fileno(), 1)
         self._watcher.start(self._accept)
         self._pause = hub.loop.timer(_ACCEPT_PAUSE_S)
-        self._errors = binding.AcceptErrors(engine, lambda delay, f: _Timer(hub, delay, f, ()))
+        self._errors = AcceptErrors(engine, lambda delay, f: _Timer(hub, delay, f, ()))
 
     def _accept(self) -> None:
         while True:
@@ -139,7 +150,7 @@ class _Listener:
                 self._watcher.stop()
                 self._pause.start(self._watcher.start, self._accept)
                 return
-            _Connection(self._hub, self._engine, self._engine.accept(), conn)
+            _Connection(self._hub, self._engine, self._engine.accept(), conn, self._tls)
 
     def close(self) -> None:
         self._pause.close()
@@ -151,12 +162,17 @@ class _Connection:
     """Link ``link`` of ``engine`` over ``sock``: its stream and two greenlets (see the
     module docstring)."""
 
-    def __init__(self, hub: Hub, engine: Connections, link: int, sock: socket.socket) -> None:
+    def __init__(
+        self, hub: Hub, engine: Connections, link: int, sock: socket.socket, tls: Tls
+    ) -> None:
         self._hub = hub
         self._watchers = (hub.loop.io(sock.fileno(), 1), hub.loop.io(sock.fileno(), 2))
         self._parked: list[Waiter | None] = [None, None]
         wake = partial(self._wake, _WRITE), partial(self._wake, _READ)
-        self.stream = socket_stream(engine, link, sock, *wake, closing=self._closing)
+        call_soon = hub.loop.run_callback
+        self.stream = socket_stream(
+            engine, link, sock, *wake, self._closing, tls=tls, call_soon=call_soon
+        )
         engine.attach(link, self.stream)
         gevent.spawn(self._reader)
         gevent.spawn(self._writer)

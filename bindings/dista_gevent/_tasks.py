@@ -1,31 +1,22 @@
-"""Where a gevent worker runs user code: greenlet runners, and coroutines on asyncio.
+"""Where a gevent worker runs plain tasks in a monkey-patched process: greenlets.
 
-- Plain tasks, in a monkey-patched process: each runner is a greenlet (`GreenletRunner`,
-  the runtime's `dista_runtime._execution.execution.Runner`). Its waits (a socket, ``time.sleep``, a
-  nested ``ref.get()``) cooperate, so the worker serves other tasks meanwhile. A cancel
-  throws KeyboardInterrupt into it at its next wait: a greenlet that computes without
-  waiting cannot be interrupted (nor does it let anything else run). Without patching,
-  runners are the runtime's threads, interrupted anywhere, and CPU-bound code belongs there.
-- ``async def`` tasks: a coroutine needs an asyncio loop (``await asyncio.sleep``, ``await
-  ref``), which cannot share a thread with the hub. `Coroutines` runs one asyncio loop in a
-  thread of gevent's threadpool (a real thread, patched or not) for all of them; their
-  handles (`CoroutineTask`) are made, cancelled and told of the end on the hub.
+Each runner is a greenlet (`GreenletRunner`, the runtime's
+`dista_runtime._execution.execution.Runner`). Its waits (a socket, ``time.sleep``, a nested
+``ref.get()``) cooperate, so the worker serves other tasks meanwhile. A cancel throws
+KeyboardInterrupt into it at its next wait: a greenlet that computes without waiting cannot
+be interrupted (nor does it let anything else run). Without patching, runners are the
+runtime's threads, interrupted anywhere, and CPU-bound code belongs there. (``async def``
+tasks run on an asyncio loop in a thread: the runtime's `Coroutines`.)
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 import gevent
-from gevent import monkey
 from gevent.hub import Hub
 
-if TYPE_CHECKING:
-    from ._loop import GeventLoop
-
-__all__ = ["CoroutineTask", "Coroutines", "GreenletRunner"]
+__all__ = ["GreenletRunner"]
 
 
 class GreenletRunner:
@@ -55,56 +46,3 @@ class GreenletRunner:
                 self._hub.loop.run_callback(throw)
 
         return interrupt
-
-
-class Coroutines:
-    """One asyncio loop, in a thread of ``loop``'s hub's threadpool, for a worker's
-    ``async def`` tasks; `handles` maps its tasks to theirs (on its thread only)."""
-
-    def __init__(self, loop: GeventLoop) -> None:
-        self.loop = loop
-        # asyncio's own selector, not gevent's: this loop blocks its thread, not a hub.
-        self.aloop = asyncio.SelectorEventLoop(
-            monkey.get_original("selectors", "DefaultSelector")()
-        )
-        self.handles: dict[asyncio.Task[Any], CoroutineTask] = {}
-        loop.hub.threadpool.spawn(self.aloop.run_forever)
-
-    def call(self, callback: Callable[[], object]) -> None:
-        """``callback()`` on asyncio's thread, after the hub's current turn (by then the
-        runtime holds the handle `GeventLoop.create_task` returned), in order."""
-        self.loop.call_soon(self.aloop.call_soon_threadsafe, callback)
-
-    def current(self) -> CoroutineTask | None:
-        """The handle of the coroutine running now (on asyncio's thread), or None."""
-        try:
-            task = asyncio.current_task()
-        except RuntimeError:  # not on asyncio's thread
-            return None
-        return self.handles.get(task) if task is not None else None
-
-
-class CoroutineTask:
-    """A coroutine run by `Coroutines` (a `dista_runtime._net.loop.TaskHandle`, for the hub)."""
-
-    def __init__(self, owner: Coroutines, coro: Coroutine[Any, Any, None]) -> None:
-        self._owner = owner
-        self._callbacks: list[Callable[[Any], object]] = []
-        owner.call(lambda: self._start(coro))
-
-    def cancel(self) -> None:
-        # Behind its start (the same way), and behind its first step on asyncio's loop: a
-        # coroutine cancelled before it runs never gets to say it ended.
-        self._owner.call(lambda: self._owner.aloop.call_soon(self._task.cancel))
-
-    def add_done_callback(self, callback: Callable[[Any], object], /) -> None:
-        self._callbacks.append(callback)
-
-    def _start(self, coro: Coroutine[Any, Any, None]) -> None:  # on asyncio's thread
-        self._task = self._owner.aloop.create_task(coro)
-        self._owner.handles[self._task] = self
-        self._task.add_done_callback(self._ended)
-
-    def _ended(self, task: asyncio.Task[None]) -> None:  # on asyncio's thread
-        del self._owner.handles[task]
-        self._owner.loop.call_soon_threadsafe(lambda: [c(self) for c in self._callbacks])

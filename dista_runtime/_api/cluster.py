@@ -16,7 +16,7 @@ from .._net.limits import inline_cap, limits_from_env
 from .._session import context as _context
 from .._tls.config import tls_for
 from .._values import registry as _registry
-from ..loops import background, binding, choose
+from ..loops import backend, background, choose
 
 __all__ = ["Cluster", "init", "local_pids", "shutdown"]
 
@@ -45,7 +45,7 @@ def init(
     if _cluster is not None and not _cluster.context.session.closed:
         raise DistaError("dista.init() was already called: call dista.shutdown() first")
     name = choose(loop)
-    binding(name)  # installed and complete, before any process starts
+    backend(name)  # installed and complete, before any process starts
 
     address = address or os.environ.get("DISTA_ADDRESS") or None
     tls_for("driver")  # missing TLS files (DISTA_TLS_DIR ...) raise here, saying which

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .._net.loop import Latch, Loop
+from .._net.contract import Loop
+from .._net.latch import Latch
 from .flags import bind_ok
 from .process import run_role, settings_ok, tune_process
 

@@ -16,7 +16,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .._net.loop import Latch, Loop
+from .._net.contract import Loop
+from .._net.latch import Latch
 
 T = TypeVar("T")
 

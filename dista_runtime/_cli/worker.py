@@ -16,7 +16,8 @@ import os
 import signal
 import sys
 
-from .._net.loop import Latch, Loop
+from .._net.contract import Loop
+from .._net.latch import Latch
 from .flags import bind_ok, object_server_host
 from .process import die_with_parent, import_tasks, run_role, settings_ok, tune_process
 
@@ -47,9 +48,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"dista worker: cannot import the task modules: {e!r}", file=sys.stderr)
         return 2
     from .._hosts.worker import WorkerHost, start_worker
-    from ..loops import binding
+    from ..loops import backend
 
-    binding(args.loop)  # installed and complete, before anything starts
+    backend(args.loop)  # installed and complete, before anything starts
     tune_process()
     host, port = args.head
     workers: list[WorkerHost] = []
@@ -87,10 +88,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def _cooperate(args: argparse.Namespace) -> None:
     """``--greenlets``: the binding (gevent's) patches this process before the task modules
     are imported, and its runners are then greenlets, not threads."""
-    from ..loops import binding
+    from ..loops import backend
 
     args.loop = args.loop or "gevent"
-    patch = getattr(binding(args.loop), "patch", None)
+    patch = getattr(backend(args.loop), "patch", None)
     if patch is None:
         raise SystemExit(f"dista worker: --greenlets needs --loop gevent, not {args.loop}")
     patch()

@@ -1,7 +1,7 @@
 """A worker's execution engine, for any loop: where each task runs, and how it comes back.
 
 The `Worker` core decides what runs (`RunTask`) and what is taken back (`CancelTask`);
-`Execution` carries that out with what the binding's loop offers (`dista_runtime._net.loop.Loop`:
+`Execution` carries that out with what the binding's loop offers (`dista_runtime._net.contract.Loop`:
 call soon, call soon from another thread, start a coroutine, name the running one):
 
 - plain tasks on runner threads (`dista_runtime._execution.runners`: withdrawn before they start,
@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 import dista_proto as dp
 
 from .._clock import now
-from .._net.loop import Loop, TaskHandle
+from .._net.contract import Loop, TaskHandle
 from .._values.errors import message_from_exception
 from .call import Call, Calls, Outcome, encode_results, run_call
 from .inline import InlinePolicy, RunOnThread

@@ -47,7 +47,7 @@ Interrupter = Callable[[type[BaseException] | None], object]
 
 class Runner(Protocol):
     """How a worker starts the runners of its plain tasks, when its loop says so (an optional
-    ``runner`` attribute of the `dista_runtime._net.loop.Loop`): without one, each is a thread,
+    ``runner`` attribute of the `dista_runtime._net.contract.Loop`): without one, each is a thread,
     interrupted by raising in that thread."""
 
     def spawn(self, target: Callable[[], object]) -> None:

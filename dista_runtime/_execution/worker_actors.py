@@ -27,7 +27,7 @@ from dista_proto.frame import Bytes
 
 from .._clock import now
 from .._errors import CheckpointError
-from .._net.loop import Loop
+from .._net.contract import Loop
 from .._values.codec import decode, decode_actor_call, encode_parts
 from .._values.errors import message_from_exception
 from .._values.registry import (

@@ -14,7 +14,8 @@ import dista_proto as dp
 
 from .._clock import now
 from .._net.address import format_head
-from .._net.loop import Latch, Loop
+from .._net.contract import Loop
+from .._net.latch import Latch
 from .._session.driver_actors import keep_bytes
 from .._session.session import Hooks, Session
 from .._tls.config import dial_failure, refusal_hint, tls_for
@@ -48,7 +49,7 @@ class DriverHost(Engine):
         super().__init__(loop, self.session)
         self.route(dp.HeadLost, self._head_lost)
         if role == dp.Role.CLIENT:  # a task's client shows its worker's certificate
-            self.tls = tls_for("worker")
+            self.use_tls(tls_for("worker"))
         self.welcomed: Latch[None] = Latch()
         self.exited.add_callback(self.buffers.close)
         self._flush_scheduled = False
@@ -56,7 +57,6 @@ class DriverHost(Engine):
         self._where = ""
         self._join_timer: Any = None
         self._reconnect: Reconnect | None = None
-        self._tls_failure = ""
 
     def join(self, host: str, port: int, timeout: float) -> Latch[None]:
         """Connect to the head at ``host:port`` and say hello; `welcomed` tells the end.
@@ -164,14 +164,9 @@ class DriverHost(Engine):
 
     @property
     def _tls_hint(self) -> str:
-        if self._tls_failure:
-            return f" (TLS: {self._tls_failure})"
+        if self.handshakes is not None and self.handshakes.head_failure:
+            return f" (TLS: {self.handshakes.head_failure})"
         return f"; {refusal_hint(self.tls is not None)}"
-
-    def tls_failed(self, link: int, stream: Any, why: str) -> None:
-        if link == dp.HEAD_LINK:
-            self._tls_failure = why
-        super().tls_failed(link, stream, why)
 
     def opened(self, link: int) -> None:
         self.session.connected(link, now())

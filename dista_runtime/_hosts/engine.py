@@ -39,7 +39,6 @@ logs one line for it, at WARNING, naming the peer (``dista head: refused peer
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Final, TypeVar
@@ -48,11 +47,13 @@ import dista_proto as dp
 from dista_proto.frame import Bytes
 
 from .._clock import now
-from .._net.admission import Admission
+from .._net.admission import Admission, Throttle
+from .._net.contract import Loop, Secure, Stream
+from .._net.latch import Latch
 from .._net.limits import Limits
-from .._net.loop import Latch, Loop
-from .._net.streams import PEER_LABEL, Stream, peer_ip, peer_name, write
-from .._tls.config import TLS, dialed_ok, expected_role, peer_roles, tls_for
+from .._net.streams import PEER_LABEL, peer_ip, peer_name, write
+from .._tls.config import TLS, tls_for
+from .._tls.handshake import Handshakes
 from .._values.memory import ready
 from .timer import PulledTimer
 
@@ -93,16 +94,15 @@ class Engine:
         self.name = name
         self.log = logging.getLogger(f"dista.{name}")
         self.transports: dict[int, Stream] = {}
+        #: Links whose stream is over its high-water mark (`pause_writing`): read it, the
+        #: engine alone changes it.
         self.paused: set[int] = set()
         self._blocked: dict[int, set[int]] = {}  # slow link -> links not read because of it
         self._backlog: dict[int, deque[Bytes]] = {}  # link -> what waits for its transport
         self._close_after: set[int] = set()  # links to close once their backlog is written
-        #: Mutual TLS for this role (`_tls`), from DISTA_TLS_* (--tls-dir sets them).
-        self.tls: TLS | None = tls_for(self.tls_role) if self.tls_role else None
-        self._dialed: set[int] = set()  # links we connected (their peer shows its role)
-        self._tls_refusals = _Throttle()  # peers whose role may not be here
-        self._tls_failures = _Throttle()  # handshakes that failed
-        self._refusals = _Throttle()  # peers refused for a protocol error
+        self._dialed: set[int] = set()  # links we connected
+        self._refusals = Throttle()  # peers refused for a protocol error
+        self.use_tls(tls_for(self.tls_role) if self.tls_role else None)
         #: The caps on incoming connections (`limit`), kept when each is attached.
         self.admission: Admission | None = None
         #: The core's pulled timer, re-armed by `transmit`; stopped once the core exits.
@@ -233,12 +233,19 @@ class Engine:
             return
         self._backlog.pop(link, None)
         self._close_after.discard(link)
-        self.resume(link)
+        self.resume_writing(link)
         self.lost(link)
         if self._closing_all and not self.transports:
             self.drained.set(None)
 
-    def resume(self, link: int) -> None:
+    def pause_writing(self, link: int) -> None:
+        """``link``'s stream passed its high-water mark: links whose input writes more to
+        it stop being read until it drains (`resume_writing`)."""
+        self.paused.add(link)
+
+    def resume_writing(self, link: int) -> None:
+        """``link``'s stream drained below its low-water mark: write what waits for it, and
+        read again the links that were waiting for it."""
         if link in self._backlog and self._pump(link):
             return  # more waits: the transport is over the mark again
         self.paused.discard(link)
@@ -286,50 +293,36 @@ class Engine:
     def _exit(self, d: dp.Exit) -> None:
         self.exit(d.reason)
 
-    # -- TLS ----------------------------------------------------------------------------------
+    # -- TLS (a layer below the connections: `dista_runtime._tls.handshake`) ------------------
+
+    def use_tls(self, tls: TLS | None) -> None:
+        """Mutual TLS for this engine's connections (`dista_runtime._tls.config`: from
+        DISTA_TLS_*, which --tls-dir sets), or None for plain TCP."""
+        self.tls = tls
+        self.handshakes = (
+            None
+            if tls is None
+            else Handshakes(
+                tls, self.name, self.log, self.transports.__contains__, self.authenticated
+            )
+        )
+
+    def secure(self, dialing: bool) -> Secure | None:
+        """What `Loop.dial` (``dialing``) or `Loop.listen` needs for TLS, or None."""
+        if self.handshakes is None:
+            return None
+        return self.handshakes.dialing if dialing else self.handshakes.accepting
 
     def dial(self, link: int, host: str, port: int, timeout: float) -> None:
         """Connect ``link`` to ``host:port`` (`Loop.dial`); in TLS, its peer must show the
         role expected there (the head for the head link, else a worker)."""
         self._dialed.add(link)
-        self.loop.dial(self, link, host, port, timeout)
-
-    def dialed_here(self, link: int) -> bool:
-        return link in self._dialed
+        self.loop.dial(self, link, host, port, timeout, self.secure(dialing=True))
 
     def authenticated(self, link: int, roles: frozenset[str]) -> bool:
         """Whether the peer of ``link``, which came in and showed a certificate granting
         ``roles``, may stay (its core says; a role that listens for nobody refuses)."""
         return False
-
-    def secured(self, link: int, stream: Any) -> None:
-        if link not in self.transports:
-            return  # refused when attached (a connection cap): nothing to check
-        roles = peer_roles(stream)
-        if link in self._dialed:
-            head = link == dp.HEAD_LINK
-            if dialed_ok(roles, head):
-                return
-            why = f"it is not a {expected_role(head)}"
-        elif self.authenticated(link, roles):
-            return
-        else:
-            why = f"that role may not connect to a {self.name}"
-        granted = ", ".join(sorted(roles)) or "no role"
-        self._tls_refusals.note(
-            self.log,
-            f"dista {self.name}: refused peer %s (link %d): its certificate grants "
-            f"{granted}: {why}",
-            self._peer(stream),
-            link,
-        )
-        stream.close()
-
-    def tls_failed(self, link: int, stream: Any, why: str) -> None:
-        """A TLS handshake failed (``link`` is `ACCEPT_LATER` for one not yet counted)."""
-        self._tls_failures.note(
-            self.log, f"dista {self.name}: TLS handshake with %s failed: {why}", self._peer(stream)
-        )
 
     @staticmethod
     def _peer(transport: Any) -> str:
@@ -397,29 +390,3 @@ class _Routes(dict[type[Any], Callable[[Any], object]]):
 
     def __missing__(self, kind: type[Any]) -> Callable[[Any], object]:
         raise TypeError(f"no route for the core's {kind.__name__} decisions (Engine.route)")
-
-
-class _Throttle:
-    """At most `BURST` log lines a second, then a count of the rest on the next line: a
-    flood of refused peers must not become a flood of lines (a fuzzer's million frames
-    wrote megabytes), while a few bad peers each get theirs."""
-
-    BURST: ClassVar[int] = 10
-
-    def __init__(self) -> None:
-        self._since = -1.0  # when this second began
-        self._lines = 0  # lines written in it
-        self._skipped = 0
-
-    def note(self, log: logging.Logger, message: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - self._since >= 1.0:
-            self._since, self._lines = now, 0
-        if self._lines >= self.BURST:
-            self._skipped += 1
-            return
-        if self._skipped:
-            message += f" (and {self._skipped} more like it not logged)"
-            self._skipped = 0
-        self._lines += 1
-        log.warning(message, *args)

@@ -30,9 +30,9 @@ import dista_proto as dp
 
 from .._clock import now, wall_offset_ns
 from .._net.address import socket_address
+from .._net.contract import Listener, Loop, Stream
+from .._net.latch import Latch
 from .._net.limits import Limits, inline_cap, limits_from_env
-from .._net.loop import Latch, Listener, Loop
-from .._net.streams import Stream
 from .._tls.config import check_bind, tls_for
 from .._values.memory import allocate
 from .._values.registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
@@ -243,5 +243,5 @@ def start_head(
     host_ = HeadHost(loop, head, why_lost)
     host_.limit(limits)
     host_.memory = watch_memory(loop, host_.exited)  # the heap back after a burst
-    host_.listener = loop.listen(host_, host, port, sock)
+    host_.listener = loop.listen(host_, host, port, sock, host_.secure(False))
     return host_

@@ -22,7 +22,8 @@ import dista_proto as dp
 
 from .._errors import DistaError
 from .._net.address import format_head, parse_head
-from .._net.loop import Background, Latch, Loop, Timer
+from .._net.contract import Background, Loop, Timer
+from .._net.latch import Latch
 from .._net.memlink import memory_link
 from .._net.streams import Link
 from .._session import context as _context

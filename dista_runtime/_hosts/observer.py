@@ -10,7 +10,8 @@ import dista_proto as dp
 
 from .._clock import now
 from .._net.address import format_head
-from .._net.loop import Latch, Loop
+from .._net.contract import Loop
+from .._net.latch import Latch
 from .._tls.config import dial_failure, refusal_hint
 from .engine import Engine
 

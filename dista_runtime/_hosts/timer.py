@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._clock import now
-from .._net.loop import Loop
+from .._net.contract import Loop
 
 __all__ = ["PulledTimer"]
 

@@ -19,8 +19,9 @@ import dista_proto as dp
 from .._clock import now, wall_offset_ns
 from .._execution.execution import Execution
 from .._net.address import advertised_host, format_head
+from .._net.contract import Listener, Loop
+from .._net.latch import Latch
 from .._net.limits import Limits, limits_from_env
-from .._net.loop import Latch, Listener, Loop
 from .._session.context import Context, clear, install
 from .._session.session import Hooks
 from .._tls.config import check_bind, dial_failure, tls_for
@@ -268,7 +269,7 @@ def start_worker(
     # The heap back after fetchers drop what their transports had queued (`_trim`).
     worker.memory = watch_memory(loop, worker.exited)
     try:
-        worker.listener = loop.listen(worker, bind, address.port, sock)
+        worker.listener = loop.listen(worker, bind, address.port, sock, worker.secure(False))
     except BaseException:
         sock.close()
         raise

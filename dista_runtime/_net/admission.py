@@ -26,15 +26,24 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import dista_proto as dp
 
 from .limits import MAX_CONNECTIONS_ENV, MAX_PER_HOST_ENV, Limits
 
-__all__ = ["ACCEPT_REST_S", "THROTTLE_S", "AcceptErrors", "Admission", "Throttled", "peer_host"]
+__all__ = [
+    "ACCEPT_REST_S",
+    "THROTTLE_S",
+    "AcceptErrors",
+    "Admission",
+    "Throttle",
+    "Throttled",
+    "peer_host",
+]
 
 #: Lines of one kind are logged at most this often.
 THROTTLE_S: Final = 1.0
@@ -232,3 +241,29 @@ class AcceptErrors:
             f"raise the open-file limit, ulimit -n, or lower {MAX_CONNECTIONS_ENV})",
         )
         return ACCEPT_REST_S
+
+
+class Throttle:
+    """At most `BURST` log lines a second, then a count of the rest on the next line: a
+    flood of refused peers must not become a flood of lines (a fuzzer's million frames
+    wrote megabytes), while a few bad peers each get theirs."""
+
+    BURST: ClassVar[int] = 10
+
+    def __init__(self) -> None:
+        self._since = -1.0  # when this second began
+        self._lines = 0  # lines written in it
+        self._skipped = 0
+
+    def note(self, log: logging.Logger, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._since >= 1.0:
+            self._since, self._lines = now, 0
+        if self._lines >= self.BURST:
+            self._skipped += 1
+            return
+        if self._skipped:
+            message += f" (and {self._skipped} more like it not logged)"
+            self._skipped = 0
+        self._lines += 1
+        log.warning(message, *args)

@@ -12,24 +12,28 @@ wait for the socket:
 
 `write` sends at once what the socket takes and queues the rest, as views (never copied,
 as uvloop keeps them); above `HIGH_WATER` queued bytes the engine is told the link is
-paused, and below `LOW_WATER` that it can go on (`Engine.resume`). `close` sends what is
+paused (`Connections.pause_writing`), and below `LOW_WATER` that it can go on
+(`Connections.resume_writing`). `close` sends what is
 queued first. The binding says how to wake each task and what to do before the socket is
 closed under a task waiting on it (``closing``: trio's ``notify_closing``).
 """
 
 from __future__ import annotations
 
+import os
 import socket
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from socket import AI_NUMERICHOST
 from typing import Any, Final
 
 from dista_proto.frame import Bytes
 
-from .loop import Connections
-from .streams import HIGH_WATER, LOW_WATER, nodelay
+from .address import unix_path
+from .contract import Connections
+from .streams import HIGH_WATER, LOW_WATER, nodelay, peer_of
 
-__all__ = ["READ_SIZE", "SocketStream"]
+__all__ = ["READ_SIZE", "SocketStream", "connect_socket"]
 
 #: What one read asks for when the core has no better size in mind.
 READ_SIZE: Final = 256 << 10
@@ -61,10 +65,7 @@ class SocketStream:
         self.reading = True
         self._closing = False
         self.ended = False
-        try:
-            self._peer: Any = sock.getpeername()
-        except OSError:
-            self._peer = None
+        self._peer: Any = peer_of(sock)
 
     # -- the engine's side (Stream) ----------------------------------------------------------
 
@@ -92,7 +93,7 @@ class SocketStream:
             self._wake_writer()
         if not self._paused and self._size > HIGH_WATER:
             self._paused = True
-            self.engine.paused.add(self.link)
+            self.engine.pause_writing(self.link)
 
     def get_write_buffer_size(self) -> int:
         return self._size
@@ -165,7 +166,7 @@ class SocketStream:
                 break
         if self._paused and self._size <= LOW_WATER:
             self._paused = False
-            self.engine.resume(self.link)
+            self.engine.resume_writing(self.link)
         if not queue and self._closing:
             self.end()
         return bool(queue) and not self.ended
@@ -184,3 +185,39 @@ class SocketStream:
         self._wake_reader()
         self._wake_writer()
         self.engine.detach(self.link)
+
+
+async def connect_socket(
+    host: str,
+    port: int,
+    wait_writable: Callable[[socket.socket], Awaitable[object]],
+    resolve: Callable[[str, int], Awaitable[list[Any]]],
+) -> socket.socket:
+    """A non-blocking socket connected to the first of ``host``'s addresses that accepts
+    (``unix:PATH`` for a Unix socket), for a loop that waits with ``wait_writable``; a
+    host name (not an IP address) is looked up with ``resolve`` (its loop's resolver)."""
+    if (path := unix_path(host)) is not None:
+        targets: list[Any] = [(socket.AF_UNIX, 0, 0, "", path)]
+    else:
+        try:  # an IP address needs no resolver thread
+            targets = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, AI_NUMERICHOST)
+        except socket.gaierror:
+            targets = await resolve(host, port)
+    error = OSError(f"no address for {host}")
+    for family, _, _, _, address in targets:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            try:
+                sock.connect(address)
+            except BlockingIOError:
+                await wait_writable(sock)
+                if code := sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                    raise OSError(code, f"{os.strerror(code)} ({host}:{port})") from None
+            return sock
+        except BaseException as e:
+            sock.close()
+            if not isinstance(e, OSError):
+                raise
+            error = e
+    raise error

@@ -1,5 +1,6 @@
-"""One connection as the runtime writes it: the `Stream` an engine writes to, the `Link`
-that reads a protocol-style connection into an engine, and how buffers are written.
+"""One connection as the runtime writes it: the `Link` that reads a protocol-style
+connection into an engine (asyncio's `BufferedProtocol`, the in-memory link), how buffers
+are written to a `dista_runtime._net.contract.Stream`, and how a peer is named.
 
 Flow control: every stream's write buffer has a high-water mark (`HIGH_WATER`). When a
 peer reads slowly and its buffer passes the mark, the engine stops reading the link whose
@@ -13,11 +14,11 @@ from __future__ import annotations
 
 import socket
 from collections import deque
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from dista_proto.frame import Bytes
 
-from .loop import Connections
+from .contract import Connections, Secure, Stream
 
 __all__ = [
     "ACCEPT_LATER",
@@ -26,10 +27,10 @@ __all__ = [
     "PEER_LABEL",
     "SLICE",
     "Link",
-    "Stream",
     "nodelay",
     "peer_ip",
     "peer_name",
+    "peer_of",
     "write",
 ]
 
@@ -45,37 +46,19 @@ PEER_LABEL: Final = "dista_peer_label"
 ACCEPT_LATER: Final = -1
 
 
-class Stream(Protocol):
-    """One connection as the engine uses it (asyncio's transports are streams as they are)."""
-
-    def write(self, data: Any) -> None: ...
-
-    def get_write_buffer_size(self) -> int: ...
-
-    def pause_reading(self) -> None: ...
-
-    def resume_reading(self) -> None: ...
-
-    def is_closing(self) -> bool: ...
-
-    def close(self) -> None: ...
-
-    def abort(self) -> None: ...
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
-
-
 class Link:
     """A connection's reader, for a binding whose connections call back as asyncio's
     protocols do (asyncio's `BufferedProtocol`, `dista_runtime._net.memlink`): it attaches the
     connection to ``engine`` as ``link``, reads into the place the core offers, passes on
-    write pressure and the end."""
+    write pressure and the end. With ``tls``, the connection is told to it once attached
+    (a TLS transport is made only once its handshake is done)."""
 
-    __slots__ = ("engine", "link", "transport")
+    __slots__ = ("engine", "link", "tls", "transport")
 
-    def __init__(self, engine: Connections, link: int) -> None:
+    def __init__(self, engine: Connections, link: int, tls: Secure | None = None) -> None:
         self.engine = engine
         self.link = link
+        self.tls = tls
         self.transport: Any = None
 
     def connection_made(self, transport: Any) -> None:
@@ -89,8 +72,8 @@ class Link:
             # fails it never reaches the core (asyncio tells its protocol nothing then).
             self.link = self.engine.accept()
         self.engine.attach(self.link, transport)
-        if transport.get_extra_info("ssl_object") is not None:
-            self.engine.secured(self.link, transport)
+        if self.tls is not None:
+            self.tls.secured(self.link, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.engine.get_buffer(self.link, sizehint)
@@ -105,10 +88,10 @@ class Link:
         self.engine.detach(self.link)
 
     def pause_writing(self) -> None:
-        self.engine.paused.add(self.link)
+        self.engine.pause_writing(self.link)
 
     def resume_writing(self) -> None:
-        self.engine.resume(self.link)
+        self.engine.resume_writing(self.link)
 
 
 def nodelay(sock: Any) -> None:
@@ -126,6 +109,14 @@ def peer_ip(peername: Any) -> str:
     if isinstance(peername, tuple) and peername and isinstance(peername[0], str):
         return peername[0]
     return "127.0.0.1"
+
+
+def peer_of(sock: Any) -> Any:
+    """``sock``'s peer address, or None once it is gone (a reset before it was asked)."""
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
 
 
 def peer_name(peername: Any) -> str:

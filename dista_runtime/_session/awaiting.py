@@ -3,7 +3,7 @@
 A ref's value is settled on the loop that runs its session, which need not be the loop of
 the coroutine awaiting it (a trio program reading refs of a ``dista.init`` driver, a
 worker's ``async def`` task). The awaiting coroutine's library (sniffio's answer, as anyio
-asks it) names the binding whose ``wait(latch, timeout)`` waits for the latch there.
+asks it) names the binding whose backend (an `AsyncBackend`) awaits the latch there.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
-from .._net.loop import Latch
-from ..loops import binding
+from .._net.contract import AsyncBackend
+from .._net.latch import Latch
+from ..loops import backend
 
 __all__ = ["current_library", "wait_latch"]
 
@@ -47,6 +48,9 @@ async def wait_latch(latch: Latch[T], timeout: float | None) -> T:
             raise RuntimeError(
                 f"Dista cannot wait on {library}'s loop: await refs on asyncio or trio"
             )
-        wait = _waits[library] = binding(name).wait
+        found = backend(name)
+        if not issubclass(found, AsyncBackend):
+            raise RuntimeError(f"Dista's {name} binding cannot be awaited")
+        wait = _waits[library] = found.wait
     value: T = await wait(latch, timeout)
     return value

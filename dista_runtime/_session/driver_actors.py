@@ -33,7 +33,7 @@ import dista_proto as dp
 from dista_proto.frame import Bytes
 
 from .._errors import CheckpointError, GetTimeoutError
-from .._net.loop import Latch
+from .._net.latch import Latch
 from .._values.codec import pack_inputs
 from .._values.errors import error_from_message
 from .awaiting import wait_latch

@@ -29,7 +29,7 @@ from dista_proto.frame import Bytes
 
 from .._clock import now
 from .._errors import DistaError, GetTimeoutError
-from .._net.loop import Latch
+from .._net.latch import Latch
 from .._values.codec import decode
 from .._values.errors import error_from_message
 from .awaiting import wait_latch

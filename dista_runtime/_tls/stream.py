@@ -10,7 +10,9 @@ small against the cipher.
 A read takes what the socket has into a scratch buffer, feeds it to TLS, and decrypts
 straight into the buffer the core offers, until TLS has nothing whole left. Writes before
 the handshake ends (a dialer's hello) wait for it. The handshake's end hands the peer's
-certificate to the engine (``secured``), which checks the role before any frame is read.
+certificate to the connection's `Secure` (``secured``: the engine's
+`dista_runtime._tls.handshake.Handshakes`), which checks the role before any frame is read;
+a failed one is told to it too (``failed``), never to the engine.
 Plaintext TLS still holds when the engine pauses reading is decrypted on the loop's next
 turn after it resumes, since the socket may never become readable again for it. A read
 fills the whole view the core offers before telling it, as asyncio's TLS does, rather than
@@ -25,15 +27,15 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from .._net.loop import Connections
+from .._net.contract import Connections, Secure
 from .._net.sockets import READ_SIZE, SocketStream
 
 __all__ = ["TLSStream", "socket_stream"]
 
 
 class TLSStream(SocketStream):
-    """Link ``link`` of ``engine`` over ``sock``, in TLS with ``context`` (see the module
-    docstring); ``server_side`` for an accepted connection."""
+    """Link ``link`` of ``engine`` over ``sock``, in TLS as ``tls`` says (see the module
+    docstring); ``call_soon`` is its loop's."""
 
     def __init__(
         self,
@@ -44,14 +46,15 @@ class TLSStream(SocketStream):
         wake_reader: Callable[[], object],
         closing: Callable[[socket.socket], object] | None = None,
         *,
-        context: ssl.SSLContext,
-        server_side: bool,
+        tls: Secure,
         call_soon: Callable[..., object],
     ) -> None:
         super().__init__(engine, link, sock, wake_writer, wake_reader, closing)
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
-        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_side=server_side)
+        self._secure = tls
+        server_side = tls.server_side
+        self._tls = tls.context.wrap_bio(self._incoming, self._outgoing, server_side=server_side)
         self._call_soon = call_soon
         self._scratch = bytearray(READ_SIZE)
         self._early: list[bytes] = []
@@ -146,7 +149,7 @@ class TLSStream(SocketStream):
             return False
         except ssl.SSLError as e:
             self._send_tls()  # the alert, so that the peer learns why
-            self.engine.tls_failed(self.link, self, e.reason or str(e))
+            self._secure.failed(self.link, self._peer, e.reason or str(e))
             self.close()
             return False
         self.handshaken = True
@@ -154,7 +157,7 @@ class TLSStream(SocketStream):
         early, self._early = self._early, []
         for data in early:
             self.write(data)
-        self.engine.secured(self.link, self)
+        self._secure.secured(self.link, self)
         return not (self._closing or self.ended)
 
     def _send_tls(self) -> None:
@@ -169,23 +172,15 @@ def socket_stream(
     wake_writer: Callable[[], object],
     wake_reader: Callable[[], object],
     closing: Callable[[socket.socket], object] | None = None,
+    *,
+    tls: Secure | None,
+    call_soon: Callable[..., object],
 ) -> SocketStream:
-    """The stream for ``sock``: in TLS when ``engine`` has it (the server's end for a
-    connection ``engine`` did not dial), else plain. A TLS dialer's handshake starts at
-    once."""
-    tls = engine.tls
-    server_side = not engine.dialed_here(link)
+    """The stream for ``sock``: in TLS when the listener or dial has it (``tls``, which
+    says which side), else plain. A TLS dialer's handshake starts on the loop's next turn
+    (``call_soon``), once the binding has attached the stream."""
     if tls is None:
         return SocketStream(engine, link, sock, wake_writer, wake_reader, closing)
-    stream = TLSStream(
-        engine,
-        link,
-        sock,
-        wake_writer,
-        wake_reader,
-        closing,
-        context=tls.server if server_side else tls.client,
-        server_side=server_side,
-        call_soon=engine.loop.call_soon,  # type: ignore[attr-defined]
+    return TLSStream(
+        engine, link, sock, wake_writer, wake_reader, closing, tls=tls, call_soon=call_soon
     )
-    return stream

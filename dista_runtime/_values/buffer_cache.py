@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from .._net.loop import Loop, Timer
+from .._net.contract import Loop, Timer
 from .memory import MAP_FROM, allocate, faulted_in
 
 __all__ = ["CACHE_BYTES", "CACHE_FROM", "FIT", "IDLE_S", "BufferCache"]

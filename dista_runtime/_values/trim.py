@@ -35,7 +35,8 @@ import gc
 import time
 from typing import Any, Final
 
-from .._net.loop import Latch, Loop, Timer
+from .._net.contract import Loop, Timer
+from .._net.latch import Latch
 
 __all__ = [
     "CHECK_S",

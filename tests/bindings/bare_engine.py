@@ -8,7 +8,7 @@ import time
 
 import dista_proto as dp
 from dista_runtime._hosts.engine import Engine
-from dista_runtime._net.loop import Loop
+from dista_runtime._net.contract import Loop
 
 
 class BareCore:

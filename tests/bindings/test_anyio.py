@@ -27,7 +27,7 @@ pytest.importorskip("dista_anyio")  # anyio with sniffio
 import dista_anyio
 
 import dista_runtime as dista
-from dista_runtime._net.loop import Latch
+from dista_runtime._net.latch import Latch
 from tests.bindings import anyio_tasks as atasks
 from tests.bindings import tasks as btasks
 from tests.bindings.conftest import child_env, cli
@@ -172,9 +172,9 @@ def test_the_loop_interface(backend: str) -> None:
 def test_a_call_queue_runs_calls_in_order_a_turn_at_a_time(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """`dista_runtime._net.loop.CallQueue` (trio's call_soon): woken when it stops being empty;
+    """`dista_runtime._net.latch.CallQueue` (trio's call_soon): woken when it stops being empty;
     calls made by a run's calls wait for the next run; one that raises is logged."""
-    from dista_runtime._net.loop import CallQueue
+    from dista_runtime._net.latch import CallQueue
 
     wakes: list[int] = []
     ran: list[int] = []

@@ -330,8 +330,6 @@ def test_signals_stop_a_gevent_head_and_interrupt_a_gevent_worker(
 class _Echo:
     """The engine side of `Loop.listen`/`dial` (`Connections`), recording what it sees."""
 
-    tls = None  # plain TCP
-
     def __init__(self) -> None:
         self.paused: set[int] = set()
         self.streams: dict[int, Any] = {}
@@ -360,17 +358,11 @@ class _Echo:
     def on_updated(self, link: int, nbytes: int) -> None:
         self.got[link] = self.got.get(link, 0) + nbytes
 
-    def resume(self, link: int) -> None:
+    def pause_writing(self, link: int) -> None:
+        self.paused.add(link)
+
+    def resume_writing(self, link: int) -> None:
         self.paused.discard(link)
-
-    def dialed_here(self, link: int) -> bool:
-        return link in self.dialed_with
-
-    def secured(self, link: int, stream: Any) -> None:
-        raise AssertionError("no TLS here")
-
-    def tls_failed(self, link: int, stream: Any, why: str) -> None:
-        raise AssertionError("no TLS here")
 
 
 def _until(condition: Any, timeout: float = 10.0) -> None:

@@ -22,7 +22,8 @@ import pytest
 import dista_proto as dp
 import dista_runtime as dista
 from dista_runtime._hosts.observer import ask
-from dista_runtime._net.loop import Background, Latch
+from dista_runtime._net.contract import Background
+from dista_runtime._net.latch import Latch
 from dista_runtime._session import context as _context
 from dista_runtime.loops import background
 from tests.runtime import actor_classes as ac

@@ -15,7 +15,7 @@ from dista_runtime import loops
 def test_asyncio_unless_told_or_detected_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DISTA_LOOP", raising=False)
     assert loops.choose() == "asyncio"
-    assert loops.binding().__name__ == "dista_asyncio"
+    assert loops.backend().__module__.split(".")[0] == "dista_asyncio"
     monkeypatch.setenv("DISTA_LOOP", "asyncio")
     assert loops.choose() == "asyncio"
 

@@ -1,0 +1,117 @@
+"""Mutual TLS below an engine's connections: what a listener or a dial needs to secure them,
+and what follows a handshake.
+
+An engine in TLS holds one `Handshakes`. It gives `Loop.listen` its ``accepting`` side and
+`Loop.dial` its ``dialing`` side (`dista_runtime._net.contract.Secure`): the context to wrap
+each connection with, and the two calls a handshake ends in. Neither is part of the
+engine's `Connections`: a binding hands a connection to the engine as before, and TLS is
+the layer under it (asyncio's own TLS transports, or `dista_runtime._tls.stream.TLSStream`
+for the loops that run tasks).
+
+- ``secured``: the peer's certificate is known, before any frame is read. A connection we
+  dialed must show the role expected there (the head on the head link, else a worker); one
+  that came in must show a role its engine's core lets in (``authenticated``). Otherwise
+  one line says who was refused and why, and the connection is closed.
+- ``failed``: the handshake failed (no certificate, another CA's, an expired one): one
+  line naming the peer. The head link's reason is kept (``head_failure``): a driver's
+  error says it.
+
+Both kinds of line are throttled: a flood of bad peers is not a flood of lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+import dista_proto as dp
+
+from .._net.admission import Throttle
+from .._net.contract import Stream
+from .._net.streams import peer_name
+from .config import TLS, dialed_ok, expected_role, peer_roles
+
+__all__ = ["Handshakes", "Side"]
+
+
+class Handshakes:
+    """The TLS of an engine named ``name`` (its log lines go to ``log``): ``attached``
+    says whether a link is still the engine's (one refused by a connection cap is not),
+    ``authenticated`` whether a peer that came in with ``roles`` may stay."""
+
+    def __init__(
+        self,
+        tls: TLS,
+        name: str,
+        log: logging.Logger,
+        attached: Callable[[int], bool],
+        authenticated: Callable[[int, frozenset[str]], bool],
+    ) -> None:
+        self.tls = tls
+        self._name = name
+        self._log = log
+        self._attached = attached
+        self._authenticated = authenticated
+        self._refusals = Throttle()  # peers whose role may not be here
+        self._failures = Throttle()  # handshakes that failed
+        #: Why the head link's last handshake failed ("" if none did).
+        self.head_failure = ""
+        #: For `Loop.listen`, and for `Loop.dial`.
+        self.accepting = Side(self, tls.server, server_side=True)
+        self.dialing = Side(self, tls.client, server_side=False)
+
+    def secured(self, link: int, stream: Stream, dialed: bool) -> None:
+        """``link``'s handshake is done: close it, with one line, if its peer's role may
+        not be here."""
+        if not self._attached(link):
+            return  # refused when attached (a connection cap): nothing to check
+        roles = peer_roles(stream)
+        if dialed:
+            head = link == dp.HEAD_LINK
+            if dialed_ok(roles, head):
+                return
+            why = f"it is not a {expected_role(head)}"
+        elif self._authenticated(link, roles):
+            return
+        else:
+            why = f"that role may not connect to a {self._name}"
+        granted = ", ".join(sorted(roles)) or "no role"
+        self._refusals.note(
+            self._log,
+            f"dista {self._name}: refused peer %s (link %d): its certificate grants "
+            f"{granted}: {why}",
+            peer_name(stream.get_extra_info("peername")),
+            link,
+        )
+        stream.close()
+
+    def failed(self, link: int, peername: Any, why: str) -> None:
+        """A handshake with ``peername`` failed (``link`` is `ACCEPT_LATER` for one that
+        came in and was not counted yet)."""
+        if link == dp.HEAD_LINK:
+            self.head_failure = why
+        self._failures.note(
+            self._log,
+            f"dista {self._name}: TLS handshake with %s failed: {why}",
+            peer_name(peername),
+        )
+
+
+class Side:
+    """One side of ``handshakes`` (a `dista_runtime._net.contract.Secure`): the accepting
+    one (``server_side``) or the dialing one."""
+
+    __slots__ = ("_handshakes", "context", "server_side")
+
+    def __init__(self, handshakes: Handshakes, context: ssl.SSLContext, *, server_side: bool):
+        self._handshakes = handshakes
+        self.context = context
+        self.server_side = server_side
+
+    def secured(self, link: int, stream: Stream) -> None:
+        self._handshakes.secured(link, stream, dialed=not self.server_side)
+
+    def failed(self, link: int, peername: Any, why: str) -> None:
+        self._handshakes.failed(link, peername, why)
