@@ -1,4 +1,4 @@
-"""Every module the docs name exists: a path (``dista_runtime/_net/loop.py``), a dotted name
+"""Every module the docs name exists: a path (``dista_runtime/_net/contract.py``), a dotted name
 (``dista_runtime._hosts.engine.Engine``, an attribute included) or a link to another page
 and its section (``protocol.md#recovery``). Modules move (the runtime went into wings); a
 page that still names the old place sends a reader nowhere. CHANGELOG.md is history and
@@ -79,10 +79,10 @@ def test_every_link_between_pages_finds_its_page_and_section() -> None:
 @pytest.mark.parametrize(
     ("name", "found"),
     [
-        ("dista_runtime._net.loop.Latch", True),
+        ("dista_runtime._net.latch.Latch", True),
         ("dista_runtime._hosts.engine.Engine", True),
         ("dista_runtime._engine", False),  # a flat module of before the wings
-        ("dista_runtime._net.loop.NoSuchName", False),
+        ("dista_runtime._net.contract.NoSuchName", False),
         ("dista_proto._head", True),
     ],
 )
