@@ -91,9 +91,9 @@ class GeventLoop:
         return self._coroutines.current() if self._coroutines is not None else None
 
     def close(self) -> None:
-        """End what runs beside the hub: the coroutines' asyncio loop and its thread."""
+        """End what runs beside the hub: the coroutines' asyncio loop (and its thread)."""
         if self._coroutines is not None:
-            self._coroutines.close()
+            self._coroutines.aloop.call_soon_threadsafe(self._coroutines.aloop.stop)
 
     def listen(self, engine: Connections, host: str, port: int, sock: Any = None) -> _Listener:
         return _Listener(self.hub, engine, sock or listen_socket(host, port))

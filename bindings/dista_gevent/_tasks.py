@@ -64,26 +64,12 @@ class Coroutines:
     def __init__(self, loop: GeventLoop) -> None:
         self.loop = loop
         # asyncio's own selector, not gevent's: this loop blocks its thread, not a hub.
-        self.aloop = asyncio.SelectorEventLoop(
+        self.aloop = aloop = asyncio.SelectorEventLoop(
             monkey.get_original("selectors", "DefaultSelector")()
         )
         self.handles: dict[asyncio.Task[Any], CoroutineTask] = {}
-        loop.hub.threadpool.spawn(self._serve)
-
-    def _serve(self) -> None:  # on asyncio's thread
-        try:
-            self.aloop.run_forever()
-        finally:  # `close`: what still runs is cancelled, as `asyncio.run` does
-            left = asyncio.all_tasks(self.aloop)
-            for task in left:
-                task.cancel()
-            if left:
-                self.aloop.run_until_complete(asyncio.wait(left, timeout=1.0))
-            self.aloop.close()
-
-    def close(self) -> None:
-        """End the asyncio loop, and so its thread (with its hub's loop)."""
-        self.aloop.call_soon_threadsafe(self.aloop.stop)
+        # Run until `GeventLoop.close` stops it, then closed: its thread ends with its hub.
+        loop.hub.threadpool.spawn(lambda: [f() for f in (aloop.run_forever, aloop.close)])
 
     def call(self, callback: Callable[[], object]) -> None:
         """``callback()`` on asyncio's thread, after the hub's current turn (by then the
@@ -104,7 +90,6 @@ class CoroutineTask:
 
     def __init__(self, owner: Coroutines, coro: Coroutine[Any, Any, None]) -> None:
         self._owner = owner
-        self._callbacks: list[Callable[[Any], object]] | None = []  # None once it ended
         owner.call(lambda: self._start(coro))
 
     def cancel(self) -> None:
@@ -113,10 +98,10 @@ class CoroutineTask:
         self._owner.call(lambda: self._owner.aloop.call_soon(self._task.cancel))
 
     def add_done_callback(self, callback: Callable[[Any], object], /) -> None:
-        if self._callbacks is None:  # ended already: soon, as asyncio's tasks do
-            self._owner.loop.call_soon(callback, self)
-        else:
-            self._callbacks.append(callback)
+        # Kept by its asyncio task (after its start, the same way), which calls it once done
+        # (soon, if it is done already): then it is called on the hub.
+        done = lambda _: self._owner.loop.call_soon_threadsafe(callback, self)
+        self._owner.call(lambda: self._task.add_done_callback(done))
 
     def _start(self, coro: Coroutine[Any, Any, None]) -> None:  # on asyncio's thread
         self._task = self._owner.aloop.create_task(coro)
@@ -125,12 +110,3 @@ class CoroutineTask:
 
     def _ended(self, task: asyncio.Task[None]) -> None:  # on asyncio's thread
         del self._owner.handles[task]
-        try:
-            self._owner.loop.call_soon_threadsafe(self._done)
-        except RuntimeError:
-            pass  # its hub has stopped: nobody waits for it
-
-    def _done(self) -> None:  # on the hub
-        callbacks, self._callbacks = self._callbacks or [], None
-        for callback in callbacks:
-            callback(self)
