@@ -36,6 +36,7 @@ from tests.bindings.support.contract import (
     ends,
     make_certificates,
     open_sockets,
+    read_digest,
     read_to_end,
     tls_config,
     tls_refused,
@@ -334,7 +335,7 @@ def test_a_peer_that_stops_reading_pauses_its_source_then_resumes(rig: Rig) -> N
         assert sent[0] == stalled < total, "the source went on being read"
         assert peak <= HIGH_WATER + (1 << 20), f"{peak} bytes buffered for a slow peer"
         assert rig.paused(2)
-        got, _ = _read(slow, total)  # the peer reads again: the source resumes
+        got = read_digest(slow, total)  # the peer reads again: the source resumes
         sender.join(20)
         assert not sender.is_alive() and sent[0] == total
         assert got == digest(data)
@@ -348,20 +349,6 @@ def test_a_peer_that_stops_reading_pauses_its_source_then_resumes(rig: Rig) -> N
         sender.join(5)
         source.close()
         slow.close()
-
-
-def _read(peer: socket.socket, size: int) -> tuple[bytes, int]:
-    """The digest of the next ``size`` bytes ``peer`` reads, and their count."""
-    import hashlib
-
-    hasher, count = hashlib.blake2b(), 0
-    peer.settimeout(10)
-    while count < size:
-        chunk = peer.recv(min(1 << 20, size - count))
-        assert chunk, f"ended after {count} bytes"
-        hasher.update(chunk)
-        count += len(chunk)
-    return hasher.digest(), count
 
 
 # -- closing -----------------------------------------------------------------------------------
@@ -383,18 +370,21 @@ def _peers(rig: Rig, n: int) -> list[socket.socket]:
 
 
 def test_close_flushes_what_is_buffered_and_abort_drops_it(rig: Rig) -> None:
-    kept, dropped = _peers(rig, 2)
+    kept, streamed, dropped = _peers(rig, 3)
     data = payload(16 << 20)
-    with kept, dropped:
-        rig.write(1, data)
+    with kept, streamed, dropped:
+        rig.write(1, data)  # most of it waits in the engine, for room in the stream
         rig.close(1)
-        rig.write(2, data)
-        rig.abort(2)
-        got, how = read_to_end(kept)
-        assert len(got) == len(data) and got == data and how == "eof"
+        rig.write_stream(2, data)  # all of it in the stream's own buffer
+        rig.close(2)
+        rig.write(3, data)
+        rig.abort(3)
+        for peer in (kept, streamed):
+            got, how = read_to_end(peer)
+            assert len(got) == len(data) and got == data and how == "eof"
         got, _ = read_to_end(dropped)
         assert len(got) < len(data) and data.startswith(got)
-    until(lambda: sorted(rig.lost()) == [1, 2])
+    until(lambda: sorted(rig.lost()) == [1, 2, 3])
 
 
 def test_the_listener_serves_until_closed(rig: Rig) -> None:

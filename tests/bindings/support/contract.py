@@ -53,6 +53,7 @@ __all__ = [
     "ends",
     "make_certificates",
     "open_sockets",
+    "read_digest",
     "read_to_end",
     "tls_config",
     "tls_refused",
@@ -374,8 +375,12 @@ class Rig:
 
     def buffered(self, link: int) -> int:
         """How many bytes wait in ``link``'s stream (0 once it is gone)."""
-        stream = self.engine.transports.get(link)
-        return self.call(stream.get_write_buffer_size) if stream is not None else 0
+
+        def size() -> int:
+            stream = self.engine.transports.get(link)
+            return stream.get_write_buffer_size() if stream is not None else 0
+
+        return self.call(size)
 
     def paused(self, link: int) -> bool:
         """Whether the engine holds ``link`` over its high-water mark."""
@@ -480,6 +485,18 @@ def until(condition: Callable[[], object], within: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"not within {within} s"
         time.sleep(0.005)
+
+
+def read_digest(peer: socket.socket, size: int, within: float = 10.0) -> bytes:
+    """The digest (`digest`) of the next ``size`` bytes ``peer`` reads."""
+    hasher, count = hashlib.blake2b(), 0
+    peer.settimeout(within)
+    while count < size:
+        chunk = peer.recv(min(1 << 20, size - count))
+        assert chunk, f"ended after {count} of {size} bytes"
+        hasher.update(chunk)
+        count += len(chunk)
+    return hasher.digest()
 
 
 def read_to_end(peer: socket.socket, within: float = 20.0) -> tuple[bytes, str]:
