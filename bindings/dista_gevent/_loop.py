@@ -95,6 +95,11 @@ class GeventLoop:
     def current_task(self) -> object:
         return self._coroutines.current() if self._coroutines is not None else None
 
+    def close(self) -> None:
+        """End what runs beside the hub: the coroutines' asyncio loop (and its thread)."""
+        if self._coroutines is not None:
+            self._coroutines.stop()
+
     def listen(
         self, engine: Connections, host: str, port: int, sock: Any = None, tls: Tls = None
     ) -> _Listener:

@@ -82,6 +82,7 @@ class HubThread:
         self._stopped = self.loop.hub.loop.async_()  # send() from any thread ends the hub
         ready.set()
         self.loop.hub.wait(self._stopped)
+        self.loop.close()
         self.loop.hub.destroy(destroy_loop=True)
 
     def stop(self) -> None:

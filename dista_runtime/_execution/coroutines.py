@@ -32,9 +32,14 @@ class Coroutines:
         selector: selectors.BaseSelector,
     ) -> None:
         self.loop = loop
-        self.aloop = asyncio.SelectorEventLoop(selector)
+        self.aloop = aloop = asyncio.SelectorEventLoop(selector)
         self.handles: dict[asyncio.Task[Any], CoroutineTask] = {}
-        spawn_thread(self.aloop.run_forever)
+        # Runs until `stop`, then is closed: its thread ends with the owning loop.
+        spawn_thread(lambda: [f() for f in (aloop.run_forever, aloop.close)])
+
+    def stop(self) -> None:
+        """End asyncio's loop (and so its thread), from any thread."""
+        self.aloop.call_soon_threadsafe(self.aloop.stop)
 
     def start(self, coro: Coroutine[Any, Any, None]) -> CoroutineTask:
         """``coro`` run on asyncio's loop (`Loop.create_task`), from the owning loop."""
@@ -60,7 +65,6 @@ class CoroutineTask:
 
     def __init__(self, owner: Coroutines, coro: Coroutine[Any, Any, None]) -> None:
         self._owner = owner
-        self._callbacks: list[Callable[[Any], object]] = []
         owner.call(lambda: self._start(coro))
 
     def cancel(self) -> None:
@@ -69,7 +73,11 @@ class CoroutineTask:
         self._owner.call(lambda: self._owner.aloop.call_soon(self._task.cancel))
 
     def add_done_callback(self, callback: Callable[[Any], object], /) -> None:
-        self._callbacks.append(callback)
+        # Kept by its asyncio task (behind its start, the same way), which calls it once
+        # done, or soon if it is done already (a list of our own would miss that case);
+        # the callback itself runs on the owning loop.
+        done = lambda _: self._owner.loop.call_soon_threadsafe(callback, self)
+        self._owner.call(lambda: self._task.add_done_callback(done))
 
     def _start(self, coro: Coroutine[Any, Any, None]) -> None:  # on asyncio's thread
         self._task = self._owner.aloop.create_task(coro)
@@ -78,4 +86,3 @@ class CoroutineTask:
 
     def _ended(self, task: asyncio.Task[None]) -> None:  # on asyncio's thread
         del self._owner.handles[task]
-        self._owner.loop.call_soon_threadsafe(lambda: [c(self) for c in self._callbacks])

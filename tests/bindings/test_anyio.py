@@ -27,7 +27,6 @@ pytest.importorskip("dista_anyio")  # anyio with sniffio
 import dista_anyio
 
 import dista_runtime as dista
-from dista_runtime._net.latch import Latch
 from tests.bindings import anyio_tasks as atasks
 from tests.bindings import tasks as btasks
 from tests.bindings.conftest import child_env, cli
@@ -103,109 +102,6 @@ async def _until_exists(path: str, timeout: float = 20.0) -> None:
     with anyio.fail_after(timeout):
         while not os.path.exists(path):
             await anyio.sleep(0.02)
-
-
-# -- waiting on the loop ------------------------------------------------------------------
-
-
-def test_wait_for_a_latch_without_blocking_the_loop(backend: str) -> None:
-    async def main() -> None:
-        done: Latch[int] = Latch()
-        done.set(1)
-        assert await dista_anyio.wait(done) == 1
-        later: Latch[int] = Latch()
-        threading.Timer(0.1, later.set, (2,)).start()  # settled on another thread
-        ticks = 0
-        async with anyio.create_task_group() as group:
-
-            async def tick() -> None:
-                nonlocal ticks
-                while not later.done():
-                    ticks += 1
-                    await anyio.sleep(0.01)
-
-            group.start_soon(tick)
-            assert await dista_anyio.wait(later, 5) == 2
-        assert ticks >= 3  # the loop ran on meanwhile
-        with pytest.raises(TimeoutError):
-            await dista_anyio.wait(Latch(), 0.05)
-        failed: Latch[int] = Latch()
-        failed.fail(ValueError("no"))
-        with pytest.raises(ValueError, match="no"):
-            await dista_anyio.wait(failed)
-
-    anyio.run(main, backend=backend)
-
-
-def test_the_loop_interface(backend: str) -> None:
-    async def main() -> None:
-        async with anyio.create_task_group() as group:
-            loop = dista_anyio.AnyioLoop(group)
-            seen: list[object] = []
-
-            async def coro() -> None:
-                seen.append(loop.current_task())
-                await anyio.sleep(30)
-
-            handle = loop.create_task(coro())
-            ended: list[object] = []
-            handle.add_done_callback(ended.append)
-            fired: list[int] = []
-            loop.call_later(0.01, fired.append, 1)
-            loop.call_later(0.01, fired.append, 2).cancel()
-            loop.call_soon(lambda: 1 / 0)  # logged; the loop goes on
-            threading.Thread(target=loop.call_soon_threadsafe, args=(fired.append, 3)).start()
-            loop.call_soon(fired.append, 4)
-            await anyio.sleep(0.1)
-            assert seen == [handle] and loop.current_task() is None  # the very handle
-            assert sorted(fired) == [1, 3, 4] and ended == []
-            handle.cancel()
-            await anyio.sleep(0.01)
-            assert ended == [handle]
-            handle.add_done_callback(ended.append)  # done already: called at once
-            assert ended == [handle, handle]
-            group.cancel_scope.cancel()
-
-    anyio.run(main, backend=backend)
-
-
-def test_a_call_queue_runs_calls_in_order_a_turn_at_a_time(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """`dista_runtime._net.latch.CallQueue` (trio's call_soon): woken when it stops being empty;
-    calls made by a run's calls wait for the next run; one that raises is logged."""
-    from dista_runtime._net.latch import CallQueue
-
-    wakes: list[int] = []
-    ran: list[int] = []
-    calls = CallQueue(lambda: wakes.append(1))
-    calls(ran.append, 1)
-    calls(lambda: calls(ran.append, 4))
-    calls(lambda: 1 / 0)
-    calls(ran.append, 2)
-    assert wakes == [1]  # once: the first call found it empty
-    assert calls.run_queued() is True  # a call was queued meanwhile: another turn
-    assert ran == [1, 2] and "ZeroDivisionError" in caplog.text
-    assert calls.run_queued() is False
-    assert ran == [1, 2, 4] and wakes == [1]  # the runner knew more waited: no wake-up
-
-
-def test_run_a_role_and_leave_the_thread_as_it_was(backend: str) -> None:
-    loop = "trio" if backend == "trio" else "anyio"
-
-    def start(running: Any) -> Latch[str]:
-        done: Latch[str] = Latch()
-        running.call_later(0.01, done.set, "ran")
-        return done
-
-    def broken(running: Any) -> Latch[str]:
-        raise OSError("cannot listen")
-
-    assert dista_anyio.run(start, loop=loop) == "ran"
-    with pytest.raises(OSError, match="cannot listen"):  # as it is, not in a group
-        dista_anyio.run(broken, loop=loop)
-    for other in ("asyncio", backend):  # either loop can run on this thread again
-        anyio.run(anyio.sleep, 0, backend=other)
 
 
 # -- a driver on the program's own loop ----------------------------------------------------
@@ -329,47 +225,6 @@ def test_cancel_remote_cancels_the_task_too(trio_head: str, backend: str, tmp_pa
             return await tasks.add.remote(1, 2)  # the connection and the workers serve on
 
     assert anyio.run(main, backend=backend) == 3
-
-
-# -- flow control ---------------------------------------------------------------------------
-
-
-def test_a_slow_driver_cannot_make_the_head_buffer_without_bound(backend: str) -> None:
-    """The head on anyio pauses reading the worker whose results pile up for a driver that
-    does not read (`SocketStream` over the mark: `Engine` pauses, the reader task waits)."""
-    import asyncio
-
-    from dista_runtime._hosts.head import start_head
-    from dista_runtime._net.streams import HIGH_WATER
-    from tests.runtime.test_flow import RESULT, fake_worker, flood
-
-    async def main() -> tuple[int, int, int]:
-        async with anyio.create_task_group() as group:
-            server = start_head(dista_anyio.AnyioLoop(group), "127.0.0.1", 0, worker_slots=4)
-            port = server.address[1]
-            stop = asyncio.Event()  # polled by the fake worker's own loop, on its thread
-            worker = threading.Thread(target=asyncio.run, args=(fake_worker(port, stop),))
-            worker.start()
-            sent = [0]
-            sock = await anyio.to_thread.run_sync(flood, port, 100_000, sent)
-            peak = 0
-            for _ in range(30):  # 3 s of flooding
-                await anyio.sleep(0.1)
-                for transport in server.transports.values():
-                    peak = max(peak, transport.get_write_buffer_size())
-            answered = server.head.stats().objects
-            stop.set()
-            sock.close()
-            await anyio.to_thread.run_sync(worker.join)
-            server.stop("test over")
-            await dista_anyio.wait(server.closed, 10)
-            group.cancel_scope.cancel()
-        return peak, answered, sent[0]
-
-    peak, answered, sent = anyio.run(main, backend=backend)
-    assert sent > 1000, "the flood never got going"
-    assert peak <= HIGH_WATER + (1 << 20), f"the head buffered {peak} bytes for a slow peer"
-    assert answered * RESULT > 4 * HIGH_WATER or sent < 100_000
 
 
 # -- workers on trio -----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """dista_gevent on real processes: drivers patched and not, every CLI role on gevent, the
-worker's runners (threads, or greenlets with ``--greenlets``), and the loop's sockets.
+worker's runners (threads, or greenlets with ``--greenlets``), and the greenlets of the
+loop's connections (the contract every binding keeps: `test_loop_contract`).
 
 A monkey-patched driver must be a process of its own (pytest's is not patched): those run
 as scripts in a subprocess and print what they saw as JSON.
@@ -33,10 +34,10 @@ import gevent
 
 import dista_runtime as dista
 from dista_runtime._session import context as _context
-from dista_runtime.binding import Latch
 from tests.bindings import gevent_tasks as gt
 from tests.bindings import tasks as bt
 from tests.bindings.conftest import child_env, cli
+from tests.bindings.support.contract import Binding, Rig, until
 from tests.runtime import fault_tasks as ft
 from tests.runtime import tasks
 from tests.runtime.conftest import (
@@ -324,52 +325,7 @@ def test_signals_stop_a_gevent_head_and_interrupt_a_gevent_worker(
     assert "stopped by a signal" in cluster.head.stderr.read()
 
 
-# -- the loop itself -----------------------------------------------------------------------------
-
-
-class _Echo:
-    """The engine side of `Loop.listen`/`dial` (`Connections`), recording what it sees."""
-
-    def __init__(self) -> None:
-        self.paused: set[int] = set()
-        self.streams: dict[int, Any] = {}
-        self.lost: list[int] = []
-        self.got: dict[int, int] = {}
-        self.dialed_with: dict[int, str] = {}
-        self._buffer = bytearray(1 << 16)
-        self._next = 0
-
-    def accept(self) -> int:
-        self._next += 1
-        return self._next
-
-    def attach(self, link: int, stream: Any) -> None:
-        self.streams[link] = stream
-
-    def detach(self, link: int) -> None:
-        self.lost.append(link)
-
-    def dialed(self, link: int, error: str) -> None:
-        self.dialed_with[link] = error
-
-    def get_buffer(self, link: int, sizehint: int) -> memoryview:
-        return memoryview(self._buffer)
-
-    def on_updated(self, link: int, nbytes: int) -> None:
-        self.got[link] = self.got.get(link, 0) + nbytes
-
-    def pause_writing(self, link: int) -> None:
-        self.paused.add(link)
-
-    def resume_writing(self, link: int) -> None:
-        self.paused.discard(link)
-
-
-def _until(condition: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "not in time"
-        time.sleep(0.01)
+# -- the loop itself (its contract: tests/bindings/test_loop_contract.py) ---------------------
 
 
 def _connection_greenlets(hub: Any) -> list[gevent.Greenlet]:
@@ -386,55 +342,24 @@ def _connection_greenlets(hub: Any) -> list[gevent.Greenlet]:
     ]
 
 
-def test_unix_sockets_large_writes_and_closing_under_a_waiting_greenlet(tmp_path: Path) -> None:
-    served = dista_gevent.background(loop="gevent")  # unpatched: a hub on its own thread
-    loop = served.loop
-    engine = _Echo()
+def test_closing_under_waiting_greenlets_ends_every_connection_greenlet(tmp_path: Path) -> None:
+    rig = Rig(Binding("gevent"))  # unpatched: a hub on its own thread
     try:
-        listening: Latch[Any] = Latch()
-        where = f"unix:{tmp_path}/sock"
-        loop.call_soon_threadsafe(lambda: listening.set(loop.listen(engine, where, 0)))
-        listener = listening.wait(5)
-        assert listener.address == (where, 0)
-        loop.call_soon_threadsafe(loop.dial, engine, 100, where, 0, 5.0)
-        _until(lambda: engine.dialed_with.get(100) == "" and 1 in engine.streams)
+        rig.dial(100, rig.listen(f"unix:{tmp_path}/sock"))
+        assert rig.dialed(100) == ""
+        rig.until_links([1, 100])
         # 32 MiB one way: over the high-water mark, so the writer greenlet waits for room.
-        payload = memoryview(bytes(32 << 20))
-        loop.call_soon_threadsafe(engine.streams[100].write, payload)
-        _until(lambda: engine.got.get(1, 0) == 32 << 20, 30)
+        rig.write(100, bytes(32 << 20))
+        until(lambda: rig.received(1).count == 32 << 20, 30)
         # Both readers now wait on their sockets; closing one end ends both, and every
         # connection greenlet returns (none is left waiting on a closed descriptor).
-        greenlets = _connection_greenlets(loop.hub)
+        greenlets = rig.call(_connection_greenlets, rig.loop.hub)
         assert len(greenlets) == 4 and not any(g.dead for g in greenlets)
-        loop.call_soon_threadsafe(engine.streams[1].close)
-        _until(lambda: sorted(engine.lost) == [1, 100])
-        _until(lambda: all(g.dead for g in greenlets))
-        # A dial that fails says why.
-        loop.call_soon_threadsafe(loop.dial, engine, 101, f"unix:{tmp_path}/none", 0, 5.0)
-        _until(lambda: 101 in engine.dialed_with)
-        assert engine.dialed_with[101]
-        loop.call_soon_threadsafe(listener.close)
+        rig.close(1)
+        until(lambda: sorted(rig.lost()) == [1, 100])
+        until(lambda: all(g.dead for g in greenlets))
     finally:
-        served.stop()
-    with pytest.raises(RuntimeError):
-        loop.call_soon_threadsafe(print)  # its hub is gone
-
-
-def test_wait_times_out_and_wakes_for_a_latch_settled_in_another_thread() -> None:
-    with pytest.raises(TimeoutError):
-        dista_gevent.wait(Latch(), 0.05)
-    latch: Latch[int] = Latch()
-    threading.Timer(0.1, latch.set, (7,)).start()
-    assert dista_gevent.wait(latch, 10) == 7  # nothing else keeps this hub alive meanwhile
-
-
-def test_a_background_hub_runs_every_call_made_before_it_stops() -> None:
-    ran: list[int] = []
-    for i in range(50):  # a driver's close, scheduled as it leaves, is one such call
-        served = dista_gevent.background(loop="gevent")
-        served.loop.call_soon_threadsafe(ran.append, i)
-        served.stop()
-    assert ran == list(range(50))
+        rig.stop()
 
 
 # -- the example -------------------------------------------------------------------------------
