@@ -25,7 +25,8 @@ per path, each with its own theory of operation: `dista_proto._incoming` (`recei
 bounded memory, and the frame loop both receive paths use), `dista_proto._receive_into`
 (`get_buffer`, `buffer_updated`, payloads landing in place; `dista_proto._sinks` says
 where) and `dista_proto._outgoing` (`send`'s frames: small ones copied together, large
-payloads passed as views).
+payloads passed as views). The receive helpers are handed the connection and see it as a
+`dista_proto._receiver.Receiver`, so they never import this module.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from ._sizes import BIG_FRAME, BIG_PAYLOAD
 from .frame import Bytes
 
 if TYPE_CHECKING:
-    from ._connection import Connection
+    # Only a type: the Protocol costs nothing at run time (`Connection` satisfies it).
+    from ._receiver import Receiver
 
 __all__ = ["FULL", "PREFIX_HEADER", "Incoming", "decode_frames"]
 
@@ -80,7 +81,7 @@ class Incoming:
         self._data = data
         self._pos = 0
 
-    def parse(self, conn: Connection, out: list[Event]) -> None:
+    def parse(self, conn: Receiver, out: list[Event]) -> None:
         """Decode the whole frames buffered into ``out``; keep the bytes of an incomplete one."""
         if conn._error is not None:
             return
@@ -130,7 +131,7 @@ class Incoming:
         return rest
 
 
-def decode_frames(conn: Connection, data: bytes, pos: int, out: list[Event]) -> int:
+def decode_frames(conn: Receiver, data: bytes, pos: int, out: list[Event]) -> int:
     """Decode the whole frames in ``data`` from ``pos`` into ``out``; where they end.
 
     Each header is checked against what ``conn`` takes now, and a hello or welcome moves

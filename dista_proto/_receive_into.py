@@ -30,7 +30,8 @@ from ._sizes import BIG_FRAME, BIG_PAYLOAD
 from .frame import Bytes
 
 if TYPE_CHECKING:
-    from ._connection import Connection
+    # Only a type: the Protocol costs nothing at run time (`Connection` satisfies it).
+    from ._receiver import Receiver
 
 __all__ = ["NOT_OFFERED", "READ_SIZE", "ReceiveInto", "feed_into"]
 
@@ -85,7 +86,7 @@ class ReceiveInto:
         self._offered, self._offered_size = _OFFERED_SCRAP, len(self._rview)
         return self._rview
 
-    def updated(self, conn: Connection, nbytes: int) -> None:
+    def updated(self, conn: Receiver, nbytes: int) -> None:
         """``nbytes`` were read into the view last offered: parse or land them for ``conn``."""
         offered = self._offered
         if offered == _OFFERED_NONE:
@@ -132,7 +133,7 @@ class ReceiveInto:
             self._rbuf, self._rview = rbuf, memoryview(rbuf)
         self._rstart, self._rend = 0, kept
 
-    def _parse(self, conn: Connection) -> None:
+    def _parse(self, conn: Receiver) -> None:
         """Decode the whole frames in the reused buffer; see where the next one lands."""
         start, end = self._rstart, self._rend
         data = bytes(self._rview[start:end])  # one copy: events own their bytes
@@ -221,7 +222,7 @@ class ReceiveInto:
         self._rstart = self._rend = 0
         self._rneed = F.PREFIX
 
-    def _landed(self, conn: Connection) -> None:
+    def _landed(self, conn: Receiver) -> None:
         """The payload landing in place is whole: its event."""
         view = self._dest
         assert view is not None
@@ -240,7 +241,7 @@ class ReceiveInto:
         conn._ready.append(event)
 
 
-def feed_into(conn: Connection, data: Bytes) -> None:
+def feed_into(conn: Receiver, data: Bytes) -> None:
     """`receive_data` on the receive-into path: copy ``data`` where `get_buffer` says."""
     view = memoryview(data)
     if view.ndim != 1 or view.itemsize != 1:

@@ -6,6 +6,7 @@ import ast
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -265,3 +266,215 @@ def test_core_has_no_not_implemented_stubs(package: str) -> None:
         and ast.unparse(node.exc).removesuffix("()") == "NotImplementedError"
     ]
     assert offenders == [], _listed("raise NotImplementedError (hold the part instead)", offenders)
+
+
+# -- the import graph -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Import:
+    """One edge of the import graph: where the statement is, and what it says."""
+
+    path: Path
+    line: int
+    text: str
+
+
+#: Each package's name and folder: the core, the runtime (its wings are subpackages), and
+#: each binding.
+def _packages(root: Path) -> list[tuple[str, Path]]:
+    bindings = sorted(p for p in (root / "bindings").iterdir() if (p / "__init__.py").exists())
+    return [
+        ("dista_proto", root / "dista_proto"),
+        ("dista_runtime", root / "dista_runtime"),
+        *((b.name, b) for b in bindings),
+    ]
+
+
+def _module_files(packages: list[tuple[str, Path]]) -> dict[str, Path]:
+    """Every module by dotted name (a package by its own name, for its ``__init__.py``)."""
+    found = {}
+    for name, folder in packages:
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((name, *parts))] = path
+    return found
+
+
+def _is_face(path: Path) -> bool:
+    """A package's ``__init__.py`` that merely re-exports: it defines no public name of its
+    own (only imports, ``__all__`` and private helpers such as a `__module__` fixer)."""
+    if path.name != "__init__.py":
+        return False
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        else:
+            continue  # a docstring, an import, a call of a private helper
+        if any(n != "__all__" and not n.startswith("_") for n in names):
+            return False
+    return True
+
+
+def _imported_names(module: str, path: Path, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """What one statement imports, as dotted names: relative imports resolved, and
+    ``from pkg import name`` as ``pkg.name`` (kept only if that is a module; see below)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    source = node.module or ""
+    if node.level:
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        parts = package.split(".")
+        base = ".".join(parts[: len(parts) - (node.level - 1)])
+        source = f"{base}.{source}" if source else base
+    return [f"{source}.{alias.name}" for alias in node.names]
+
+
+def import_graph(root: Path) -> dict[str, dict[str, Import]]:
+    """The import graph of every package under ``root``, from the source: every ``import``
+    and ``from ... import`` anywhere in a module (TYPE_CHECKING blocks and function bodies
+    included), each to the deepest module it names. Edges into a face (`_is_face`) are left
+    out: a package's front is not a layer of its own."""
+    modules = _module_files(_packages(root))
+    graph: dict[str, dict[str, Import]] = {name: {} for name in modules}
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for name in _imported_names(module, path, node):
+                while name not in modules and "." in name:
+                    name = name.rpartition(".")[0]  # `pkg.attr` is an import of `pkg`
+                if name not in modules or name == module or _is_face(modules[name]):
+                    continue
+                where = Import(path.relative_to(root), node.lineno, ast.unparse(node))
+                graph[module].setdefault(name, where)
+    return graph
+
+
+def import_circles(graph: dict[str, dict[str, Import]]) -> list[list[str]]:
+    """The strongly connected parts of ``graph`` with more than one module (Tarjan's
+    algorithm, iterative): each is one or more circles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.append(member)
+                    if member == node:
+                        break
+                if len(part) > 1:
+                    circles.append(sorted(part))
+    return circles
+
+
+def _describe(graph: dict[str, dict[str, Import]], circle: list[str]) -> str:
+    edges = [
+        f"    {a} -> {b}  ({i.path}:{i.line}: {i.text})"
+        for a in circle
+        for b, i in sorted(graph[a].items())
+        if b in circle
+    ]
+    return f"circle through {', '.join(circle)}:\n" + "\n".join(edges)
+
+
+def test_import_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """The graph builder itself: relative, TYPE_CHECKING and function-local imports count,
+    ``from pkg import mod`` is an edge to the module, and a face is no node to reach."""
+    pkg = tmp_path / "dista_proto"
+    pkg.mkdir()
+    (tmp_path / "dista_runtime").mkdir()
+    (tmp_path / "bindings").mkdir()
+    (tmp_path / "dista_runtime" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from ._a import A\n__all__ = ['A']\n")
+    (pkg / "_a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._b import B\nA = 1\n"
+    )
+    (pkg / "_b.py").write_text("def f():\n    from dista_proto import _c\nB = 2\n")
+    (pkg / "_c.py").write_text("from . import _a, A\nimport dista_proto\n")
+    graph = import_graph(tmp_path)
+    assert set(graph["dista_proto._a"]) == {"dista_proto._b"}
+    assert set(graph["dista_proto._b"]) == {"dista_proto._c"}
+    assert set(graph["dista_proto._c"]) == {"dista_proto._a"}  # not the face
+    assert import_circles(graph) == [["dista_proto._a", "dista_proto._b", "dista_proto._c"]]
+    (pkg / "_c.py").write_text("import dista_proto\n")  # only the face
+    assert import_circles(import_graph(tmp_path)) == []
+    (pkg / "__init__.py").write_text("from ._a import A\nB = A\n")  # no longer a face
+    assert import_circles(import_graph(tmp_path)) == [
+        ["dista_proto", "dista_proto._a", "dista_proto._b", "dista_proto._c"]
+    ]
+
+
+def test_no_import_circles() -> None:
+    """No module reaches itself through imports, in any package: the graph an import-graph
+    tool draws, TYPE_CHECKING imports included (a circle there is still one to a reader)."""
+    graph = import_graph(ROOT)
+    circles = [_describe(graph, circle) for circle in import_circles(graph)]
+    assert circles == [], _listed("import circles", circles)
+
+
+#: The runtime's wings from the top down (issue 23): a module imports only from its own
+#: tier or the ones below. "" is `dista_runtime/__init__.py`; the fronts nothing inside
+#: imports are on top, and `loops` (which binding runs) sits just above the network wing.
+WING_TIERS = (
+    ("", "binding", "cli", "mypy_plugin"),
+    ("_cli", "_mypy"),
+    ("_api",),
+    ("_hosts",),
+    ("_local", "_session", "_execution"),
+    ("_tls", "_values", "loops"),
+    ("_net",),
+    ("_errors", "_clock"),
+)
+
+
+def _wing(module: str) -> str | None:
+    """The runtime wing (or front) ``module`` belongs to; None outside the runtime."""
+    if module != "dista_runtime" and not module.startswith("dista_runtime."):
+        return None
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_runtime_wings_import_one_way() -> None:
+    tier = {wing: n for n, wings in enumerate(WING_TIERS) for wing in wings}
+    graph = import_graph(ROOT)
+    unplaced = sorted({w for m in graph if (w := _wing(m)) is not None and w not in tier})
+    assert unplaced == [], f"place these in WING_TIERS: {unplaced}"
+    offenders = [
+        f"{i.path}:{i.line}: {i.text}  ({_wing(a) or 'dista_runtime'} imports {_wing(b)})"
+        for a, targets in sorted(graph.items())
+        for b, i in sorted(targets.items())
+        if (wa := _wing(a)) is not None and (wb := _wing(b)) is not None and tier[wb] < tier[wa]
+    ]
+    assert offenders == [], _listed("imports up the wing order", offenders)
