@@ -12,8 +12,12 @@ tracer (`sys.setprofile` and `threading.setprofile`) installed before Dista is i
 each with a fresh 32-byte marker, waiting for each result and letting the cluster go quiet
 (0.3 s) before the next. The task is importable, so it travels by name (the common path).
 
-What counts, per process, is every module of ``dista_proto``, ``dista_runtime`` and the
-bindings whose Python code runs while the marker is being carried:
+Two counts are printed. The walk proper (the modules the argument *crosses*) counts a
+module when a function of it is handed the argument: a call whose parameters hold the
+marker (as bytes, a view, a sequence of them, or a field of a core's event or decision).
+The wider count is every module of ``dista_proto``, ``dista_runtime`` and the bindings
+whose Python code runs while the marker is being carried (bookkeeping the argument does not
+pass through included). The windows, per process:
 
 - driver: from the first call that holds the marker (``RemoteFunction.remote``'s
   arguments) until bytes holding it are handed to the transport (a call of a ``write``,
@@ -79,6 +83,10 @@ def _holds(value: object, marker: bytes, depth: int = 0) -> bool:
         return any(_holds(v, marker, depth + 1) for v in value[:64])
     if depth < 2 and isinstance(value, dict):
         return any(_holds(v, marker, depth + 1) for v in list(value.values())[:64])
+    if depth < 1 and type(value).__module__.split(".")[0] == "dista_proto":
+        # A core's event or decision (a SubmitTask, a RunTask, a Write): its fields.
+        fields = getattr(type(value), "__slots__", None) or getattr(value, "__dict__", {})
+        return any(_holds(getattr(value, f, None), marker, depth + 1) for f in fields)
     return False
 
 
@@ -151,10 +159,12 @@ class Walk:
         root = frame
         while root.f_back is not None and id(root.f_back) in self.in_window:
             root = root.f_back
-        episode = self.episodes.setdefault(id(root), {"holds": False, "modules": {}})
+        episode = self.episodes.setdefault(id(root), {"holds": False, "modules": {}, "handed": {}})
         episode["holds"] = episode["holds"] or holds
         self.order += 1
         episode["modules"].setdefault(module, self.order)
+        if holds:  # this function was handed the argument (or bytes holding it)
+            episode["handed"].setdefault(module, self.order)
 
     def _maybe_write(self, caller: FrameType, name: str, marker: bytes, frame: FrameType) -> None:
         """A call out of Dista that hands bytes holding the marker to the transport."""
@@ -168,6 +178,7 @@ class Walk:
 
     def _close(self) -> None:
         first: dict[str, int] = {}
+        handed: dict[str, int] = {}
         left_out = 0
         for episode in self.episodes.values():
             if not episode["holds"]:
@@ -175,7 +186,15 @@ class Walk:
                 continue
             for module, order in episode["modules"].items():
                 first[module] = min(order, first.get(module, order))
-        self.walks.append({"modules": sorted(first, key=first.__getitem__), "left_out": left_out})
+            for module, order in episode["handed"].items():
+                handed[module] = min(order, handed.get(module, order))
+        self.walks.append(
+            {
+                "modules": sorted(first, key=first.__getitem__),
+                "handed": sorted(handed, key=handed.__getitem__),
+                "left_out": left_out,
+            }
+        )
         self._reset()
         self.out.write_text(json.dumps(self.walks))
 
@@ -253,27 +272,33 @@ def measure(checkout: Path, runs: int) -> dict[str, list[dict[str, Any]]]:
 
 
 def report(found: dict[str, list[dict[str, Any]]], runs: int) -> None:
-    everywhere: set[str] = set()
-    for role in ("driver", "head", "worker"):
-        walks = found[role][1:]  # the first argument warmed up
-        if len(walks) < runs:
-            print(f"{role}: only {len(walks)} of {runs} walks were seen")
-            continue
-        common = set.intersection(*(set(w["modules"]) for w in walks))
-        sometimes = set().union(*(set(w["modules"]) for w in walks)) - common
-        ordered = [m for m in walks[-1]["modules"] if m in common]
-        left_out = [w["left_out"] for w in walks]
-        print(f"{role}: {len(ordered)} modules (episodes left out per argument: {left_out})")
-        for n, module in enumerate(ordered, 1):
-            print(f"  {n:2}. {module}")
-        if sometimes:
-            print(f"  on some arguments' path only: {', '.join(sorted(sometimes))}")
-        everywhere |= common
-    core = sum(1 for m in everywhere if m.startswith("dista_proto"))
-    print(
-        f"distinct Dista modules on the path, all processes: {len(everywhere)}"
-        f" ({core} of dista_proto, {len(everywhere) - core} of the runtime and bindings)"
-    )
+    for key, what in (
+        ("modules", "run while the argument is carried"),
+        ("handed", "handed the argument (a function of theirs gets it, or bytes holding it)"),
+    ):
+        print(f"-- modules that {what}")
+        everywhere: set[str] = set()
+        for role in ("driver", "head", "worker"):
+            walks = found[role][1:]  # the first argument warmed up
+            if len(walks) < runs:
+                print(f"{role}: only {len(walks)} of {runs} walks were seen")
+                continue
+            common = set.intersection(*(set(w[key]) for w in walks))
+            sometimes = set().union(*(set(w[key]) for w in walks)) - common
+            ordered = [m for m in walks[-1][key] if m in common]
+            left_out = [w["left_out"] for w in walks]
+            print(f"{role}: {len(ordered)} modules (episodes left out per argument: {left_out})")
+            for n, module in enumerate(ordered, 1):
+                print(f"  {n:2}. {module}")
+            if sometimes:
+                print(f"  on some arguments' path only: {', '.join(sorted(sometimes))}")
+            everywhere |= common
+        core = sum(1 for m in everywhere if m.startswith("dista_proto"))
+        print(
+            f"distinct Dista modules that {key.replace('modules', 'run')}, all processes: "
+            f"{len(everywhere)} ({core} of dista_proto, {len(everywhere) - core} of the "
+            "runtime and bindings)\n"
+        )
 
 
 def main() -> None:
