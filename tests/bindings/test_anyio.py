@@ -28,12 +28,13 @@ import dista_anyio
 
 import dista_runtime as dista
 from dista_runtime._net.loop import Latch
-from tests.bindings import anyio_tasks as atasks
-from tests.bindings import tasks as btasks
-from tests.bindings.conftest import child_env, cli
-from tests.runtime import tasks
-from tests.runtime.conftest import (
+from tests.bindings.support import anyio_tasks as atasks
+from tests.bindings.support import tasks as btasks
+from tests.support import tasks
+from tests.support.cluster import (
     assert_gone,
+    child_env,
+    cli,
     head_process,
     stop_process,
     task_modules,
@@ -341,7 +342,7 @@ def test_a_slow_driver_cannot_make_the_head_buffer_without_bound(backend: str) -
 
     from dista_runtime._hosts.head import start_head
     from dista_runtime._net.streams import HIGH_WATER
-    from tests.runtime.test_flow import RESULT, fake_worker, flood
+    from tests.processes.test_flow import RESULT, fake_worker, flood
 
     async def main() -> tuple[int, int, int]:
         async with anyio.create_task_group() as group:

@@ -21,7 +21,7 @@ from dista_asyncio._loop import AsyncioLoop
 
 from dista_runtime._hosts.engine import CLOSE_GRACE_S
 from dista_runtime._net.streams import Stream
-from tests.bindings.bare_engine import BareEngine, ends
+from tests.bindings.support.bare_engine import BareEngine, ends
 
 pytestmark = pytest.mark.timeout(60)
 
