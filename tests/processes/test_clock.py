@@ -31,7 +31,7 @@ from typing import Final
 import pytest
 
 import dista_runtime as dista
-from tests.processes.test_recovery import Processes, processes, wait_for_workers
+from tests.processes.support.restartable_cluster import Processes, processes, wait_for_workers
 from tests.support import tasks
 
 #: Where Debian (and Ubuntu) install libfaketime, per architecture.
