@@ -17,7 +17,7 @@ lost result, or the head's memory over 2x idle during the run or 1.2x after it.
 
 Reproducible with ``--seed``: each session's frames come from (seed, connection, session)
 and the driver number the head's welcome gave it. The machinery lives in
-``tests/runtime/hostile_*.py``, which the CI version (tests/runtime/test_hostile.py) shares.
+``tests/processes/support/hostile_*.py``, which the CI version (tests/processes/test_hostile.py) shares.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.runtime.hostile_run import run
+from tests.processes.support.hostile_run import run
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -15,7 +15,7 @@ to whom (`allowed_kinds`) and the largest body a receiver takes of each kind (`b
 one list indexed by the kind byte, so a connection checks a header with one lookup). Adding
 a kind is its ``frame.KIND_*`` number, its event class, its two codec functions, and one row
 here; docs/wire.md's "Kinds at a glance" is rendered from the rows and a test keeps it so
-(tests/proto/kinds_table.py).
+(tests/proto/support/kinds_table.py).
 
 A connection joins two roles. Head links join the head and a peer that said hello (driver,
 worker, client or observer); a client (a driver inside a worker) sends and receives what a

@@ -1,18 +1,18 @@
 """docs/architecture.md's "Where each frame kind is handled" is the cores' routes as
-tests/routes_table.py renders them, and every link of the kinds table has a handler."""
+tests/support/routes_table.py renders them, and every link of the kinds table has a handler."""
 
 from __future__ import annotations
 
 from dista_proto._kinds import KINDS
 
-from .routes_table import DROPPED, PAGE, handlers, render, rendered_part, unhandled
+from .support.routes_table import DROPPED, PAGE, handlers, render, rendered_part, unhandled
 
 
 def test_the_architecture_page_holds_the_rendered_table() -> None:
     page = PAGE.read_text(encoding="utf-8")
     assert rendered_part(page) == render(), (
         "docs/architecture.md's routes table differs from the cores' routes: "
-        "run `python -m tests.routes_table --write`"
+        "run `python -m tests.support.routes_table --write`"
     )
 
 

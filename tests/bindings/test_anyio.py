@@ -27,12 +27,13 @@ pytest.importorskip("dista_anyio")  # anyio with sniffio
 import dista_anyio
 
 import dista_runtime as dista
-from tests.bindings import anyio_tasks as atasks
-from tests.bindings import tasks as btasks
-from tests.bindings.conftest import child_env, cli
-from tests.runtime import tasks
-from tests.runtime.conftest import (
+from tests.bindings.support import anyio_tasks as atasks
+from tests.bindings.support import tasks as btasks
+from tests.support import tasks
+from tests.support.cluster import (
     assert_gone,
+    child_env,
+    cli,
     head_process,
     stop_process,
     task_modules,

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 import dista_runtime as dista
-from tests.bindings import tasks as btasks
-from tests.bindings.conftest import Cluster, child_env, cli, loop_params
-from tests.runtime import tasks
-from tests.runtime.conftest import assert_gone, settle_to_zero, wait_for_workers
+from tests.bindings.support import tasks as btasks
+from tests.bindings.support.loops import Cluster, loop_params
+from tests.support import tasks
+from tests.support.cluster import assert_gone, child_env, cli, settle_to_zero, wait_for_workers
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -200,7 +200,7 @@ DRIVERS = {
 #: An actor the driver scripts define (in ``__main__``: its class travels by value).
 ACTOR = """
 import dista_runtime as dista
-from tests.runtime.tasks import add
+from tests.support.tasks import add
 
 @dista.actor
 class Acc:
@@ -235,7 +235,7 @@ def run_driver(loop: str, address: str) -> str:
 def test_cli_roles_status_stop_and_a_driver_on_its_own_loop(
     name: str, cli_cluster: list[Cluster]
 ) -> None:
-    cluster = Cluster(name, name, "tests.runtime.tasks")
+    cluster = Cluster(name, name, "tests.support.tasks")
     cli_cluster.append(cluster)
     cluster.wait_for_workers(name, 1)
     assert run_driver(name, cluster.address).split() == ["3", str(sum(range(1, 21))), "15"]

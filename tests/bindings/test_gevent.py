@@ -34,14 +34,15 @@ import gevent
 
 import dista_runtime as dista
 from dista_runtime._session import context as _context
-from tests.bindings import gevent_tasks as gt
-from tests.bindings import tasks as bt
-from tests.bindings.conftest import child_env, cli
+from tests.bindings.support import gevent_tasks as gt
+from tests.bindings.support import tasks as bt
 from tests.bindings.support.contract import Binding, Rig, until
-from tests.runtime import fault_tasks as ft
-from tests.runtime import tasks
-from tests.runtime.conftest import (
+from tests.support import fault_tasks as ft
+from tests.support import tasks
+from tests.support.cluster import (
     assert_gone,
+    child_env,
+    cli,
     settle_to_zero,
     stop_process,
     task_modules,
@@ -183,8 +184,8 @@ def test_connect_to_nowhere_fails_and_leaves_no_thread_behind(tmp_path: Path) ->
 WAITS = """
     import importlib, json, sys, time, gevent, dista_gevent
     import dista_runtime as dista
-    from tests.runtime import fault_tasks as ft, tasks
-    from tests.bindings import tasks as bt
+    from tests.support import fault_tasks as ft, tasks
+    from tests.bindings.support import tasks as bt
 
     ticks = [0]
 

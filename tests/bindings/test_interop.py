@@ -14,7 +14,8 @@ import sys
 import pytest
 
 from dista_runtime import loops
-from tests.bindings.conftest import Cluster, child_env
+from tests.bindings.support.loops import Cluster
+from tests.support.cluster import child_env
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,8 +25,8 @@ MATRIX = [c for c in itertools.product(BINDINGS, repeat=3) if c not in ROTATIONS
 
 DRIVER = """
 import dista_runtime as dista
-from tests.runtime.tasks import add, nested_sum
-from tests.bindings.tasks import async_add_nested, blob, length_and_sum
+from tests.support.tasks import add, nested_sum
+from tests.bindings.support.tasks import async_add_nested, blob, length_and_sum
 with dista.init(ADDRESS, loop=LOOP):
     data = blob.remote(20)
     print(add.remote(1, 2).get(), nested_sum.remote(5).get(), async_add_nested.remote(2, 2).get(),
@@ -37,7 +38,7 @@ def _combo(head: str, worker: str, driver: str) -> None:
     missing = [name for name in (head, worker, driver) if not loops.available(name)]
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)}")
-    cluster = Cluster(head, worker, "tests.runtime.tasks,tests.bindings.tasks")
+    cluster = Cluster(head, worker, "tests.support.tasks,tests.bindings.support.tasks")
     try:
         cluster.wait_for_workers(driver, 1)
         script = DRIVER.replace("ADDRESS", repr(cluster.address)).replace("LOOP", repr(driver))

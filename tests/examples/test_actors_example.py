@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.bindings.conftest import child_env
+from tests.support.cluster import child_env
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from tests.runtime.conftest import head_process, stop_process
+from tests.support.cluster import head_process, stop_process
 
 pytest.importorskip("aiohttp")
 pytestmark = pytest.mark.timeout(120)

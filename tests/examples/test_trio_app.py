@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from tests.bindings.conftest import child_env, cli
-from tests.runtime.conftest import head_process, stop_process
+from tests.support.cluster import child_env, cli, head_process, stop_process
 
 pytest.importorskip("trio")
 pytestmark = pytest.mark.timeout(120)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dista_proto as dp
 from dista_proto import frame as F
 
-from .security_peers import REGISTRY, Net
+from .support.security_peers import REGISTRY, Net
 
 TASK_ID = 0x51
 

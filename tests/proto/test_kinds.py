@@ -27,7 +27,7 @@ from dista_proto._kinds import (
     received_by,
 )
 
-from .kinds_table import PAGE, render, rendered_part
+from .support.kinds_table import PAGE, render, rendered_part
 from .test_frame import PAGE_KIND_NAMES
 from .test_roundtrip import strategy
 
@@ -191,7 +191,7 @@ def test_the_wire_page_holds_the_rendered_table() -> None:
     page = PAGE.read_text(encoding="utf-8")
     assert rendered_part(page) == render(), (
         "docs/wire.md's kinds table differs from dista_proto/_kinds.py: "
-        "run `python -m tests.proto.kinds_table --write`"
+        "run `python -m tests.proto.support.kinds_table --write`"
     )
     assert "Adding a kind is one row there" in page
 

@@ -619,7 +619,7 @@ def test_a_byte_at_a_time_costs_linear_time_on_the_receive_into_path() -> None:
 def test_simulated_clusters_read_into_place(monkeypatch: pytest.MonkeyPatch) -> None:
     """The simulator's seeds, with every head, worker and driver reading through get_buffer."""
     from dista_proto import Driver, Head, Worker
-    from tests.sim.scenario import run_seed
+    from tests.sim.support.scenario import run_seed
 
     rng = random.Random(13)
 

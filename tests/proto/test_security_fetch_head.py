@@ -1,7 +1,7 @@
 """Fetch grants, from the head's side and end to end over the in-memory cluster.
 
 The head grants an object to a fetcher's host on the holding worker's link before it tells
-the fetcher where the object lies; the seeded cluster (`tests/sim/hosts.py`, fetches
+the fetcher where the object lies; the seeded cluster (`tests/sim/support/hosts.py`, fetches
 checked, no timers firing) shows every fetch between workers and from drivers finds its
 grant: a forgotten one would leave the fetch waiting for ever.
 """
@@ -12,8 +12,8 @@ import pytest
 
 import dista_proto as dp
 from dista_proto import frame as F
-from tests.sim.cluster import TASK_ID, Sim, SimWorker, arg, compute, deliver_all
-from tests.sim.hosts import SecureRecoverySim, SecureSim
+from tests.sim.support.cluster import TASK_ID, Sim, SimWorker, arg, compute, deliver_all
+from tests.sim.support.hosts import SecureRecoverySim, SecureSim
 
 REGISTRY = 7
 WORKER = dp.Address("10.0.0.2", 7000)

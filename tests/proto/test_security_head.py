@@ -7,7 +7,7 @@ import pytest
 import dista_proto as dp
 from dista_proto import frame as F
 
-from .security_peers import REGISTRY, Net, Raw
+from .support.security_peers import REGISTRY, Net, Raw
 
 
 def test_a_link_is_greeted_once_it_said_hello_and_a_gone_one_counts_as_greeted() -> None:

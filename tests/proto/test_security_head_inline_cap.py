@@ -6,7 +6,7 @@ import pytest
 
 import dista_proto as dp
 
-from .security_peers import Net
+from .support.security_peers import Net
 
 TASK = 0x5EED
 

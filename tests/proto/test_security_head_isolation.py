@@ -7,7 +7,7 @@ import pytest
 
 import dista_proto as dp
 
-from .security_peers import Net, Raw
+from .support.security_peers import Net, Raw
 
 TASK = 0x5EED
 

@@ -10,7 +10,7 @@ from dista_runtime._execution.call import Calls, encode_results
 from dista_runtime._values.codec import decode, encode, encode_call
 from dista_runtime._values.ids import BY_VALUE_NAME, task_id
 from dista_runtime._values.registry import by_value_argument, digest_of
-from tests.runtime import tasks
+from tests.support import tasks
 
 
 def run(task: dp.RunTask) -> object:
@@ -20,15 +20,15 @@ def run(task: dp.RunTask) -> object:
 def test_plain_call_by_name() -> None:
     argument, inputs = encode_call((2, 3), {}, object, "add")
     assert inputs == []
-    assert run(dp.RunTask(1, task_id("tests.runtime.tasks:add"), 1, argument)) == 5
+    assert run(dp.RunTask(1, task_id("tests.support.tasks:add"), 1, argument)) == 5
 
 
 def test_task_after_without_a_value_passes_the_inputs() -> None:
-    total = task_id("tests.runtime.tasks:total")
+    total = task_id("tests.support.tasks:total")
     gathered = dp.RunTask(1, total, 1, None, (encode(1), encode(2)), gather=True, after=True)
     assert run(gathered) == 3
     single = dp.RunTask(
-        1, task_id("tests.runtime.tasks:unwrap"), 1, None, (encode(tasks.Custom(7)),), after=True
+        1, task_id("tests.support.tasks:unwrap"), 1, None, (encode(tasks.Custom(7)),), after=True
     )
     assert run(single) == 7
 

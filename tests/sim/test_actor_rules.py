@@ -1,7 +1,7 @@
 """Actor rules of the cores, each driven step by step over the simulated cluster.
 
 The binding's side (building actors, running calls, the checkpoint store) is
-`tests/sim/actors.py`; here each test moves bytes with `deliver_all` and runs the actor
+`tests/sim/support/actors.py`; here each test moves bytes with `deliver_all` and runs the actor
 work of one worker at a time by hand, so every interleaving is the one the test names.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dista_proto as dp
 from dista_proto._head_records import ActorRecord, ActorState
 
-from .actors import (
+from .support.actors import (
     ACTOR_TYPE,
     ADD,
     FAIL_CREATE,
@@ -21,7 +21,7 @@ from .actors import (
     result_of,
     u64,
 )
-from .cluster import TASK_ID, Sim, SimDriver, SimWorker, arg, compute, deliver_all
+from .support.cluster import TASK_ID, Sim, SimDriver, SimWorker, arg, compute, deliver_all
 
 #: What one of these tests' calls (an 8-byte argument) counts against a keep budget.
 CALL = dp.KEPT_CALL_BYTES + 8

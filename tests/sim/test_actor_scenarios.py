@@ -30,9 +30,9 @@ import pytest
 
 from dista_proto import KEPT_CALL_BYTES, CheckpointActor
 from dista_proto._head_records import ActorState
-from tests.sim.seeds import failed_seeds
+from tests.sim.support.seeds import failed_seeds
 
-from .actors import (
+from .support.actors import (
     ACTOR_TYPE,
     ADD,
     FAIL_CREATE,
@@ -45,8 +45,8 @@ from .actors import (
     result_of,
     u64,
 )
-from .cluster import Sim, SimDriver
-from .scenario import Scenario
+from .support.cluster import Sim, SimDriver
+from .support.scenario import Scenario
 
 #: What one call (an 8-byte argument) counts against a keep budget.
 CALL = KEPT_CALL_BYTES + 8

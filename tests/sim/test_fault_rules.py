@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dista_proto as dp
 
-from .cluster import PART, TASK_ID, Sim, SimWorker, arg, compute, deliver_all
+from .support.cluster import PART, TASK_ID, Sim, SimWorker, arg, compute, deliver_all
 
 SECOND = 1_000_000_000
 

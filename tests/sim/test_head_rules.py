@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dista_proto as dp
 
-from .cluster import TASK_ID, Sim, SimDriver, SimObserver, arg, compute, deliver_all
+from .support.cluster import TASK_ID, Sim, SimDriver, SimObserver, arg, compute, deliver_all
 
 
 def test_input_keeps_object_alive_until_its_task_settles() -> None:

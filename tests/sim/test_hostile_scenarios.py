@@ -16,8 +16,8 @@ import pytest
 import dista_proto as dp
 from dista_proto import frame as F
 
-from .cluster import TASK_ID, SimDriver
-from .scenario import Scenario
+from .support.cluster import TASK_ID, SimDriver
+from .support.scenario import Scenario
 
 
 class HostileScenario(Scenario):

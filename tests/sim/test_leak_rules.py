@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dista_proto as dp
 
-from .cluster import TASK_ID, Sim, arg, deliver_all
+from .support.cluster import TASK_ID, Sim, arg, deliver_all
 
 
 def test_released_object_of_a_running_task_is_forgotten_after_its_driver_leaves() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 import dista_proto as dp
 
-from .cluster import Sim, SimDriver, SimWorker, deliver_all
+from .support.cluster import Sim, SimDriver, SimWorker, deliver_all
 
 FIB_ID = 11
 

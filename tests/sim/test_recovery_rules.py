@@ -9,9 +9,9 @@ from __future__ import annotations
 import dista_proto as dp
 from dista_proto._head_records import ObjState
 
-from .actors import ACTOR_TYPE, ADD, MASK, Instance, SimActors, result_of, u64
-from .cluster import TASK_ID, SimDriver, SimWorker, arg, compute, deliver_all
-from .recovery import GRACE_NS, LIVENESS_NS, RecoverySim
+from .support.actors import ACTOR_TYPE, ADD, MASK, Instance, SimActors, result_of, u64
+from .support.cluster import TASK_ID, SimDriver, SimWorker, arg, compute, deliver_all
+from .support.recovery import GRACE_NS, LIVENESS_NS, RecoverySim
 
 STORED = 3000  # past the sim's inline threshold: the result stays on its worker
 

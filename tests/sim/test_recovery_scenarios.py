@@ -38,11 +38,11 @@ import pytest
 import dista_proto as dp
 from dista_proto._head_checkpoints import DEFAULT_ACTOR_KEEP_BYTES
 from dista_proto._head_records import ActorState
-from tests.sim.seeds import failed_seeds
+from tests.sim.support.seeds import failed_seeds
 
-from .actors import ADD, MASK, RAISE, RAISED, Instance, answer_count, result_of
-from .cluster import Sim, SimDriver, SimWorker
-from .recovery import GRACE_NS, LIVENESS_NS, RecoverySim
+from .support.actors import ADD, MASK, RAISE, RAISED, Instance, answer_count, result_of
+from .support.cluster import Sim, SimDriver, SimWorker
+from .support.recovery import GRACE_NS, LIVENESS_NS, RecoverySim
 from .test_actor_scenarios import ActorScenario
 
 SEEDS = int(os.environ.get("DISTA_RECOVERY_SIM_SEEDS", "1000"))

@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
-from tests.sim.seeds import failed_seeds
+from tests.sim.support.seeds import failed_seeds
 
-from .cluster import Sim
-from .hosts import SecureRecoverySim, SecureSim
+from .support.cluster import Sim
+from .support.hosts import SecureRecoverySim, SecureSim
 from .test_actor_scenarios import ActorScenario
 from .test_recovery_scenarios import RecoveryScenario
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dista_proto as dp
 
-from .cluster import TASK_ID, Sim, arg, compute
+from .support.cluster import TASK_ID, Sim, arg, compute
 
 
 def test_past_the_inline_cap_results_come_stored_and_the_values_are_right() -> None:

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from tests.sim.seeds import failed_seeds
+from tests.sim.support.seeds import failed_seeds
 
-from .scenario import run_seed
+from .support.scenario import run_seed
 
 SEEDS = int(os.environ.get("DISTA_SIM_SEEDS", "1000"))
 BATCH = 100
@@ -17,4 +17,4 @@ BATCH = 100
 @pytest.mark.parametrize("start", range(0, SEEDS, BATCH))
 def test_seeds(start: int) -> None:
     seeds = range(start, min(start + BATCH, SEEDS))
-    assert failed_seeds(run_seed, seeds, "tests.sim.scenario") == []
+    assert failed_seeds(run_seed, seeds, "tests.sim.support.scenario") == []

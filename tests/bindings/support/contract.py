@@ -38,7 +38,7 @@ from dista_runtime._hosts.engine import CLOSE_GRACE_S, Engine
 from dista_runtime._net.contract import Backend, Background, Listener, Loop
 from dista_runtime._net.latch import Latch
 from dista_runtime._tls.config import TLS, tls_for
-from tests.bindings.bare_engine import BareCore, ends
+from tests.bindings.support.bare_engine import BareCore, ends
 
 __all__ = [
     "BINDINGS",

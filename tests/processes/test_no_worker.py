@@ -1,0 +1,138 @@
+"""A driver whose tasks no worker can import gets an error that says what to do, not a hang;
+its by-value tasks run on any worker. Real processes: a CLI head, a CLI worker that imports
+other modules, and a driver script."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from tests.support.cluster import head_process, stop_process
+
+GRACE_S = 2.0
+CLI = [sys.executable, "-m", "dista_runtime.cli"]
+
+#: The end of each driver script: wait for ``ref`` (submitted at ``began``), then say how
+#: it ended, when, and how many tasks the head still has waiting.
+REPORT = """
+try:
+    ref.get(timeout=60)
+except dista.TaskError as e:
+    print("ERROR", str(e).splitlines()[0])
+    print("AFTER", round(time.monotonic() - began, 1))
+else:
+    print("RAN")
+print("STATUS", dista.stats().pending)
+dista.shutdown()
+"""
+
+DRIVER = """
+import sys, time
+import dista_runtime as dista
+import lonely_tasks
+
+dista.init(sys.argv[1])
+
+@dista.task
+def by_value(x: int) -> int:  # defined in __main__: travels by value, runs anywhere
+    return x + 1
+
+assert by_value.remote(41).get(timeout=30) == 42
+began = time.monotonic()
+ref = lonely_tasks.lonely.remote()
+later = lonely_tasks.lonely.remote()
+"""
+
+
+def test_tasks_no_worker_imports_fail_after_the_grace_naming_the_module(tmp_path: Path) -> None:
+    (tmp_path / "lonely_tasks.py").write_text(
+        textwrap.dedent(
+            """
+            import dista_runtime as dista
+
+            @dista.task
+            def lonely() -> int:
+                return 1
+            """
+        )
+    )
+    (tmp_path / "driver.py").write_text(DRIVER + REPORT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    with head_process("--no-worker-grace", str(GRACE_S), env=env) as address:
+        worker = subprocess.Popen(
+            [*CLI, "worker", "--head", address, "--import", "tests.support.tasks"],
+            env=env,
+        )
+        try:
+            driver = subprocess.run(
+                [sys.executable, str(tmp_path / "driver.py"), address],
+                check=False,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=90,
+                cwd=tmp_path,
+            )
+        finally:
+            stop_process(worker)
+    out = driver.stdout
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    assert (
+        "ERROR no worker imports module lonely_tasks: start workers with --import lonely_tasks"
+        in out
+    ), out
+    after = float(out.split("AFTER ", 1)[1].split()[0])
+    assert GRACE_S - 0.5 <= after < GRACE_S + 5, out
+    assert "STATUS 0" in out, out  # the second task failed too: nothing waits
+
+
+LOST = """
+import sys, time
+import dista_runtime as dista
+from tests.support import tasks
+
+dista.init(sys.argv[1])
+ref = tasks.sleep_then.remote(60, 1, sys.argv[2])
+print("SUBMITTED", flush=True)
+began = time.monotonic()
+"""
+
+
+def test_a_task_whose_only_worker_is_killed_fails_after_the_grace(tmp_path: Path) -> None:
+    """SIGKILL the one worker while it runs a task: the task goes back to the queue, and
+    with no worker of its registry left it fails after the grace (it used to wait for
+    ever, while `dista status` said it would fail)."""
+    marker = tmp_path / "running"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    with head_process("--no-worker-grace", str(GRACE_S), env=env) as address:
+        worker = subprocess.Popen(
+            [*CLI, "worker", "--head", address, "--import", "tests.support.tasks"], env=env
+        )
+        driver = subprocess.Popen(
+            [sys.executable, "-c", LOST + REPORT, address, str(marker)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not marker.exists():
+                assert time.monotonic() < deadline, "the task never started"
+                time.sleep(0.05)
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(10)
+            out, err = driver.communicate(timeout=60)
+        finally:
+            stop_process(worker)
+            stop_process(driver)
+    assert driver.returncode == 0, err[-3000:]
+    assert "ERROR" in out and "none of the connected workers" in out, out
+    after = float(out.split("AFTER ", 1)[1].split()[0])
+    assert after < GRACE_S + 10, out
+    assert "STATUS 0" in out, out
