@@ -25,15 +25,12 @@ refs allowed where values are expected. Without it, ``h.add.remote`` is untyped 
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, TypeVar, overload
 
-from dista_proto.frame import Bytes
-
 from .._session import context as _context
-from .._values.codec import encode_call
+from .._values.codec import encode_call, encode_call_carrying, note_carried
 from .._values.ids import name_hash
 from .._values.registry import (
     ACTOR_BY_VALUE_ID,
@@ -64,40 +61,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _RESERVED: Final = frozenset({"remote", "checkpoint", "checkpoint_async", "kill"})
-
-
-class _Passed(threading.local):
-    """The handles pickled into the call being encoded on this thread (`encode_with_handles`)."""
-
-    def __init__(self) -> None:
-        self.collecting = False
-        self.found: list[ActorHandle[Any]] = []  # one list per thread: no allocation a call
-
-
-_passed = _Passed()
-
-
-def encode_with_handles(
-    args: tuple[Any, ...], kwargs: dict[str, Any], what: str
-) -> tuple[Bytes, list[int], tuple[ActorHandle[Any], ...]]:
-    """`encode_call`, and the actor handles among the arguments: the refs of the call keep
-    them, so an actor made for a call (``use.remote(Counter.remote())``) lives while its
-    result is wanted, not only as long as the caller's own handle."""
-    passed = _passed
-    passed.collecting = True
-    try:
-        argument, inputs = encode_call(args, kwargs, ObjectRef, what)
-    except BaseException:
-        passed.found.clear()
-        raise
-    finally:
-        passed.collecting = False
-    found = passed.found
-    if not found:
-        return argument, inputs, ()
-    handles = tuple(found)
-    found.clear()
-    return argument, inputs, handles
 
 
 class CheckpointWarning(UserWarning):
@@ -195,7 +158,7 @@ class ActorMethod(Generic[P, R]):
         handle = self._handle
         session = handle._bound()
         what = f"{handle._type_name.rpartition(':')[2]}.{self._name}"
-        argument, inputs, handles = encode_with_handles(args, kwargs, what)
+        argument, inputs, handles = encode_call_carrying(args, kwargs, ObjectRef, what)
         oid = session.actors.call_actor(handle.actor_id, self._id, argument, inputs)
         handle._warn(session)
         ref: ObjectRef[R] = ObjectRef(oid, session)
@@ -289,8 +252,7 @@ class ActorHandle(Generic[T_co]):
         return hash(self.actor_id)
 
     def __reduce__(self) -> tuple[object, ...]:
-        if _passed.collecting:
-            _passed.found.append(self)
+        note_carried(self)  # the call being encoded keeps this actor (`encode_call_carrying`)
         return (_rebuild, (self.actor_id, self._type_name, self._methods))
 
     def __del__(self) -> None:

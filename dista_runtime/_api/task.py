@@ -22,10 +22,10 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from .._session import context as _context
 from .._session.session import Session
+from .._values.codec import encode_call_carrying
 from .._values.ids import BY_VALUE_NAME
 from .._values.ids import task_id as _task_id
 from .._values.registry import by_value_argument, importable, pickle_function, register
-from .actor import encode_with_handles
 from .ref import ObjectRef
 
 __all__ = ["RemoteFunction", "RemoteFunction2", "RemoteFunction3", "RemoteFunctionN", "task"]
@@ -60,7 +60,7 @@ class _Remote:
         """Queue the call; its first result ID, the session that owns it, and the actor
         handles among its arguments (its refs keep them)."""
         session = _context.session()
-        argument, inputs, handles = encode_with_handles(args, kwargs, self.name)
+        argument, inputs, handles = encode_call_carrying(args, kwargs, ObjectRef, self.name)
         if self.name in session.names:
             tid = self._id
         else:

@@ -54,7 +54,9 @@ __all__ = [
     "dumps_by_value",
     "encode",
     "encode_call",
+    "encode_call_carrying",
     "encode_parts",
+    "note_carried",
     "pack_inputs",
 ]
 
@@ -373,6 +375,48 @@ def encode_call(
     except Exception as e:
         raise TypeError(_name_bad_argument(name, args, kwargs, ref_type, e)) from e
     return _join(data, buffers), inputs
+
+
+class _Carried(threading.local):
+    """What the call being encoded on this thread carries besides refs: the objects that
+    asked to be noted while pickled (`note_carried`: an actor handle, whose actor the
+    call's refs keep alive)."""
+
+    def __init__(self) -> None:
+        self.collecting = False
+        self.found: list[object] = []  # one list per thread: no allocation a call
+
+
+_carried = _Carried()
+
+
+def note_carried(value: object) -> None:
+    """Called by an object being pickled: the call being encoded carries it."""
+    if _carried.collecting:
+        _carried.found.append(value)
+
+
+def encode_call_carrying(
+    args: tuple[object, ...], kwargs: dict[str, object], ref_type: type, name: str
+) -> tuple[Bytes, list[int], tuple[object, ...]]:
+    """`encode_call`, and the objects that asked to be noted while pickled (`note_carried`),
+    in order: a call's refs keep the actors whose handles it carries, so an actor made for
+    a call (``use.remote(Counter.remote())``) lives while its result is wanted."""
+    carried = _carried
+    carried.collecting = True
+    try:
+        argument, inputs = encode_call(args, kwargs, ref_type, name)
+    except BaseException:
+        carried.found.clear()
+        raise
+    finally:
+        carried.collecting = False
+    found = carried.found
+    if not found:
+        return argument, inputs, ()
+    noted = tuple(found)
+    found.clear()
+    return argument, inputs, noted
 
 
 def _name_bad_argument(
