@@ -83,8 +83,9 @@ def _holds(value: object, marker: bytes, depth: int = 0) -> bool:
         return any(_holds(v, marker, depth + 1) for v in value[:64])
     if depth < 2 and isinstance(value, dict):
         return any(_holds(v, marker, depth + 1) for v in list(value.values())[:64])
-    if depth < 1 and type(value).__module__.split(".")[0] == "dista_proto":
-        # A core's event or decision (a SubmitTask, a RunTask, a Write): its fields.
+    if depth < 2 and type(value).__module__.split(".")[0] == "dista_proto":
+        # A core's event, decision or record (a Task, a RunTask, a Write, the head's
+        # TaskRecord holding its Task): their fields, two levels down.
         fields = getattr(type(value), "__slots__", None) or getattr(value, "__dict__", {})
         return any(_holds(getattr(value, f, None), marker, depth + 1) for f in fields)
     return False

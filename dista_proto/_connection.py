@@ -21,11 +21,10 @@ dropped. End of stream between frames is a clean close (`ConnectionClosed`); in 
 of a frame it is an error.
 
 This module holds the states, the handshake and the checks; the bytes live in one helper
-per path, each with its own theory of operation: `dista_proto._incoming` (`receive_data`,
-bounded memory, and the frame loop both receive paths use), `dista_proto._receive_into`
-(`get_buffer`, `buffer_updated`, payloads landing in place; `dista_proto._sinks` says
-where) and `dista_proto._outgoing` (`send`'s frames: small ones copied together, large
-payloads passed as views). The receive helpers are handed the connection and see it as a
+per side, each with its own theory of operation: `dista_proto._incoming` (`receive_data`,
+bounded memory, the frame loop both receive paths use, and `get_buffer`/`buffer_updated`
+with payloads landing in place; `dista_proto._sinks` says where) and `dista_proto._codec`
+(`send`'s frames: small ones copied together, large payloads passed as views). The receive helpers are handed the connection and see it as a
 `dista_proto._receiver.Receiver`, so they never import this module.
 """
 
@@ -36,13 +35,11 @@ from collections import deque
 from typing import Final
 
 from . import frame as F
-from ._codec import encode_payload
+from ._codec import Outgoing, encode_payload
 from ._errors import LocalProtocolError, RemoteProtocolError
 from ._events import ConnectionClosed, Error, Event, Fetch, Hello
-from ._incoming import Incoming
+from ._incoming import NOT_OFFERED, READ_SIZE, Incoming, ReceiveInto, feed_into
 from ._kinds import DECODERS, part_limit
-from ._outgoing import Outgoing
-from ._receive_into import NOT_OFFERED, READ_SIZE, ReceiveInto, feed_into
 from ._roles import Role
 from ._sinks import Allocate, PartSink, sink_decoders
 from ._state import (

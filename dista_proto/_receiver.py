@@ -1,5 +1,5 @@
-"""The connection as its receive paths see it: what `dista_proto._incoming` and
-`dista_proto._receive_into` read of it and call on it while they turn bytes into events.
+"""The connection as its receive paths see it: what `dista_proto._incoming`'s two paths
+read of it and call on it while they turn bytes into events.
 
 Theory of operation
 -------------------

@@ -3,7 +3,7 @@ sink and the allocator a connection is given with `Connection.land`.
 
 A sink is asked for every part frame with object bytes, on both receive paths: the
 receive-into path lands a large part in the sink's view as its bytes arrive
-(`dista_proto._receive_into`), the `receive_data` path copies a whole part into it through
+(`dista_proto._incoming`), the `receive_data` path copies a whole part into it through
 the part decoder `sink_decoders` makes. A view is only used if it is writable, flat and of
 exactly the part's size; anything else, or None, leaves the part to be received as usual.
 """
