@@ -478,3 +478,14 @@ def test_runtime_wings_import_one_way() -> None:
         if (wa := _wing(a)) is not None and (wb := _wing(b)) is not None and tier[wb] < tier[wa]
     ]
     assert offenders == [], _listed("imports up the wing order", offenders)
+
+
+def test_the_runtime_front_stays_small() -> None:
+    """A newcomer sees the fronts and the wings, not a flat folder: at most 16 modules
+    directly in dista_runtime/ (there were 54), the rest in wings (subpackages)."""
+    flat = sorted(p.name for p in (ROOT / "dista_runtime").glob("*.py"))
+    assert len(flat) <= 16, flat
+    wings = sorted(
+        p.name for p in (ROOT / "dista_runtime").iterdir() if (p / "__init__.py").exists()
+    )
+    assert all(w.startswith("_") for w in wings), f"wings are private: {wings}"
