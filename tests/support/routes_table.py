@@ -25,6 +25,7 @@ import dista_proto as dp
 from dista_proto import Role
 from dista_proto import frame as F
 from dista_proto._kinds import KINDS
+from tests.support import rendered
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 PAGE: Final = ROOT / "docs" / "architecture.md"
@@ -156,25 +157,11 @@ def render() -> str:
 
 def rendered_part(page: str) -> str:
     """What the page holds between the markers (and the markers), or "" if it has none."""
-    start = page.find(BEGIN)
-    end = page.find(END)
-    if start < 0 or end < start:
-        return ""
-    return page[start : end + len(END)]
+    return rendered.part(page, BEGIN, END)
 
 
 def main(argv: list[str]) -> int:
-    table = render()
-    if "--write" not in argv:
-        print(table)
-        return 0
-    page = PAGE.read_text(encoding="utf-8")
-    old = rendered_part(page)
-    if not old:
-        print(f"{PAGE}: no markers ({BEGIN!r} ... {END!r})", file=sys.stderr)
-        return 1
-    PAGE.write_text(page.replace(old, table), encoding="utf-8")
-    return 0
+    return rendered.main(argv, PAGE, render, BEGIN, END)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import Final
 
 from dista_proto import Role
 from dista_proto._kinds import KINDS, SENT_BY, Kind
+from tests.support import rendered
 
 PAGE: Final = Path(__file__).resolve().parents[3] / "docs" / "wire.md"
 BEGIN: Final = (
@@ -111,25 +112,11 @@ def render() -> str:
 
 def rendered_part(page: str) -> str:
     """What the page holds between the markers (and the markers), or "" if it has none."""
-    start = page.find(BEGIN)
-    end = page.find(END)
-    if start < 0 or end < start:
-        return ""
-    return page[start : end + len(END)]
+    return rendered.part(page, BEGIN, END)
 
 
 def main(argv: list[str]) -> int:
-    table = render()
-    if "--write" not in argv:
-        print(table)
-        return 0
-    page = PAGE.read_text(encoding="utf-8")
-    old = rendered_part(page)
-    if not old:
-        print(f"{PAGE}: no markers ({BEGIN!r} ... {END!r})", file=sys.stderr)
-        return 1
-    PAGE.write_text(page.replace(old, table), encoding="utf-8")
-    return 0
+    return rendered.main(argv, PAGE, render, BEGIN, END)
 
 
 if __name__ == "__main__":
