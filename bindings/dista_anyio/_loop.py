@@ -13,6 +13,7 @@ calls and timers, each connection's reader and writer: `dista_anyio._net`) ends 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable, Coroutine
 from contextvars import Context, ContextVar
 from functools import partial
@@ -23,9 +24,18 @@ import sniffio
 from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint
 
-from dista_runtime.binding import CallQueue, Connections, Listener, Timer, Tls, listen_socket
+from dista_runtime.binding import (
+    CallQueue,
+    Connections,
+    Listener,
+    SocketListener,
+    Steps,
+    Timer,
+    Tls,
+    listen_socket,
+)
 
-from . import _net
+from ._net import Pump, Readable, dial
 
 __all__ = ["AnyioLoop", "Task", "soon_threadsafe"]
 
@@ -79,6 +89,7 @@ class AnyioLoop:
     def __init__(self, group: TaskGroup) -> None:
         self.group = group
         self.call_later: Callable[..., Timer] = self._sleeper
+        self._native: asyncio.AbstractEventLoop | None = None  # asyncio's, reading on it
         if sniffio.current_async_library() == "trio":
             # run_sync_soon wakes trio through a socket on every call: calls made on its own
             # thread go through a queue instead (a round trip 1.5x asyncio's before, ~1.2x now).
@@ -92,6 +103,7 @@ class AnyioLoop:
             # no async library: ours run in a context that names it, so that they can start
             # tasks, make cancel scopes and notify closings.
             named, loop = Context(), asyncio.get_running_loop()
+            self._native = loop
             named.run(sniffio.current_async_library_cvar.set, "asyncio")
             self.call_soon_threadsafe = partial(loop.call_soon_threadsafe, context=named)
             self.call_soon = partial(loop.call_soon, context=named)
@@ -111,12 +123,22 @@ class AnyioLoop:
     def listen(
         self, engine: Connections, host: str, port: int, sock: Any = None, tls: Tls = None
     ) -> Listener:
-        return _net.Server(self, engine, sock or listen_socket(host, port), tls)
+        return SocketListener(self, engine, sock or listen_socket(host, port), tls)
 
     def dial(
         self, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls = None
     ) -> None:
-        self.group.start_soon(_net.dial, self, engine, link, (host, port), timeout, tls)
+        self.group.start_soon(dial, self, engine, link, (host, port), timeout, tls)
+
+    def spawn(
+        self, steps: Steps, sock: socket.socket, *, reader: bool = False
+    ) -> Callable[[], object]:
+        if reader and self._native is not None:
+            return Readable(self._native, sock, steps).wake
+        return Pump(self.group, sock, steps, self.calls.drain if reader else None).wake
+
+    def closing(self, sock: socket.socket) -> None:
+        anyio.notify_closing(sock)  # a closed socket's too: it knows none
 
     def stop(self) -> None:
         """End what runs in the task group (on the loop)."""
