@@ -27,9 +27,9 @@ from ._net.contract import (
     Timer,
     Tls,
 )
-from ._net.latch import CallQueue, Latch
+from ._net.latch import CallQueue, Handle, Latch
 from ._net.limits import UNATTACHED
-from ._net.sockets import Steps, TaskLoop, Wait, connect_socket
+from ._net.sockets import Steps, TaskLoop, Wait, connect_socket, running
 from ._net.streams import ACCEPT_LATER, Link, peer_of
 from ._net.threads import LoopThread
 from ._tls.config import HANDSHAKE_TIMEOUT_S
@@ -45,6 +45,7 @@ __all__ = [
     "Connections",
     "CoroutineTask",
     "Coroutines",
+    "Handle",
     "Latch",
     "Link",
     "Listener",
@@ -63,6 +64,7 @@ __all__ = [
     "joining_on",
     "listen_socket",
     "peer_of",
+    "running",
     "serve_socket",
     "socket_address",
     "unix_path",

@@ -33,14 +33,16 @@ class Pump:
     """``steps`` run in a task of ``group``, waiting on ``sock``; ``after_step`` runs
     before each wait (trio's queued calls)."""
 
-    def __init__(self, group: Any, sock: socket.socket, steps: Steps, after_step: Any = None):
+    def __init__(
+        self, group: Any, sock: socket.socket | None, steps: Steps, after_step: Any = None
+    ):
         self._woken = anyio.Event()
         group.start_soon(self._run, sock, steps, after_step)
 
     def wake(self) -> None:
         self._woken.set()
 
-    async def _run(self, sock: socket.socket, steps: Steps, after_step: Any) -> None:
+    async def _run(self, sock: Any, steps: Steps, after_step: Any) -> None:
         with contextlib.closing(steps), contextlib.suppress(anyio.ClosedResourceError, OSError):
             for wait in steps:
                 if after_step is not None:

@@ -7,7 +7,6 @@ The loop name the runtime chose us by picks the backend: "anyio" is anyio on asy
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import threading
 from collections.abc import Awaitable, Callable
@@ -33,18 +32,11 @@ def run_on(loop: str, main: Callable[[], Awaitable[T]]) -> T:
 async def settled(latch: Latch[Any], timeout: float | None = None) -> None:
     """Until ``latch`` is settled (on any thread), without blocking the running loop:
     TimeoutError after ``timeout`` seconds; a cancelled wait leaves the latch as it is."""
-    if latch.done():
-        return
-    event = anyio.Event()
-    call_soon = soon_threadsafe()
-
-    def wake(_: object) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop has ended: nobody waits any more
-            call_soon(event.set)
-
-    latch.add_callback(wake)
-    with anyio.fail_after(timeout):
-        await event.wait()
+    if not latch.done():
+        event = anyio.Event()
+        latch.notify(soon_threadsafe(), event.set)
+        with anyio.fail_after(timeout):
+            await event.wait()
 
 
 async def wait(latch: Latch[T], timeout: float | None = None) -> T:

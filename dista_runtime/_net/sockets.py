@@ -40,6 +40,7 @@ from dista_proto.frame import Bytes
 
 from .address import unix_path
 from .contract import Connections, Loop
+from .latch import CallQueue
 from .streams import ACCEPT_LATER, HIGH_WATER, LOW_WATER, nodelay, peer_of
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "Wait",
     "connect_socket",
     "reading",
+    "running",
     "writing",
 ]
 
@@ -302,3 +304,11 @@ async def connect_socket(
                 raise
             error = e
     raise error
+
+
+def running(calls: CallQueue) -> Steps:
+    """The task that runs ``calls`` (trio's, whose ``wake`` must wake it): what is queued,
+    then a turn for the loop's other tasks (a rest of 0) if more was queued meanwhile,
+    else a wait to be woken."""
+    while True:
+        yield 0.0 if calls.run_queued() else Wait.WOKEN
