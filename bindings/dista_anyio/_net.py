@@ -46,7 +46,9 @@ class Pump:
         with contextlib.closing(steps), contextlib.suppress(anyio.ClosedResourceError, OSError):
             for wait in steps:
                 if after_step is not None:
-                    after_step()
+                    after_step()  # it may end the stream: its steps see that, not a wait
+                    if sock.fileno() < 0:
+                        continue
                 if wait is Wait.READABLE:
                     await anyio.wait_readable(sock)
                 elif wait is Wait.WRITABLE:

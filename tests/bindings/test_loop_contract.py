@@ -510,7 +510,6 @@ def test_a_failed_tls_handshake_is_reported_and_nothing_is_read(
     until(lambda: rig.links() == [])
 
 
-@pytest.mark.parametrize("binding", BINDINGS, indirect=True)
 def test_a_failed_tls_handshake_never_reaches_the_core(
     make_rig: Callable[..., Rig], tls_dir: Path
 ) -> None:
