@@ -75,12 +75,14 @@ class AnyioLoop:
         self.call_soon: Callable[..., object]
         self.call_soon_threadsafe: Callable[..., object]
         self._native: asyncio.AbstractEventLoop | None = None  # asyncio's, reading on it
+        self.after_read: Callable[[], object] | None = None
         if sniffio.current_async_library() == "trio":
             # run_sync_soon wakes trio through a socket on every call: calls made on its own
             # thread go through a queue instead (a round trip 1.5x asyncio's before, ~1.2x now).
             self.calls = calls = CallQueue(lambda: pump.wake())
             pump = Pump(group, None, running(calls))  # what runs them
             self.call_soon = calls
+            self.after_read = calls.drain  # what a read set going leaves in this turn
             self.call_soon_threadsafe = partial(soon_threadsafe(), calls)
         else:
             # asyncio runs plain callbacks outside any task, where sniffio (so anyio) finds
@@ -120,7 +122,7 @@ class AnyioLoop:
     ) -> Callable[[], object]:
         if reader and self._native is not None:
             return Readable(self._native, sock, steps).wake
-        return Pump(self.group, sock, steps, self.calls.drain if reader else None).wake
+        return Pump(self.group, sock, steps).wake
 
     def closing(self, sock: socket.socket) -> None:
         anyio.notify_closing(sock)  # a closed socket's too: it knows none

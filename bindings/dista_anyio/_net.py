@@ -6,7 +6,7 @@ writable socket is ``anyio.wait_readable``/``wait_writable``, a wake-up an event
 wait for that event bounded in time. A stream that ends calls ``anyio.notify_closing``
 before it closes its socket, so that no task waits on a closed descriptor; a task cancelled
 with its task group closes its generator, which ends its stream, so that no socket is left
-open. On trio, a reader runs the calls its read set going before it waits again.
+open.
 
 On asyncio, a connection's reader is not a task but the loop's own readiness callback
 (`Readable`), registered while the reader waits for the socket, which reads at once. A
@@ -30,25 +30,18 @@ __all__ = ["Pump", "Readable", "dial"]
 
 
 class Pump:
-    """``steps`` run in a task of ``group``, waiting on ``sock``; ``after_step`` runs
-    before each wait (trio's queued calls)."""
+    """``steps`` run in a task of ``group``, waiting on ``sock``."""
 
-    def __init__(
-        self, group: Any, sock: socket.socket | None, steps: Steps, after_step: Any = None
-    ):
+    def __init__(self, group: Any, sock: socket.socket | None, steps: Steps) -> None:
         self._woken = anyio.Event()
-        group.start_soon(self._run, sock, steps, after_step)
+        group.start_soon(self._run, sock, steps)
 
     def wake(self) -> None:
         self._woken.set()
 
-    async def _run(self, sock: Any, steps: Steps, after_step: Any) -> None:
+    async def _run(self, sock: Any, steps: Steps) -> None:
         with contextlib.closing(steps), contextlib.suppress(anyio.ClosedResourceError, OSError):
             for wait in steps:
-                if after_step is not None:
-                    after_step()  # it may end the stream: its steps see that, not a wait
-                    if sock.fileno() < 0:
-                        continue
                 if wait is Wait.READABLE:
                     await anyio.wait_readable(sock)
                 elif wait is Wait.WRITABLE:

@@ -74,6 +74,7 @@ class GeventLoop:
         self.runner = GreenletRunner(self.hub) if patched() else None
         self._coroutines: Coroutines | None = None
         self._ended: Any = None  # what ends `serve`
+        self.after_read: Callable[[], object] | None = None  # nothing to run after a read
 
     def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any) -> object:
         if self.closed:

@@ -76,6 +76,11 @@ Steps: TypeAlias = Generator["Wait | float", None, None]
 class TaskLoop(Loop, Protocol):
     """A `Loop` whose binding runs `Steps` (anyio's tasks, gevent's greenlets)."""
 
+    #: What a connection's reader calls after each read, before it waits again, if
+    #: anything: trio's queued calls (`CallQueue.drain`), so that what the read set going
+    #: leaves in this turn.
+    after_read: Callable[[], object] | None
+
     def spawn(
         self, steps: Steps, sock: socket.socket, *, reader: bool = False
     ) -> Callable[[], object]:
@@ -243,14 +248,17 @@ class SocketStream:
             self.engine.detach(self.link)
 
 
-def reading(stream: SocketStream) -> Steps:
-    """The reader task of ``stream`` (see the module docstring)."""
+def reading(stream: SocketStream, after_read: Callable[[], object] | None = None) -> Steps:
+    """The reader task of ``stream`` (see the module docstring); ``after_read``:
+    `TaskLoop.after_read`."""
     try:
         while not stream.ended:
             if stream.reading:
                 yield Wait.READABLE
                 if stream.reading:
                     stream.read()
+                    if after_read is not None:
+                        after_read()
             else:
                 yield Wait.WOKEN
     finally:

@@ -241,7 +241,7 @@ def serve_socket(
     if stream.link != ACCEPT_LATER:
         engine.attach(stream.link, stream)
     stream.wake_writer = loop.spawn(writing(stream), sock)
-    stream.wake_reader = loop.spawn(reading(stream), sock, reader=True)
+    stream.wake_reader = loop.spawn(reading(stream, loop.after_read), sock, reader=True)
     return stream
 
 
