@@ -5,8 +5,9 @@ A binding package names one `Backend` subclass (``backend_class``: a role's main
 for blocking callers, a wait for a `Latch`, joining a cluster, its `Loop` class) and
 implements `Loop` for its event loop (`dista_runtime._net.contract`). It reads its
 connections into the `Connections` a listen or dial is given: by `Link` for
-protocol-style connections, or by `socket_stream` (plain or TLS, as `Secure` says) for
-task-style ones. Everything else (the roles, joining, a worker's tasks) is the runtime's,
+protocol-style connections; a binding whose loop runs tasks instead implements
+`TaskLoop` (how its tasks wait for what `Steps` ask), and `serve_socket` and
+`SocketListener` do the rest (plain or TLS, as `Secure` says). Everything else (the roles, joining, a worker's tasks) is the runtime's,
 written once against the contract. `docs/bindings.md` is the guide.
 """
 
@@ -26,11 +27,13 @@ from ._net.contract import (
     Timer,
     Tls,
 )
-from ._net.latch import CallQueue, Latch
-from ._net.sockets import connect_socket
+from ._net.latch import CallQueue, Handle, Latch
+from ._net.limits import UNATTACHED
+from ._net.sockets import Steps, TaskLoop, Wait, connect_socket, running
 from ._net.streams import ACCEPT_LATER, Link, peer_of
+from ._net.threads import LoopThread
 from ._tls.config import HANDSHAKE_TIMEOUT_S
-from ._tls.stream import socket_stream
+from ._tls.stream import SocketListener, serve_socket
 
 __all__ = [
     "ACCEPT_LATER",
@@ -42,19 +45,27 @@ __all__ = [
     "Connections",
     "CoroutineTask",
     "Coroutines",
+    "Handle",
     "Latch",
     "Link",
     "Listener",
     "Loop",
+    "LoopThread",
     "Secure",
+    "SocketListener",
+    "Steps",
+    "TaskLoop",
     "Timer",
     "Tls",
+    "UNATTACHED",
+    "Wait",
     "connect_socket",
     "joining",
     "joining_on",
     "listen_socket",
     "peer_of",
+    "running",
+    "serve_socket",
     "socket_address",
-    "socket_stream",
     "unix_path",
 ]

@@ -17,9 +17,9 @@ from dista_runtime.binding import AsyncBackend
 from . import _run
 from ._connect import connect
 from ._loop import AnyioLoop
-from ._run import LoopThread, background, run, wait
+from ._run import background, run, wait
 
-__all__ = ["AnyioBackend", "AnyioLoop", "LoopThread", "background", "backend_class"]
+__all__ = ["AnyioBackend", "AnyioLoop", "background", "backend_class"]
 __all__ += ["connect", "run", "wait"]
 
 

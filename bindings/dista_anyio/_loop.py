@@ -13,6 +13,7 @@ calls and timers, each connection's reader and writer: `dista_anyio._net`) ends 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable, Coroutine
 from contextvars import Context, ContextVar
 from functools import partial
@@ -21,16 +22,26 @@ from typing import Any
 import anyio
 import sniffio
 from anyio.abc import TaskGroup
-from anyio.lowlevel import checkpoint
 
-from dista_runtime.binding import CallQueue, Connections, Listener, Timer, Tls, listen_socket
+from dista_runtime.binding import (
+    CallQueue,
+    Connections,
+    Handle,
+    Listener,
+    SocketListener,
+    Steps,
+    Timer,
+    Tls,
+    listen_socket,
+    running,
+)
 
-from . import _net
+from ._net import Pump, Readable, dial
 
-__all__ = ["AnyioLoop", "Task", "soon_threadsafe"]
+__all__ = ["AnyioLoop", "soon_threadsafe"]
 
-#: The `Task` whose coroutine runs in this context (`AnyioLoop.current_task`).
-_current: ContextVar[Task | None] = ContextVar("dista_anyio_task", default=None)
+#: The `Handle` whose coroutine runs in this context (`AnyioLoop.current_task`).
+_current: ContextVar[Handle | None] = ContextVar("dista_anyio_task", default=None)
 
 
 def soon_threadsafe() -> Callable[..., object]:
@@ -42,34 +53,16 @@ def soon_threadsafe() -> Callable[..., object]:
     return trio.lowlevel.current_trio_token().run_sync_soon
 
 
-class Task:
-    """A coroutine run in the task group (`AnyioLoop.create_task`): `cancel` cancels its
-    scope, and done callbacks get this handle, as asyncio's tasks do."""
-
-    __slots__ = ("_callbacks", "_scope")
-
-    def __init__(self) -> None:
-        self._scope = anyio.CancelScope()
-        self._callbacks: list[Callable[[Any], object]] | None = []
-
-    def cancel(self) -> None:
-        self._scope.cancel()
-
-    def add_done_callback(self, callback: Callable[[Any], object], /) -> None:
-        if self._callbacks is None:
-            callback(self)
-        else:
-            self._callbacks.append(callback)
-
-    async def run(self, coro: Coroutine[Any, Any, None]) -> None:
-        _current.set(self)  # in this task's own context
-        try:
-            with self._scope:
-                await coro
-        finally:
-            callbacks, self._callbacks = self._callbacks or [], None
-            for callback in callbacks:
-                callback(self)
+async def _run_task(
+    handle: Handle, scope: anyio.CancelScope, coro: Coroutine[Any, Any, None]
+) -> None:
+    """``coro`` in ``scope``, as the task ``handle`` (`AnyioLoop.create_task`)."""
+    _current.set(handle)  # in this task's own context
+    try:
+        with scope:
+            await coro
+    finally:
+        handle.ended()
 
 
 class AnyioLoop:
@@ -79,19 +72,24 @@ class AnyioLoop:
     def __init__(self, group: TaskGroup) -> None:
         self.group = group
         self.call_later: Callable[..., Timer] = self._sleeper
+        self.call_soon: Callable[..., object]
+        self.call_soon_threadsafe: Callable[..., object]
+        self._native: asyncio.AbstractEventLoop | None = None  # asyncio's, reading on it
+        self.after_read: Callable[[], object] | None = None
         if sniffio.current_async_library() == "trio":
             # run_sync_soon wakes trio through a socket on every call: calls made on its own
             # thread go through a queue instead (a round trip 1.5x asyncio's before, ~1.2x now).
-            wakes = [anyio.Event()]
-            self.calls = calls = CallQueue(lambda: wakes[0].set())
-            self.call_soon: Callable[..., object] = calls
-            self.call_soon_threadsafe: Callable[..., object] = partial(soon_threadsafe(), calls)
-            group.start_soon(_run_calls, calls, wakes)
+            self.calls = calls = CallQueue(lambda: pump.wake())
+            pump = Pump(group, None, running(calls))  # what runs them
+            self.call_soon = calls
+            self.after_read = calls.drain  # what a read set going leaves in this turn
+            self.call_soon_threadsafe = partial(soon_threadsafe(), calls)
         else:
             # asyncio runs plain callbacks outside any task, where sniffio (so anyio) finds
             # no async library: ours run in a context that names it, so that they can start
             # tasks, make cancel scopes and notify closings.
             named, loop = Context(), asyncio.get_running_loop()
+            self._native = loop
             named.run(sniffio.current_async_library_cvar.set, "asyncio")
             self.call_soon_threadsafe = partial(loop.call_soon_threadsafe, context=named)
             self.call_soon = partial(loop.call_soon, context=named)
@@ -100,10 +98,11 @@ class AnyioLoop:
     def _sleeper(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
         return self.create_task(_later(delay, partial(self.call_soon, callback, *args)))
 
-    def create_task(self, coro: Coroutine[Any, Any, None]) -> Task:
-        task = Task()
-        self.group.start_soon(task.run, coro)
-        return task
+    def create_task(self, coro: Coroutine[Any, Any, None]) -> Handle:
+        scope = anyio.CancelScope()
+        handle = Handle(scope.cancel)
+        self.group.start_soon(_run_task, handle, scope, coro)
+        return handle
 
     def current_task(self) -> object:
         return _current.get()
@@ -111,12 +110,22 @@ class AnyioLoop:
     def listen(
         self, engine: Connections, host: str, port: int, sock: Any = None, tls: Tls = None
     ) -> Listener:
-        return _net.Server(self, engine, sock or listen_socket(host, port), tls)
+        return SocketListener(self, engine, sock or listen_socket(host, port), tls)
 
     def dial(
         self, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls = None
     ) -> None:
-        self.group.start_soon(_net.dial, self, engine, link, (host, port), timeout, tls)
+        self.group.start_soon(dial, self, engine, link, (host, port), timeout, tls)
+
+    def spawn(
+        self, steps: Steps, sock: socket.socket, *, reader: bool = False
+    ) -> Callable[[], object]:
+        if reader and self._native is not None:
+            return Readable(self._native, sock, steps).wake
+        return Pump(self.group, sock, steps).wake
+
+    def closing(self, sock: socket.socket) -> None:
+        anyio.notify_closing(sock)  # a closed socket's too: it knows none
 
     def stop(self) -> None:
         """End what runs in the task group (on the loop)."""
@@ -126,13 +135,3 @@ class AnyioLoop:
 async def _later(delay: float, call: Callable[[], object]) -> None:
     await anyio.sleep(delay)
     call()
-
-
-async def _run_calls(calls: CallQueue, wakes: list[anyio.Event]) -> None:
-    """Run ``calls`` as they come (trio), in turns with the loop's other tasks."""
-    while True:
-        if calls.run_queued():
-            await checkpoint()
-        else:
-            wakes[0] = anyio.Event()
-            await wakes[0].wait()

@@ -1,17 +1,17 @@
-"""Connections on anyio: raw non-blocking sockets driven by `SocketStream`.
+"""Connections on anyio: how its tasks wait for what the runtime's `Steps` ask
+(`dista_runtime.binding.serve_socket` and `SocketListener` say what to do with a socket).
 
-Each connection has a writer task in the loop's task group, as `dista_runtime._net.sockets`
-asks (it waits until writes queue up, then until ``anyio.wait_writable``, then flushes),
-and a reader: on trio a task too (``anyio.wait_readable``, then one ``recv_into`` into the
-core's buffer); on asyncio the loop's own readiness callback, registered while reading is
-on, which reads at once. A reader task there costs a task wake-up and two ``epoll_ctl``
-calls a read: a round trip 1.4x asyncio's own, against 1.1x this way.
+Each `Steps` generator runs in a task of the loop's task group (`Pump`): a readable or
+writable socket is ``anyio.wait_readable``/``wait_writable``, a wake-up an event, a rest a
+wait for that event bounded in time. A stream that ends calls ``anyio.notify_closing``
+before it closes its socket, so that no task waits on a closed descriptor; a task cancelled
+with its task group closes its generator, which ends its stream, so that no socket is left
+open.
 
-Each task waits on an event only once it has seen that it has nothing to do, so a wake-up
-before the wait is never needed. A stream that ends calls ``anyio.notify_closing`` (and
-drops asyncio's reader) before it closes its socket, so that nothing waits on a closed
-descriptor; a task cancelled with its task group still ends its stream, so that no socket
-is left open.
+On asyncio, a connection's reader is not a task but the loop's own readiness callback
+(`Readable`), registered while the reader waits for the socket, which reads at once. A
+reader task there costs a task wake-up and two ``epoll_ctl`` calls a read: a round trip
+1.4x asyncio's own, against 1.1x this way.
 """
 
 from __future__ import annotations
@@ -19,112 +19,69 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable
 from typing import Any
 
 import anyio
 import sniffio
 
-from dista_runtime.binding import (
-    AcceptErrors,
-    Connections,
-    Tls,
-    connect_socket,
-    socket_address,
-    socket_stream,
-)
+from dista_runtime.binding import Connections, Steps, Tls, Wait, connect_socket, serve_socket
 
-__all__ = ["Server", "dial", "serve"]
+__all__ = ["Pump", "Readable", "dial"]
 
 
-def serve(anyio_loop: Any, engine: Connections, link: int, sock: socket.socket, tls: Tls) -> None:
-    """Attach ``sock`` to ``engine`` as ``link`` (in ``tls``, if given) and start reading
-    and writing it, in the task group of ``anyio_loop`` (an `AnyioLoop`)."""
-    wakes = [anyio.Event(), anyio.Event()]  # the reader task's, the writer's: one per wait
-    native = sniffio.current_async_library() == "asyncio"
-    loop: Any = asyncio.get_running_loop() if native else None
+class Pump:
+    """``steps`` run in a task of ``group``, waiting on ``sock``."""
 
-    def readable() -> None:  # asyncio's readiness callback (see the module docstring)
+    def __init__(self, group: Any, sock: socket.socket | None, steps: Steps) -> None:
+        self._woken = anyio.Event()
+        group.start_soon(self._run, sock, steps)
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def _run(self, sock: Any, steps: Steps) -> None:
+        with contextlib.closing(steps), contextlib.suppress(anyio.ClosedResourceError, OSError):
+            for wait in steps:
+                if wait is Wait.READABLE:
+                    await anyio.wait_readable(sock)
+                elif wait is Wait.WRITABLE:
+                    await anyio.wait_writable(sock)
+                else:  # woken, or resting: woken or not in that many seconds
+                    self._woken = anyio.Event()
+                    with anyio.move_on_after(None if wait is Wait.WOKEN else wait):
+                        await self._woken.wait()
+
+
+class Readable:
+    """A reader's ``steps`` driven by asyncio's readiness callback on ``sock`` (see the
+    module docstring): registered while they wait for the socket. A wake stops it watching
+    and resumes the steps on the loop's next turn."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, steps: Steps):
+        self._loop, self._sock, self._steps = loop, sock, steps
+        self._watching = False
+        self._wait: Wait | float | None = None  # None: ended, or a step is due
+        self._step()
+
+    def _step(self) -> None:
         sniffio.current_async_library_cvar.set("asyncio")  # for anyio: see `AnyioLoop`
-        if stream.reading:
-            stream.read()
-        elif not stream.ended:  # paused: `wake_reader` adds it again
-            loop.remove_reader(sock)
+        self._wait = next(self._steps, None)
+        if self._wait is not Wait.READABLE:
+            self._unwatch()  # paused until woken, or ended
+        elif not self._watching:
+            self._loop.add_reader(self._sock, self._step)
+            self._watching = True
 
-    def wake_reader() -> None:
-        if not native:
-            wakes[0].set()
-        elif not stream.ended:
-            loop.add_reader(sock, readable)
+    def _unwatch(self) -> None:
+        if self._watching:
+            self._loop.remove_reader(self._sock)
+            self._watching = False
 
-    def closing(sock: socket.socket) -> None:
-        if native:
-            loop.remove_reader(sock)
-        anyio.notify_closing(sock)
-
-    wake_writer = lambda: wakes[1].set()
-    stream = socket_stream(
-        engine,
-        link,
-        sock,
-        wake_writer,
-        wake_reader,
-        closing,
-        tls=tls,
-        call_soon=anyio_loop.call_soon,
-    )
-    engine.attach(link, stream)
-
-    async def pump(me: int, busy: Callable[[], object], ready: Any, work: Any) -> None:
-        """While ``busy()`` says there is work, wait until ``ready`` and do it; else sleep
-        until woken. A stream whose task ends (cancelled too) is ended."""
-        try:
-            with contextlib.suppress(anyio.ClosedResourceError, OSError):  # ended under us
-                while not stream.ended:
-                    if busy():
-                        await ready(sock)
-                        if busy():
-                            work()
-                    else:
-                        wakes[me] = anyio.Event()
-                        await wakes[me].wait()
-        finally:
-            stream.end()
-
-    wake_reader()
-    if not native:  # what a read sets going runs before the reader waits again
-        work = lambda: (stream.read(), anyio_loop.calls.drain())
-        anyio_loop.group.start_soon(pump, 0, lambda: stream.reading, anyio.wait_readable, work)
-    group = anyio_loop.group
-    group.start_soon(pump, 1, stream.get_write_buffer_size, anyio.wait_writable, stream.flush)
-
-
-class Server:
-    """``sock`` (listening) served for ``engine`` (`Loop.listen`): connections wait in its
-    backlog until accepted."""
-
-    def __init__(self, loop: Any, engine: Connections, sock: socket.socket, tls: Tls) -> None:
-        self._sock = sock
-        sock.setblocking(False)
-        self.address = socket_address(sock)
-        loop.group.start_soon(self._accept, loop, engine, tls)
-
-    async def _accept(self, loop: Any, engine: Connections, tls: Tls) -> None:
-        errors = AcceptErrors(engine, loop.call_later)
-        while self._sock.fileno() >= 0:  # until `close`
-            try:
-                await anyio.wait_readable(self._sock)
-                conn, _ = self._sock.accept()
-            except (anyio.ClosedResourceError, BlockingIOError, ConnectionAbortedError):
-                continue
-            except OSError as e:  # out of descriptors or memory: rest (logged once a second)
-                await anyio.sleep(errors.failed(e))
-                continue
-            serve(loop, engine, engine.accept(), conn, tls)
-
-    def close(self) -> None:
-        anyio.notify_closing(self._sock)  # a closed socket's too: it knows none
-        self._sock.close()
+    def wake(self) -> None:
+        if self._wait is not None:
+            self._unwatch()
+            self._wait = None
+            self._loop.call_soon(self._step)
 
 
 async def dial(
@@ -138,7 +95,7 @@ async def dial(
     except OSError as e:  # TimeoutError is one
         engine.dialed(link, str(e) or type(e).__name__)
         return
-    serve(loop, engine, link, sock, tls)
+    serve_socket(engine, link, sock, tls, loop)
     engine.dialed(link, "")
 
 

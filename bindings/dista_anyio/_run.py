@@ -7,7 +7,6 @@ The loop name the runtime chose us by picks the backend: "anyio" is anyio on asy
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import threading
 from collections.abc import Awaitable, Callable
@@ -16,11 +15,11 @@ from typing import Any, TypeVar
 import anyio
 from anyio.abc import TaskStatus
 
-from dista_runtime.binding import Latch, Loop
+from dista_runtime.binding import Latch, Loop, LoopThread
 
 from ._loop import AnyioLoop, soon_threadsafe
 
-__all__ = ["LoopThread", "background", "run", "run_on", "settled", "wait"]
+__all__ = ["background", "run", "run_on", "settled", "wait"]
 
 T = TypeVar("T")
 
@@ -33,18 +32,11 @@ def run_on(loop: str, main: Callable[[], Awaitable[T]]) -> T:
 async def settled(latch: Latch[Any], timeout: float | None = None) -> None:
     """Until ``latch`` is settled (on any thread), without blocking the running loop:
     TimeoutError after ``timeout`` seconds; a cancelled wait leaves the latch as it is."""
-    if latch.done():
-        return
-    event = anyio.Event()
-    call_soon = soon_threadsafe()
-
-    def wake(_: object) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop has ended: nobody waits any more
-            call_soon(event.set)
-
-    latch.add_callback(wake)
-    with anyio.fail_after(timeout):
-        await event.wait()
+    if not latch.done():
+        event = anyio.Event()
+        latch.notify(soon_threadsafe(), event.set)
+        with anyio.fail_after(timeout):
+            await event.wait()
 
 
 async def wait(latch: Latch[T], timeout: float | None = None) -> T:
@@ -90,36 +82,17 @@ async def _on_signals(call: Any, *signals: signal.Signals, task_status: TaskStat
             call()
 
 
-class LoopThread:
-    """A loop of the backend ``loop`` names, on a daemon thread, serving blocking callers
-    (`dista.init`); ``loop`` is its `AnyioLoop`."""
+def _serve(loop: str) -> Callable[[Latch[AnyioLoop]], None]:
+    """What runs a `LoopThread`'s loop: a task group of the backend ``loop`` names."""
 
-    def __init__(self, loop: str = "anyio", name: str = "dista-io") -> None:
-        started: Latch[AnyioLoop] = Latch()
+    async def main(started: Latch[AnyioLoop]) -> None:
+        async with anyio.create_task_group() as group:
+            started.set(AnyioLoop(group))
+            await anyio.sleep_forever()
 
-        async def serve() -> None:
-            async with anyio.create_task_group() as group:
-                started.set(AnyioLoop(group))
-                await anyio.sleep_forever()
-
-        def main() -> None:
-            try:
-                run_on(loop, serve)
-            except BaseException as e:
-                started.fail(e)  # it could not start (ignored once it has)
-                raise
-
-        self._thread = threading.Thread(target=main, name=name, daemon=True)
-        self._thread.start()
-        self.loop = started.wait()
-
-    def stop(self) -> None:
-        """End the loop and its thread (waiting for it a few seconds at most)."""
-        with contextlib.suppress(RuntimeError):  # it has ended already
-            self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5.0)
+    return lambda started: run_on(loop, lambda: main(started))
 
 
-def background(*, loop: str = "anyio") -> LoopThread:
+def background(*, loop: str = "anyio") -> LoopThread[AnyioLoop]:
     """A loop thread for blocking callers, of the backend ``loop`` names."""
-    return LoopThread(loop)
+    return LoopThread(_serve(loop))

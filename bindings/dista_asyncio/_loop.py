@@ -13,11 +13,12 @@ import asyncio
 import functools
 import socket
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from dista_runtime.binding import (
     ACCEPT_LATER,
     HANDSHAKE_TIMEOUT_S,
+    UNATTACHED,
     AcceptErrors,
     Connections,
     Link,
@@ -74,7 +75,7 @@ class _Listener:
         """Accept when the socket is readable, unless resting, closed or at the bound."""
         if self._reading or self._rest is not None or self._sock.fileno() < 0:
             return
-        if self._unattached < _UNATTACHED:
+        if self._unattached < UNATTACHED:
             self._loop.add_reader(self._sock, self._accept)
             self._reading = True
 
@@ -84,7 +85,7 @@ class _Listener:
             self._reading = False
 
     def _accept(self) -> None:
-        while self._unattached < _UNATTACHED:
+        while self._unattached < UNATTACHED:
             try:
                 conn, _ = self._sock.accept()
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
@@ -133,14 +134,6 @@ class _Listener:
             self._rest = None
         self._unread()
         self._sock.close()
-
-
-#: Connections accepted whose transports are not made yet, at most: the descriptors
-#: `dista_runtime._net.limits.ACCEPT_BATCH` keeps for them, less a margin for connections
-#: closed whose descriptors go on the loop's next turn. Each counts against the caps once
-#: attached; until then nothing else bounds a burst (uvloop makes a transport a turn or two
-#: after its accept: unbounded, a head under ``ulimit -n 256`` ran out of descriptors).
-_UNATTACHED: Final = 100
 
 
 class AsyncioLoop:

@@ -25,14 +25,7 @@ async def wait(latch: Latch[T], timeout: float | None = None) -> T:
     if not latch.done():
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
-
-        def settled(_: object) -> None:
-            try:
-                loop.call_soon_threadsafe(_wake, future)
-            except RuntimeError:
-                pass  # that loop is closed: nobody waits any more
-
-        latch.add_callback(settled)
+        latch.notify(loop.call_soon_threadsafe, lambda: _wake(future))
         await asyncio.wait_for(future, timeout)
     return latch.result()
 

@@ -1,14 +1,12 @@
-"""`dista_runtime._net.contract.Loop` on a gevent hub: its callbacks, timers and io watchers, and two
-greenlets per connection.
+"""`dista_runtime._net.contract.Loop` on a gevent hub: its callbacks, timers and io watchers,
+and a greenlet for each task the runtime's `Steps` tell (`dista_runtime.binding.serve_socket`
+and `SocketListener` say what to do with a socket: two a connection, one a listener).
 
-Every connection is a `dista_runtime._net.sockets.SocketStream` over a non-blocking socket. Its
-reader greenlet parks until the socket is readable, then reads once into the buffer the
-core offers; its writer greenlet parks until writes queue up, then until the socket takes
-them. Each greenlet parks on one `Waiter` at a time, woken by its io watcher or by the
-stream (`SocketStream`'s ``wake_reader``/``wake_writer``). A watcher is active only while
-its greenlet is parked on it, and the stream stops both before it closes the socket
-(libev must not watch a closed descriptor, whose number the next socket may get); the
-parked greenlets are then woken, see the stream ended and return.
+Each greenlet parks on one `Waiter` at a time (`_Pump`), woken by an io watcher (the socket
+readable or writable), a timer (a rest), or a wake-up. A watcher is active only while its
+greenlet is parked on it, and a wake stops it: a stream wakes its greenlets before it
+closes the socket (libev must not watch a closed descriptor, whose number the next socket
+may get); they then see it ended and return.
 
 A worker's ``async def`` tasks run on an asyncio loop in a thread of the hub's threadpool
 (the runtime's `Coroutines`); in a monkey-patched process its plain tasks run in greenlets
@@ -17,9 +15,9 @@ A worker's ``async def`` tasks run on an asyncio loop in a thread of the hub's t
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Callable, Coroutine
-from functools import partial
 from typing import Any
 
 import gevent
@@ -28,24 +26,22 @@ from gevent import socket as gsocket
 from gevent.hub import Hub, Waiter, get_hub
 
 from dista_runtime.binding import (
-    AcceptErrors,
     Connections,
     Coroutines,
     CoroutineTask,
+    Latch,
+    SocketListener,
+    Steps,
     Tls,
+    Wait,
     listen_socket,
-    socket_address,
-    socket_stream,
+    serve_socket,
     unix_path,
 )
 
 from ._tasks import GreenletRunner
 
 __all__ = ["GeventLoop", "patched"]
-
-#: How long a listener that cannot accept (out of file descriptors) rests, as asyncio's does.
-_ACCEPT_PAUSE_S = 1.0
-_READ, _WRITE = 0, 1
 
 
 def patched() -> bool:
@@ -77,6 +73,8 @@ class GeventLoop:
         self.closed = False
         self.runner = GreenletRunner(self.hub) if patched() else None
         self._coroutines: Coroutines | None = None
+        self._ended: Any = None  # what ends `serve`
+        self.after_read: Callable[[], object] | None = None  # nothing to run after a read
 
     def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any) -> object:
         if self.closed:
@@ -100,19 +98,46 @@ class GeventLoop:
         if self._coroutines is not None:
             self._coroutines.stop()
 
+    def serve(self, started: Latch[GeventLoop]) -> None:
+        """Run this thread's hub (`LoopThread`) until `stop`, then end it."""
+        self._ended = self.hub.loop.async_()  # active while waited for: the hub runs on
+        started.set(self)
+        self.hub.wait(self._ended)
+        self.close()
+        self.hub.destroy(destroy_loop=True)
+
+    def stop(self) -> None:
+        """End `serve` (on the hub); calls from other threads raise RuntimeError from now."""
+        self.closed = True
+        self._ended.send()
+
     def listen(
         self, engine: Connections, host: str, port: int, sock: Any = None, tls: Tls = None
-    ) -> _Listener:
-        return _Listener(self.hub, engine, sock or listen_socket(host, port), tls)
+    ) -> SocketListener:
+        return SocketListener(self, engine, sock or listen_socket(host, port), tls)
 
     def dial(
         self, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls = None
     ) -> None:
-        gevent.spawn(_dial, self.hub, engine, link, host, port, timeout, tls)
+        gevent.spawn(_dial, self, engine, link, host, port, timeout, tls)
+
+    def spawn(
+        self, steps: Steps, sock: socket.socket, *, reader: bool = False
+    ) -> Callable[[], object]:
+        return _Pump(self.hub, sock, steps).wake
+
+    def closing(self, sock: socket.socket) -> None:
+        """Nothing: the stream wakes its greenlets (stopping their watchers) first."""
 
 
 def _dial(
-    hub: Hub, engine: Connections, link: int, host: str, port: int, timeout: float, tls: Tls
+    loop: GeventLoop,
+    engine: Connections,
+    link: int,
+    host: str,
+    port: int,
+    timeout: float,
+    tls: Tls,
 ) -> None:
     path = unix_path(host)
     sock = None
@@ -128,99 +153,55 @@ def _dial(
             sock.close()
         engine.dialed(link, str(e) or type(e).__name__)
         return
-    _Connection(hub, engine, link, sock, tls)
+    serve_socket(engine, link, sock, tls, loop)
     engine.dialed(link, "")
 
 
-class _Listener:
-    """Accepts on the hub, whenever the listening socket is readable."""
+class _Pump:
+    """``steps`` run in a greenlet on ``hub``, parked on ``sock``'s io watchers as they
+    say (see the module docstring)."""
 
-    def __init__(self, hub: Hub, engine: Connections, sock: socket.socket, tls: Tls):
-        self.address = socket_address(sock)
-        sock.setblocking(False)
-        self._hub, self._engine, self._sock, self._tls = hub, engine, sock, tls
-        self._watcher = hub.loop.io(sock.fileno(), 1)
-        self._watcher.start(self._accept)
-        self._pause = hub.loop.timer(_ACCEPT_PAUSE_S)
-        self._errors = AcceptErrors(engine, lambda delay, f: _Timer(hub, delay, f, ()))
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:  # out of descriptors, say: rest rather than spin
-                self._errors.failed(e)  # logged once a second
-                self._watcher.stop()
-                self._pause.start(self._watcher.start, self._accept)
-                return
-            _Connection(self._hub, self._engine, self._engine.accept(), conn, self._tls)
-
-    def close(self) -> None:
-        self._pause.close()
-        self._watcher.close()
-        self._sock.close()
-
-
-class _Connection:
-    """Link ``link`` of ``engine`` over ``sock``: its stream and two greenlets (see the
-    module docstring)."""
-
-    def __init__(
-        self, hub: Hub, engine: Connections, link: int, sock: socket.socket, tls: Tls
-    ) -> None:
+    def __init__(self, hub: Hub, sock: socket.socket, steps: Steps) -> None:
         self._hub = hub
-        self._watchers = (hub.loop.io(sock.fileno(), 1), hub.loop.io(sock.fileno(), 2))
-        self._parked: list[Waiter | None] = [None, None]
-        wake = partial(self._wake, _WRITE), partial(self._wake, _READ)
-        call_soon = hub.loop.run_callback
-        self.stream = socket_stream(
-            engine, link, sock, *wake, self._closing, tls=tls, call_soon=call_soon
-        )
-        engine.attach(link, self.stream)
-        gevent.spawn(self._reader)
-        gevent.spawn(self._writer)
+        self._fd = sock.fileno()
+        self._watchers: dict[Wait, Any] = {}  # made once, started while parked
+        self._watching: Any = None
+        self._parked: Waiter | None = None
+        gevent.spawn(self._run, steps)
 
-    def _park(self, side: int, until_ready: bool) -> None:
-        """Until woken, or (``until_ready``) until the socket is ready for ``side``."""
-        waiter = self._parked[side] = Waiter(self._hub)
-        if until_ready:
-            self._watchers[side].start(waiter.switch, None)
-        try:
-            waiter.get()
-        finally:
-            self._watchers[side].stop()
-            self._parked[side] = None
+    def _run(self, steps: Steps) -> None:
+        with contextlib.closing(steps):
+            for wait in steps:
+                waiter = self._parked = Waiter(self._hub)
+                self._watching = self._watcher(wait)
+                if self._watching is not None:
+                    self._watching.start(waiter.switch, None)
+                try:
+                    waiter.get()
+                finally:
+                    self._unwatch()
+                    self._parked = None
+        for watcher in self._watchers.values():
+            watcher.close()
 
-    def _wake(self, side: int) -> None:
-        waiter = self._parked[side]
-        if waiter is not None:
-            self._watchers[side].stop()
-            self._hub.loop.run_callback(waiter.switch, None)
+    def _watcher(self, wait: Wait | float) -> Any:
+        """What wakes a greenlet parked for ``wait`` besides `wake`: an io watcher (one for
+        each, kept), a timer, or nothing."""
+        if wait is Wait.WOKEN:
+            return None
+        if not isinstance(wait, Wait):
+            return self._hub.loop.timer(wait)
+        if wait not in self._watchers:
+            events = 1 if wait is Wait.READABLE else 2  # libev's EV_READ, EV_WRITE
+            self._watchers[wait] = self._hub.loop.io(self._fd, events)
+        return self._watchers[wait]
 
-    def _closing(self, sock: socket.socket) -> None:
-        for watcher in self._watchers:
-            watcher.stop()  # before the descriptor goes; `end` wakes who was parked
+    def _unwatch(self) -> None:
+        if self._watching is not None:
+            self._watching.stop()
+            self._watching = None
 
-    def _reader(self) -> None:
-        stream = self.stream
-        try:
-            while not stream.ended:
-                self._park(_READ, stream.reading)
-                if stream.reading:
-                    stream.read()
-        finally:
-            stream.end()
-            self._watchers[_READ].close()
-
-    def _writer(self) -> None:
-        stream = self.stream
-        try:
-            while not stream.ended:
-                self._park(_WRITE, False)
-                while stream.flush():
-                    self._park(_WRITE, True)
-        finally:
-            stream.end()
-            self._watchers[_WRITE].close()
+    def wake(self) -> None:
+        if self._parked is not None:
+            self._unwatch()
+            self._hub.loop.run_callback(self._parked.switch, None)

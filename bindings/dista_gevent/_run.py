@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import signal
-import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -12,11 +11,11 @@ import gevent
 from gevent import monkey
 from gevent.hub import get_hub
 
-from dista_runtime.binding import Latch, Loop
+from dista_runtime.binding import Latch, Loop, LoopThread
 
 from ._loop import GeventLoop, patched
 
-__all__ = ["HubThread", "SharedHub", "background", "patch", "run", "wait"]
+__all__ = ["SharedHub", "background", "patch", "run", "wait"]
 
 T = TypeVar("T")
 
@@ -67,36 +66,11 @@ class SharedHub:
         self.loop.closed = True
 
 
-class HubThread:
-    """A hub of its own on a daemon thread, serving blocking callers (an unpatched process,
-    whose waits would block the caller's hub)."""
-
-    def __init__(self, name: str = "dista-io") -> None:
-        ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, args=(ready,), name=name, daemon=True)
-        self._thread.start()
-        ready.wait()
-
-    def _main(self, ready: threading.Event) -> None:
-        self.loop = GeventLoop()
-        self._stopped = self.loop.hub.loop.async_()  # send() from any thread ends the hub
-        ready.set()
-        self.loop.hub.wait(self._stopped)
-        self.loop.close()
-        self.loop.hub.destroy(destroy_loop=True)
-
-    def stop(self) -> None:
-        if self.loop.closed:
-            return
-        self.loop.call_soon_threadsafe(self._stopped.send)  # after every call made before
-        self.loop.closed = True  # calls from now on raise RuntimeError
-        self._thread.join(5)
-
-
-def background(*, loop: str = "gevent") -> SharedHub | HubThread:
+def background(*, loop: str = "gevent") -> SharedHub | LoopThread[GeventLoop]:
     """The hub serving blocking callers (``loop``: the name it was chosen by): the caller's
-    in a monkey-patched process, else one on a thread of its own."""
-    return SharedHub() if patched() else HubThread()
+    in a monkey-patched process (whose waits cooperate), else a hub of its own on a thread
+    (an unpatched process's waits would block the caller's hub)."""
+    return SharedHub() if patched() else LoopThread(lambda started: GeventLoop().serve(started))
 
 
 def patch() -> None:

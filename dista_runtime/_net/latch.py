@@ -5,17 +5,20 @@
   waits (a binding's `Backend.wait`: a future on asyncio, an event on trio, a cooperative
   wait on gevent), or with `Latch.wait` from a plain thread.
 - `CallQueue`: call-soon for a loop whose own call-soon wakes it on every call (trio).
+- `Handle`: a coroutine a binding runs in a task of its own (`Loop.create_task`), as the
+  runtime holds it: cancelled the binding's way, its done callbacks kept here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["CallQueue", "Latch"]
+__all__ = ["CallQueue", "Handle", "Latch"]
 
 T = TypeVar("T")
 
@@ -57,6 +60,29 @@ class CallQueue:
         turn, not in the queue task's next one."""
         while self.run_queued():
             pass
+
+
+class Handle:
+    """A `dista_runtime._net.contract.TaskHandle` for a coroutine a binding runs: ``cancel``
+    is the binding's; `ended` runs the done callbacks (given this handle) once."""
+
+    __slots__ = ("_callbacks", "cancel")
+
+    def __init__(self, cancel: Callable[[], object]) -> None:
+        self.cancel = cancel
+        self._callbacks: list[Callable[[Any], object]] | None = []
+
+    def add_done_callback(self, callback: Callable[[Any], object], /) -> None:
+        if self._callbacks is None:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def ended(self) -> None:
+        """The coroutine has ended (cancelled too)."""
+        callbacks, self._callbacks = self._callbacks or [], None
+        for callback in callbacks:
+            callback(self)
 
 
 class Latch(Generic[T]):
@@ -116,6 +142,18 @@ class Latch(Generic[T]):
                 self._callbacks.append(callback)
                 return
         callback(self)
+
+    def notify(
+        self, call_soon_threadsafe: Callable[..., object], wake: Callable[[], object]
+    ) -> None:
+        """Once settled, ``wake()`` on the waiter's loop (through its
+        ``call_soon_threadsafe``), unless that loop has ended: nobody waits any more."""
+
+        def settled(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed
+                call_soon_threadsafe(wake)
+
+        self.add_callback(settled)
 
     def result(self) -> T:
         """The value, or raise the error; RuntimeError if not settled yet."""

@@ -54,6 +54,7 @@ __all__ = [
     "HELLO_TIMEOUT_ENV",
     "INLINE_CAP_ENV",
     "MAX_CONNECTIONS_CEILING",
+    "UNATTACHED",
     "MAX_CONNECTIONS_ENV",
     "MAX_PER_HOST_ENV",
     "Limits",
@@ -80,6 +81,13 @@ MAX_CONNECTIONS_CEILING: Final = 10_000
 FD_RESERVE: Final = 64
 #: Descriptors kept for connections accepted in one burst, before they are counted.
 ACCEPT_BATCH: Final = 128
+#: Connections a listener has accepted and not counted yet (made into transports, or in
+#: their TLS handshake), at most: the descriptors `ACCEPT_BATCH` keeps for them, less a
+#: margin for connections closed whose descriptors go on the loop's next turn. Each counts
+#: against the caps once attached; until then nothing else bounds a burst (uvloop makes a
+#: transport a turn or two after its accept: unbounded, a head under ``ulimit -n 256`` ran
+#: out of descriptors), and a listener at the bound accepts again when one is settled.
+UNATTACHED: Final = 100
 DEFAULT_MAX_PER_HOST: Final = 512
 DEFAULT_HELLO_TIMEOUT_S: Final = 10.0
 DEFAULT_HELLO_IDLE_S: Final = 5.0

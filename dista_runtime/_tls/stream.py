@@ -1,4 +1,6 @@
-"""`SocketStream` with TLS, for bindings whose loops run tasks (anyio, gevent).
+"""`SocketStream` with TLS, and how a binding whose loop runs tasks (anyio, gevent) serves
+its sockets, plain or in TLS: `serve_socket` for each connection, `SocketListener` for
+`Loop.listen`.
 
 TLS runs in memory (`ssl.SSLObject` over two `ssl.MemoryBIO`s), between the socket and the
 core, so that the bindings' reader and writer tasks stay what they are: they wait for the
@@ -13,6 +15,14 @@ the handshake ends (a dialer's hello) wait for it. The handshake's end hands the
 certificate to the connection's `Secure` (``secured``: the engine's
 `dista_runtime._tls.handshake.Handshakes`), which checks the role before any frame is read;
 a failed one is told to it too (``failed``), never to the engine.
+
+A connection that came in takes its link (``engine.accept()``, the core's
+``connection_made``) and is attached only once its handshake is done, as asyncio's TLS
+transports are made: a peer that fails it, or does not finish it within
+`HANDSHAKE_TIMEOUT_S`, is closed without the core ever hearing of it, and its listener
+holds at most `dista_runtime._net.limits.UNATTACHED` of them at once (it stops accepting
+until one is settled). A dialed one is attached at once (its link is the engine's already).
+
 Plaintext TLS still holds when the engine pauses reading is decrypted on the loop's next
 turn after it resumes, since the socket may never become readable again for it. A read
 fills the whole view the core offers before telling it, as asyncio's TLS does, rather than
@@ -27,40 +37,57 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from .._net.contract import Connections, Secure
-from .._net.sockets import READ_SIZE, SocketStream
+from .._net.address import socket_address
+from .._net.admission import AcceptErrors
+from .._net.contract import Connections, Secure, Timer
+from .._net.limits import UNATTACHED
+from .._net.sockets import (
+    READ_SIZE,
+    SocketStream,
+    Steps,
+    TaskLoop,
+    Wait,
+    reading,
+    writing,
+)
+from .._net.streams import ACCEPT_LATER
+from .config import HANDSHAKE_TIMEOUT_S
 
-__all__ = ["TLSStream", "socket_stream"]
+__all__ = ["SocketListener", "TLSStream", "serve_socket"]
 
 
 class TLSStream(SocketStream):
-    """Link ``link`` of ``engine`` over ``sock``, in TLS as ``tls`` says (see the module
-    docstring); ``call_soon`` is its loop's."""
+    """Link ``link`` of ``engine`` over ``sock`` (`ACCEPT_LATER`: one that came in, counted
+    once its handshake is done), in TLS as ``tls`` says, on ``loop`` (see the module
+    docstring). ``settled`` is called once the handshake is over, whichever way."""
 
     def __init__(
         self,
         engine: Connections,
         link: int,
         sock: socket.socket,
-        wake_writer: Callable[[], object],
-        wake_reader: Callable[[], object],
         closing: Callable[[socket.socket], object] | None = None,
         *,
         tls: Secure,
-        call_soon: Callable[..., object],
+        loop: TaskLoop,
+        settled: Callable[[], object] | None = None,
     ) -> None:
-        super().__init__(engine, link, sock, wake_writer, wake_reader, closing)
+        super().__init__(engine, link, sock, closing)
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self._secure = tls
         server_side = tls.server_side
         self._tls = tls.context.wrap_bio(self._incoming, self._outgoing, server_side=server_side)
-        self._call_soon = call_soon
+        self._call_soon = loop.call_soon
         self._scratch = bytearray(READ_SIZE)
         self._early: list[bytes] = []
+        self._settled = settled
+        self._deadline: Timer | None = None
         self.handshaken = False
+        if link == ACCEPT_LATER:  # not the core's yet: nothing else bounds how long it takes
+            self._deadline = loop.call_later(HANDSHAKE_TIMEOUT_S, self._too_slow)
         if not server_side:  # a dialer speaks first, once the binding has attached us
-            call_soon(self._handshake)
+            loop.call_soon(self._handshake)
 
     # -- the engine's side -------------------------------------------------------------------
 
@@ -149,38 +176,117 @@ class TLSStream(SocketStream):
             return False
         except ssl.SSLError as e:
             self._send_tls()  # the alert, so that the peer learns why
-            self._secure.failed(self.link, self._peer, e.reason or str(e))
+            self._fail(e.reason or str(e))
             self.close()
             return False
         self.handshaken = True
+        self._over()
         self._send_tls()
         early, self._early = self._early, []
         for data in early:
             self.write(data)
+        if self.link == ACCEPT_LATER:  # it came in: the core hears of it now
+            self.link = self.engine.accept()
+            self.engine.attach(self.link, self)
         self._secure.secured(self.link, self)
         return not (self._closing or self.ended)
+
+    def _fail(self, why: str) -> None:
+        self._over()
+        self._secure.failed(self.link, self._peer, why)
+
+    def _too_slow(self) -> None:
+        if not (self.handshaken or self.ended):
+            self._fail(f"no handshake within {HANDSHAKE_TIMEOUT_S:g} s")
+            self.abort()
+
+    def _over(self) -> None:
+        """The handshake is over (done, failed, or its connection gone): once."""
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        settled, self._settled = self._settled, None
+        if settled is not None:
+            settled()
+
+    def end(self) -> None:
+        if not self.ended:
+            self._over()
+        super().end()
 
     def _send_tls(self) -> None:
         if self._outgoing.pending:
             SocketStream.write(self, self._outgoing.read())
 
 
-def socket_stream(
+def serve_socket(
     engine: Connections,
     link: int,
     sock: socket.socket,
-    wake_writer: Callable[[], object],
-    wake_reader: Callable[[], object],
-    closing: Callable[[socket.socket], object] | None = None,
-    *,
     tls: Secure | None,
-    call_soon: Callable[..., object],
+    loop: TaskLoop,
+    settled: Callable[[], object] | None = None,
 ) -> SocketStream:
-    """The stream for ``sock``: in TLS when the listener or dial has it (``tls``, which
-    says which side), else plain. A TLS dialer's handshake starts on the loop's next turn
-    (``call_soon``), once the binding has attached the stream."""
+    """Serve ``sock`` as ``link`` of ``engine`` on ``loop``: its stream (in TLS when the
+    listener or dial has it) and its reader and writer tasks. A connection that came in
+    (``link`` is `ACCEPT_LATER`) takes its link now if plain, once its handshake is done in
+    TLS (``settled`` is told when it is over, whichever way); the stream is attached then."""
+    stream: SocketStream
     if tls is None:
-        return SocketStream(engine, link, sock, wake_writer, wake_reader, closing)
-    return TLSStream(
-        engine, link, sock, wake_writer, wake_reader, closing, tls=tls, call_soon=call_soon
-    )
+        if link == ACCEPT_LATER:
+            link = engine.accept()
+        stream = SocketStream(engine, link, sock, loop.closing)
+    else:
+        stream = TLSStream(engine, link, sock, loop.closing, tls=tls, loop=loop, settled=settled)
+    if stream.link != ACCEPT_LATER:
+        engine.attach(stream.link, stream)
+    stream.wake_writer = loop.spawn(writing(stream), sock)
+    stream.wake_reader = loop.spawn(reading(stream, loop.after_read), sock, reader=True)
+    return stream
+
+
+class SocketListener:
+    """``sock`` (listening) served for ``engine`` on ``loop`` (`Loop.listen` for a binding
+    that runs tasks): one task accepts each connection when the socket is readable, and
+    `serve_socket` serves it. Out of descriptors or memory, it rests (`AcceptErrors`);
+    with `UNATTACHED` connections in their TLS handshake, it waits until one is settled."""
+
+    def __init__(
+        self, loop: TaskLoop, engine: Connections, sock: socket.socket, tls: Secure | None
+    ) -> None:
+        sock.setblocking(False)
+        self.address = socket_address(sock)
+        self._loop, self._engine, self._sock, self._tls = loop, engine, sock, tls
+        self._errors = AcceptErrors(engine, loop.call_later)
+        self._unattached = 0
+        self._wake = loop.spawn(self._accepting(), sock)
+
+    def _accepting(self) -> Steps:
+        while self._sock.fileno() >= 0:  # until `close`
+            if self._unattached >= UNATTACHED:
+                yield Wait.WOKEN
+                continue
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                yield Wait.READABLE
+                continue
+            except OSError as e:  # out of descriptors, say: rest rather than spin
+                if rest := self._errors.failed(e):  # logged once a second
+                    yield rest
+                continue
+            if self._tls is not None:
+                self._unattached += 1
+            serve_socket(self._engine, ACCEPT_LATER, conn, self._tls, self._loop, self._settled)
+
+    def _settled(self) -> None:
+        self._unattached -= 1
+        if self._unattached == UNATTACHED - 1:
+            self._wake()
+
+    def close(self) -> None:
+        if self._sock.fileno() < 0:
+            return
+        self._loop.closing(self._sock)
+        self._wake()  # before the socket closes: a wake stops the wait on it
+        self._sock.close()

@@ -331,15 +331,15 @@ def test_signals_stop_a_gevent_head_and_interrupt_a_gevent_worker(
 
 def _connection_greenlets(hub: Any) -> list[gevent.Greenlet]:
     """The readers and writers of the connections on ``hub``."""
-    from dista_gevent._loop import _Connection
+    from dista_gevent._loop import _Pump
 
-    runs = {_Connection._reader, _Connection._writer}
     return [
         g
         for g in gc.get_objects()
         if isinstance(g, gevent.Greenlet)
         and g.parent is hub
-        and getattr(g._run, "__func__", None) in runs
+        and getattr(g._run, "__func__", None) is _Pump._run
+        and getattr(g.args[0], "__name__", "") in ("reading", "writing")
     ]
 
 

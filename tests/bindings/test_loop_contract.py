@@ -510,30 +510,6 @@ def test_a_failed_tls_handshake_is_reported_and_nothing_is_read(
     until(lambda: rig.links() == [])
 
 
-#: Bindings on `SocketStream` (anyio, gevent) take a link for a connection before its TLS
-#: handshake, and end it when the handshake fails: the core hears of a peer it never reads.
-COUNTED_BEFORE_TLS = pytest.mark.xfail(
-    strict=True,
-    reason="its listener takes a link (engine.accept: the core's connection_made) before "
-    "the TLS handshake; asyncio's takes one after it",
-)
-
-
-@pytest.mark.parametrize(
-    "binding",
-    [
-        pytest.param(
-            *p.values,
-            marks=[
-                *p.marks,
-                *([COUNTED_BEFORE_TLS] if p.id in ("anyio", "trio", "gevent") else []),
-            ],
-            id=p.id,
-        )
-        for p in BINDINGS
-    ],
-    indirect=True,
-)
 def test_a_failed_tls_handshake_never_reaches_the_core(
     make_rig: Callable[..., Rig], tls_dir: Path
 ) -> None:
