@@ -24,7 +24,8 @@ This module holds the states, the handshake and the checks; the bytes live in on
 per side, each with its own theory of operation: `dista_proto._incoming` (`receive_data`,
 bounded memory, the frame loop both receive paths use, and `get_buffer`/`buffer_updated`
 with payloads landing in place; `dista_proto._sinks` says where) and `dista_proto._codec`
-(`send`'s frames: small ones copied together, large payloads passed as views). The receive helpers are handed the connection and see it as a
+(`send`'s frames: small ones copied together, large payloads passed as views). The
+receive helpers are handed the connection and see it as a
 `dista_proto._receiver.Receiver`, so they never import this module.
 """
 
