@@ -26,6 +26,7 @@ import dista_runtime as dista
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
+MODULE = "benchmarks.driver_memory"  # what the workers import
 
 DRIVER = """
 import json, resource, sys, time
@@ -73,7 +74,9 @@ def _env(budget: str | None) -> dict[str, str]:
 def run(tasks: int, mib: int, workers: int, budget: str | None) -> dict[str, float]:
     env = _env(None)
     cli = [sys.executable, "-m", "dista_runtime.cli"]
-    head = subprocess.Popen([*cli, "head", "--port", "0"], stderr=subprocess.PIPE, text=True, env=env)
+    head = subprocess.Popen(
+        [*cli, "head", "--port", "0"], stderr=subprocess.PIPE, text=True, env=env
+    )
     procs = [head]
     try:
         assert head.stderr is not None
@@ -84,8 +87,7 @@ def run(tasks: int, mib: int, workers: int, budget: str | None) -> dict[str, flo
             r, w = os.pipe()
             procs.append(
                 subprocess.Popen(
-                    [*cli, "worker", "--head", address, "--import", "benchmarks.driver_memory"]
-                    + ["--ready-fd", str(w)],
+                    [*cli, "worker", "--head", address, "--import", MODULE, "--ready-fd", str(w)],
                     env=env,
                     pass_fds=(w,),
                     cwd=ROOT,
@@ -96,6 +98,7 @@ def run(tasks: int, mib: int, workers: int, budget: str | None) -> dict[str, flo
                 assert ready.read(1), "a worker did not join"
         out = subprocess.run(
             [sys.executable, "-c", DRIVER, address, str(tasks), str(mib)],
+            check=False,
             env=_env(budget),
             cwd=ROOT,
             capture_output=True,

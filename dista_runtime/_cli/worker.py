@@ -25,9 +25,9 @@ import signal
 import sys
 from typing import Final
 
+from .._local.supervise import Death, signal_ready
 from .._net.contract import Loop
 from .._net.latch import Latch
-from .._local.supervise import Death, signal_ready
 from .flags import bind_ok, object_server_host
 from .process import die_with_parent, import_tasks, run_role, settings_ok, tune_process
 
@@ -117,7 +117,7 @@ def _worker_processes(args: argparse.Namespace) -> int:
     from dista_runtime._net.address import format_head
 
     from .._hosts.liveness import drain_timeout
-    from .._local.supervise import EXIT_NO_HEAD, EXIT_STOPPED, STOPPED_BY_HEAD, Death, Supervisor
+    from .._local.supervise import EXIT_NO_HEAD, EXIT_STOPPED, STOPPED_BY_HEAD, Supervisor
 
     head = format_head(*args.head)
     command = _child_command(args)
