@@ -16,6 +16,7 @@ from .._clock import now
 from .._net.address import format_head
 from .._net.contract import Loop
 from .._net.latch import Latch
+from .._session.budget import inflight_budget
 from .._session.driver_actors import keep_bytes
 from .._session.session import Hooks, Session
 from .._tls.config import dial_failure, refusal_hint, tls_for
@@ -46,6 +47,7 @@ class DriverHost(Engine):
             keep_bytes=keep_bytes(),
         )
         self.session = Session(core, self, hooks)
+        self.session.budget.limit = inflight_budget()
         super().__init__(loop, self.session)
         self.route(dp.HeadLost, self._head_lost)
         if role == dp.Role.CLIENT:  # a task's client shows its worker's certificate
