@@ -303,8 +303,8 @@ class Resume:
             verdict = self._actors.access.verdict(peer, actor)
             if verdict == NO:
                 if self._objects.check_new_ids(peer, oid, 1):
-                    obj = self._objects.track(oid, peer.link)
-                    self._objects.fail_object(obj, not_opened(actor.actor_id))
+                    refused = self._objects.track(oid, peer.link)
+                    self._objects.fail_object(refused, not_opened(actor.actor_id))
                 return
             if verdict == WAIT:
                 self._park_call(peer, event, True)

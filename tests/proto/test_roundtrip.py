@@ -210,7 +210,9 @@ def strategy(kind: int, from_head: bool) -> st.SearchStrategy[Any]:
         ),
         frame.KIND_CANCEL: lambda: st.builds(Cancel, ids),
         frame.KIND_PART: parts,
-        frame.KIND_ACTOR_OPEN: lambda: st.builds(ActorOpen, ids, st.binary(min_size=16, max_size=16)),
+        frame.KIND_ACTOR_OPEN: lambda: st.builds(
+            ActorOpen, ids, st.binary(min_size=16, max_size=16)
+        ),
     }
     return table[kind]()
 
