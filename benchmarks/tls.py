@@ -177,6 +177,9 @@ def _head_and_workers(loop: str, tmp: str) -> tuple[str, list[subprocess.Popen[b
             raise SystemExit(f"the head did not start: {log.read_text(errors='replace')}")
         time.sleep(0.02)
     command = [*cli, "worker", "--head", address, "--processes", "2", "--loop", loop]
+    # Run as a script, this driver's tasks are ``__main__``'s and travel by value: workers
+    # importing ``benchmarks.tls`` have another registry, so they must accept by-value code.
+    command.append("--accept-by-value")
     procs.append(
         subprocess.Popen(
             [*command, "--import", "benchmarks.tls"], cwd=ROOT, stdin=subprocess.DEVNULL

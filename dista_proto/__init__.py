@@ -11,6 +11,7 @@ from . import frame
 from ._codec import decode_event, encode_event
 from ._connection import NEED_DATA, Connection, ConnectionState, NeedData
 from ._conventions import (
+    ACTOR_CAPABILITY_SIZE,
     CANCEL_FORCE,
     ERROR_COVERED,
     ERROR_NO_CHECKPOINT,
@@ -18,6 +19,7 @@ from ._conventions import (
     FREE_STORE,
     FREE_WITHDRAW,
     HEAD_LINK,
+    HELLO_ANY_REGISTRY,
     ID_BITS,
     ID_MASK,
     KEPT_CALL_BYTES,
@@ -68,6 +70,7 @@ from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorOpen,
     ActorRestore,
     Address,
     Adopt,
@@ -128,6 +131,7 @@ from ._roles import Role
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
 __all__ = [
+    "ACTOR_CAPABILITY_SIZE",
     "CANCEL_FORCE",
     "DEFAULT_INLINE_THRESHOLD",
     "DEFAULT_KEEP_BYTES",
@@ -137,6 +141,7 @@ __all__ = [
     "FREE_STORE",
     "FREE_WITHDRAW",
     "HEAD_LINK",
+    "HELLO_ANY_REGISTRY",
     "HELLO_DEADLINE_NS",
     "HELLO_IDLE_NS",
     "INLINE_CAP_BYTES",
@@ -195,6 +200,7 @@ __all__ = [
     "ActorCall",
     "ActorCreate",
     "ActorKill",
+    "ActorOpen",
     "ActorRestore",
     "Address",
     "Adopt",

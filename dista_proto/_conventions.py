@@ -12,6 +12,9 @@
   free of an ID that names no object deletes nothing, a cancel still cancels.
   docs/wire.md, "Extensions", gives the reasoning for each.
 - **Fetch parts** are at least `MIN_FETCH_PART` bytes.
+- **Hello marks** in the hello's task-ID field: a worker's `HELLO_ANY_REGISTRY`.
+- **Actor capabilities** are `ACTOR_CAPABILITY_SIZE` random bytes a creating driver draws
+  per actor, sent in Dista's actor-open frame (kind 34).
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from collections.abc import Sized
 from typing import Final
 
 __all__ = [
+    "ACTOR_CAPABILITY_SIZE",
     "CANCEL_FORCE",
     "ERROR_COVERED",
     "ERROR_NO_CHECKPOINT",
     "ERROR_WARNING",
     "FREE_STORE",
     "FREE_WITHDRAW",
+    "HELLO_ANY_REGISTRY",
     "HEAD_LINK",
     "ID_BITS",
     "ID_MASK",
@@ -157,3 +162,15 @@ CANCEL_FORCE: Final = 1
 #: The smallest part an object server cuts an object into; a fetch asking for less is
 #: refused with an error frame (a 1-byte part size would mean a frame per byte).
 MIN_FETCH_PART: Final = 64 * 1024
+
+#: Hello mark, worker to head: this worker runs by-value code (functions and actor classes
+#: that travel pickled) from drivers of any registry, not only of its own
+#: (``dista worker --accept-by-value``). A head that knows only the page ignores the field:
+#: it sends such a worker nothing it would not have sent it anyway. (1 is the driver's
+#: ``HELLO_SECRET``.)
+HELLO_ANY_REGISTRY: Final = 2
+
+#: The bytes of an actor's capability: drawn at random by its creating driver, carried by
+#: every handle, and shown to the head in actor-open by any other peer before it calls or
+#: kills the actor. 128 bits: not guessable, unlike the actor's ID.
+ACTOR_CAPABILITY_SIZE: Final = 16

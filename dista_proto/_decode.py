@@ -21,11 +21,13 @@ from collections.abc import Callable
 from typing import Final
 
 from . import frame as F
+from ._conventions import ACTOR_CAPABILITY_SIZE
 from ._errors import RemoteProtocolError
 from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorOpen,
     ActorRestore,
     Address,
     Adopt,
@@ -225,7 +227,7 @@ def hello(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     elif role == F.ROLE_DRIVER and len(p) - r.pos == 16:
         resume = Resume(r.u64("resume.number"), r.u64("resume.epoch"))
     r.end()
-    return Hello(role, registry, address, resume)
+    return Hello(role, registry, address, resume, tid)  # the task-ID field: Dista's marks
 
 
 def welcome(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
@@ -418,6 +420,11 @@ def checkpointed(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
 def actor_restore(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     _exact(F.KIND_ACTOR_RESTORE, p, 8)
     return ActorRestore(oid, tid, _U64.unpack(p)[0])
+
+
+def actor_open(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+    _exact(F.KIND_ACTOR_OPEN, p, ACTOR_CAPABILITY_SIZE)
+    return ActorOpen(oid, bytes(p))
 
 
 def covered(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:

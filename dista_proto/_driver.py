@@ -48,6 +48,7 @@ from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorOpen,
     Address,
     Cancel,
     Checkpoint,
@@ -311,17 +312,33 @@ class Driver:
         return self._mint()
 
     def create_actor(
-        self, type_id: int, argument: Bytes, checkpoint_every: int = 0, actor: int = 0
+        self,
+        type_id: int,
+        argument: Bytes,
+        checkpoint_every: int = 0,
+        actor: int = 0,
+        capability: bytes | None = None,
     ) -> int:
         """Queue an actor-create; the actor's ID (``actor`` if given: from `reserve`). Its
         answer comes as an `ObjectValue` (an empty one: created) or `ObjectFailed` (the
-        constructor's error, or it died later)."""
+        constructor's error, or it died later). ``capability`` (`ACTOR_CAPABILITY_SIZE`
+        random bytes, drawn by the caller) goes to the head in actor-open right after: a
+        holder of a handle carrying it may then call and kill the actor; without one only
+        this driver may."""
         actor = actor or self._mint()
         self._calls.created(actor)
         create = ActorCreate(actor, type_id, argument, checkpoint_every)
         self._ledger.created(create)
         self._send(create)
+        if capability is not None:
+            self.open_actor(actor, capability)
         return actor
+
+    def open_actor(self, actor_id: int, capability: bytes) -> None:
+        """Show the head ``actor_id``'s capability (from a handle), once, before calling or
+        killing an actor another driver made; sent again on a resume."""
+        if self._ledger.opened(actor_id, capability):
+            self._send(ActorOpen(actor_id, capability))
 
     def call_actor(self, actor_id: int, method_id: int, argument: Bytes, oid: int = 0) -> int:
         """Queue a call of ``actor_id``'s method; the object ID of its result (``oid`` if

@@ -18,11 +18,13 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from . import frame as F
+from ._conventions import ACTOR_CAPABILITY_SIZE
 from ._errors import LocalProtocolError
 from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorOpen,
     ActorRestore,
     Address,
     Adopt,
@@ -148,7 +150,8 @@ def hello(e: Hello, from_head: bool) -> Encoded:
         if e.role != F.ROLE_DRIVER:
             raise _bad(k, "resume", "only a driver resumes")
         out += _u64(k, "resume.number", e.resume.number) + _u64(k, "resume.epoch", e.resume.epoch)
-    return k, 0, 0, out, None
+    # Dista's hello marks ride in the task-ID field, which the page leaves at 0 here.
+    return k, 0, _mark(k, e.mark), out, None
 
 
 def welcome(e: Welcome, from_head: bool) -> Encoded:
@@ -330,6 +333,15 @@ def checkpointed(e: Checkpointed, from_head: bool) -> Encoded:
 def actor_restore(e: ActorRestore, from_head: bool) -> Encoded:
     k = F.KIND_ACTOR_RESTORE
     return k, e.object_id, e.task_id, _u64(k, "covers", e.covers), None
+
+
+def actor_open(e: ActorOpen, from_head: bool) -> Encoded:
+    k = F.KIND_ACTOR_OPEN
+    if len(e.capability) != ACTOR_CAPABILITY_SIZE:
+        raise _bad(
+            k, "capability", f"must be {ACTOR_CAPABILITY_SIZE} bytes, not {len(e.capability)}"
+        )
+    return k, e.object_id, 0, bytes(e.capability), None
 
 
 def covered(e: Covered, from_head: bool) -> Encoded:

@@ -19,6 +19,7 @@ __all__ = [
     "ActorCall",
     "ActorCreate",
     "ActorKill",
+    "ActorOpen",
     "ActorRestore",
     "Address",
     "Adopt",
@@ -173,6 +174,9 @@ class Hello(_EventBase):
     registry_hash: int = 0
     address: Address | None = None  # workers only
     resume: Resume | None = None  # resuming drivers only
+    #: In the task-ID field (0 by the page): Dista's hello marks, such as a worker's
+    #: `HELLO_ANY_REGISTRY` (it runs by-value code from drivers of any registry).
+    mark: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +345,16 @@ class ActorKill(_EventBase):
 
 
 @dataclass(frozen=True, slots=True)
+class ActorOpen(_EventBase):
+    """Dista's extension: open actor ``object_id`` with the ``capability`` its creator drew
+    (the creator sends it right after its actor-create, to record it)."""
+
+    kind: ClassVar[int] = F.KIND_ACTOR_OPEN
+    object_id: int
+    capability: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Checkpoint(_EventBase):
     """From a driver: checkpoint ``actor_id``, the checkpoint's ID being ``object_id``.
 
@@ -497,4 +511,5 @@ Event = (
     | Adopted
     | Cancel
     | Part
+    | ActorOpen
 )

@@ -39,6 +39,7 @@ from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorOpen,
     Address,
     Adopted,
     Cancel,
@@ -209,6 +210,7 @@ class Head:
             ActorCreate: resume.on_actor_create,
             ActorCall: resume.on_actor_call,
             ActorKill: self._on_actor_kill,
+            ActorOpen: resume.on_actor_open,
             Checkpoint: actors.ask_checkpoint,
             Result: resume.on_driver_answer,
             Error: resume.on_driver_answer,
@@ -536,8 +538,6 @@ class Head:
 
     def _on_actor_kill(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, ActorKill)
-        if self._guard.foreign_actor(peer, event.object_id, event.object_id):
-            return
         stopped = self._actors.kill(peer, event)
         if stopped is not None:
             self._members.lose(*stopped)

@@ -51,11 +51,13 @@ from ._events import (
     Stop,
     Stored,
 )
+from ._head_actor_access import MAY, ActorAccess, not_opened
 from ._head_checkpoints import Checkpoints
 from ._head_counts import Counts
 from ._head_objects import Copies, Objects
 from ._head_records import ActorRecord, ActorState, CallRecord, Peer
-from ._head_scheduling import ANYWHERE, Scheduler
+from ._head_registries import BY_VALUE
+from ._head_scheduling import Scheduler
 from ._head_wire import Wire
 from ._lifecycle import ActorCause, CallCause
 from ._roles import Role
@@ -99,6 +101,7 @@ class Actors:
         self.records = records  # actor ID -> its record (`Objects` reads the IDs)
         self.max_retries = max_retries
         self.checkpoints = Checkpoints(wire, keep_bytes)
+        self.access = ActorAccess(wire, records)  # who may call and kill which actor
         self._waiting: deque[ActorRecord] = deque()
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
 
@@ -166,6 +169,9 @@ class Actors:
         actor = self.records.get(event.object_id)
         if actor is None or actor.state is _DEAD:
             return None
+        if self.access.verdict(peer, actor) != MAY:
+            self.access.refuse(peer, actor.actor_id)  # the actor lives on
+            return None
         if event.mark == KILL_AFTER_CALLS:
             # Its last handle went: the calls already made run first, as in Ray.
             why = f"actor {actor.actor_id:#x} ended: {peer.name} dropped its last handle"
@@ -202,6 +208,8 @@ class Actors:
         elif actor is None or actor.state is _DEAD:
             why = actor.why if actor is not None else "it is unknown to the head"
             send(peer.link, Error(oid, f"actor {event.actor_id or 0:#x}: {why}"))
+        elif self.access.verdict(peer, actor) != MAY:
+            send(peer.link, Error(oid, not_opened(actor.actor_id)))
         elif actor.seq == actor.covered:
             send(peer.link, Result(oid, b""))  # one covering all is written
         else:
@@ -210,11 +218,13 @@ class Actors:
     # -- placement -------------------------------------------------------------------------
 
     def _candidates(self, actor: ActorRecord) -> list[Peer]:
-        workers_of = self._scheduler.workers_of
-        if actor.registry == ANYWHERE:
-            serving: set[Peer] = set().union(*workers_of.values())
-        else:
-            serving = workers_of.get(actor.registry, set())
+        scheduler = self._scheduler
+        serving = scheduler.workers_of.get(actor.registry, set())
+        if actor.registry >= BY_VALUE:
+            # A class sent by value: on its driver's registry's workers, or those that
+            # accept by-value code of any registry.
+            serving = scheduler.workers_of.get(actor.registry - BY_VALUE, set())
+            serving = serving | scheduler.accepting
         alive = self._wire.alive
         return [w for w in serving if w.actor is None and not w.draining and alive(w)]
 
@@ -225,8 +235,14 @@ class Actors:
         actor.since = self._wire.now
         free = self._candidates(actor)
         if not free:
-            if actor.registry == ANYWHERE or actor.registry in self._scheduler.workers_of:
+            if self._scheduler.served(actor.registry):
                 actor.why = "every worker of its registry hosts an actor: start another worker"
+            elif actor.registry >= BY_VALUE:
+                actor.why = (
+                    f"no connected worker may host a by-value class of registry "
+                    f"{actor.registry - BY_VALUE:#018x}: start workers importing the same "
+                    "modules as the driver, or with --accept-by-value"
+                )
             else:
                 actor.why = f"no connected worker has its driver's registry {actor.registry:#018x}"
             if actor not in self._waiting:
@@ -525,15 +541,13 @@ class Actors:
             if actor.owner == driver.link and actor.state is not _DEAD:
                 self.end(actor, f"actor {actor.actor_id:#x}: its driver disconnected")
             actor.callers.discard(driver.link)
+            actor.opened.discard(driver.number)  # (the number may be given again)
+            actor.claims.pop(driver.number, None)
 
     # -- the pulled timer: actors no worker can host ---------------------------------------
 
     def _orphaned(self, actor: ActorRecord) -> bool:
-        return (
-            actor.state is _WAITING
-            and actor.registry != ANYWHERE
-            and actor.registry not in self._scheduler.workers_of
-        )
+        return actor.state is _WAITING and not self._scheduler.served(actor.registry)
 
     def next_deadline(self) -> int | None:
         starts = [a.since for a in self._waiting if self._orphaned(a)]
@@ -549,9 +563,14 @@ class Actors:
                 self.end(
                     actor,
                     f"no worker can host actor {actor.actor_id:#x}{lost} (type "
-                    f"{actor.type_id:#x}): none of the connected workers has its driver's "
-                    f"registry {actor.registry:#018x} (waited {grace / 1e9:g} s for one)",
+                    f"{actor.type_id:#x}): {_unhosted(actor)} (waited {grace / 1e9:g} s for one)",
                 )
+
+
+def _unhosted(actor: ActorRecord) -> str:
+    if actor.registry >= BY_VALUE:
+        return actor.why  # (which names the fix)
+    return f"none of the connected workers has its driver's registry {actor.registry:#018x}"
 
 
 def _actor_of(worker: Peer) -> ActorRecord | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._conventions import NUMBER_SPACE
+from ._conventions import HELLO_ANY_REGISTRY, NUMBER_SPACE
 from ._decisions import Exit
 from ._events import Error, Hello, Stop, Welcome
 from ._head_actors import Actors
@@ -88,6 +88,7 @@ class Membership:
         if role == Role.WORKER:
             assert hello.address is not None
             peer.address = hello.address
+            peer.any_registry = bool(hello.mark & HELLO_ANY_REGISTRY)
             self._replace_worker(peer)
             peer.heard = wire.now
             self._scheduler.add_worker(peer)

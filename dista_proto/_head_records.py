@@ -35,6 +35,7 @@ class Peer:
     __slots__ = (
         "actor",
         "address",
+        "any_registry",
         "blocked",
         "draining",
         "epoch",
@@ -62,6 +63,8 @@ class Peer:
         self.registry = 0
         self.number = 0  # drivers and clients
         self.address = NO_ADDRESS  # workers
+        #: A worker that runs by-value code of any registry (`HELLO_ANY_REGISTRY`).
+        self.any_registry = False
         self.host = ""  # the IPv4 address it connects from, for fetch grants (`Head.peer`)
         self.free = 0  # worker slots not running a task
         self.spare = 0  # prefetch slots, for tasks known to be short, not running one
@@ -223,7 +226,9 @@ class ActorRecord:
         "by_oid",
         "callers",
         "calls",
+        "capability",
         "checkpoints",
+        "claims",
         "covered",
         "covered_of",
         "create",
@@ -236,6 +241,7 @@ class ActorRecord:
         "lossy",
         "lost",
         "newest_from",
+        "opened",
         "owner",
         "pending",
         "registry",
@@ -293,3 +299,9 @@ class ActorRecord:
         self.lost = ""  # the last worker it lost, and why
         self.losses = 0  # workers lost in a row without an answer in between
         self.callers: set[int] = {owner}  # links that sent it calls
+        #: Its creator's capability (its actor-open), None until then (`ActorAccess`).
+        self.capability: bytes | None = None
+        #: The driver numbers that showed the capability: they may call and kill it.
+        self.opened: set[int] = set()
+        #: Capabilities shown before the creator's came: number -> what it showed.
+        self.claims: dict[int, bytes] = {}

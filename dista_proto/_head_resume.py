@@ -18,9 +18,11 @@ driver that is not resuming asks where an object it holds lives now (its fetch f
 it was): the head answers it again.
 
 A call to an actor this head does not know yet waits (parked) for its owner to resume and
-create it again, ``recovery_grace_ns`` at most; a driver resuming on this same head is
-answered again what its old connection missed (its create's answer, its calls', covered,
-that an actor is gone).
+create it again, ``recovery_grace_ns`` at most; so does a call from a driver that showed the
+actor's capability before its creator did (`ActorAccess`), until the creator's actor-open
+decides it. A call from a driver that may not call the actor fails at once. A driver
+resuming on this same head is answered again what its old connection missed (its create's
+answer, its calls', covered, that an actor is gone).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from __future__ import annotations
 from typing import Final
 
 from ._conventions import ID_BITS, NUMBER_SPACE
-from ._events import ActorCall, ActorCreate, Claim, Covered, Error, Hello, Result
+from ._events import ActorCall, ActorCreate, ActorOpen, Claim, Covered, Error, Hello, Result
+from ._head_actor_access import NO, WAIT, not_opened
 from ._head_actors import Actors
 from ._head_holdings import Holdings
 from ._head_objects import Objects
@@ -280,14 +283,32 @@ class Resume:
             return
         actor = self._actors.create(peer, event)
         if actor is not None:
+            self._actors.access.created(actor)
             self._unpark_calls(actor)
 
+    def on_actor_open(self, peer: Peer, event: ActorOpen) -> None:
+        """An actor's capability: the creator's decides the calls held for it."""
+        if self._actors.access.open(peer, event):
+            self._unpark_calls(self._actors.records[event.object_id])
+
     def on_actor_call(self, peer: Peer, event: ActorCall) -> None:
-        """A call: what a resuming driver sends again is answered from what this head
-        knows; one to an actor not created yet may wait for it; the rest is `Actors`'."""
+        """A call: one from a driver that may not call the actor fails, one whose right to
+        call is not known yet waits; what a resuming driver sends again is answered from
+        what this head knows; one to an actor not created yet may wait for it; the rest is
+        `Actors`'."""
         oid = event.object_id
         actor = self._actors.records.get(event.actor_id)
         send = self._wire.links.send
+        if actor is not None and actor.state is not _DEAD:
+            verdict = self._actors.access.verdict(peer, actor)
+            if verdict == NO:
+                if self._objects.check_new_ids(peer, oid, 1):
+                    refused = self._objects.track(oid, peer.link)
+                    self._objects.fail_object(refused, not_opened(actor.actor_id))
+                return
+            if verdict == WAIT:
+                self._park_call(peer, event, True)
+                return
         if peer.resuming and actor is not None and actor.state is not _DEAD:
             obj = self._objects.get(oid)
             if obj is not None and obj.owner == peer.link:
@@ -321,14 +342,15 @@ class Resume:
                 return
         self._actors.call(peer, event)
 
-    def _park_call(self, peer: Peer, event: ActorCall) -> bool:
+    def _park_call(self, peer: Peer, event: ActorCall, held: bool = False) -> bool:
         """A call to an actor this head does not know: if its owner may still create it
         (a driver of the head before that has not resumed yet, or one that is away), it
-        waits for that, ``recovery_grace_ns`` at most. True if parked."""
+        waits for that, ``recovery_grace_ns`` at most; ``held``: a call to a known actor
+        that waits for its creator's capability. True if parked."""
         actor_id = event.actor_id
         wire = self._wire
         owner = wire.numbers.get(actor_id >> ID_BITS)
-        if owner is not None and not owner.resuming and wire.alive(owner):
+        if not held and owner is not None and not owner.resuming and wire.alive(owner):
             return False  # its owner is here and has resumed: unknown indeed
         oid = event.object_id
         obj = self._objects.get(oid)
@@ -353,32 +375,53 @@ class Resume:
         return True
 
     def _unpark_calls(self, actor: ActorRecord) -> None:
-        """``actor`` was created: the calls that waited for it are taken, in order."""
+        """``actor`` was created (or its creator's capability came): the calls that waited
+        for it are taken, in order; those whose caller's capability cannot be checked yet
+        wait on; those from callers that may not call it fail."""
         parked = self.parked.pop(actor.actor_id, None)
         if parked is None:
             return
+        still: list[_Parked] = []
+        waiting: set[int] = set()
+        access = self._actors.access
         for number, event, answered in parked[1]:
             oid = event.object_id
-            self._parked_calls.discard(oid)
             caller = self._wire.numbers.get(number)
             if caller is None:
+                self._parked_calls.discard(oid)
                 continue  # its driver is gone (and what it owned)
+            verdict = access.verdict(caller, actor)
+            if verdict == WAIT or number in waiting:
+                waiting.add(number)  # (each caller's calls keep their order)
+                still.append((number, event, answered))
+                continue
+            self._parked_calls.discard(oid)
             obj = self._objects.get(oid)
+            if verdict == NO:
+                if obj is not None and obj.state is _PENDING and obj.task is None:
+                    self._objects.fail_object(obj, not_opened(actor.actor_id))
+                continue
             if obj is None or obj.owner != caller.link:
                 answered = True  # released meanwhile: it runs for the actor's state only
             self._actors.take_call(caller, actor, event, answered)
+        if still:
+            self.parked[actor.actor_id] = (parked[0], still)
 
     def _fail_parked(self, actor_id: int) -> None:
-        """No actor-create came for ``actor_id``: the calls that waited for it fail."""
+        """No actor-create (or no capability from its creator) came for ``actor_id``: the
+        calls that waited for it fail."""
         _, calls = self.parked.pop(actor_id, (0, []))
-        why = "it is unknown to the head"
+        self._actors.access.forget_early(actor_id)
+        known = actor_id in self._actors.records  # (they waited for its capability)
+        why = not_opened(actor_id) if known else "it is unknown to the head"
         told = set()
         for number, event, answered in calls:
             oid = event.object_id
             self._parked_calls.discard(oid)
             obj = self._objects.get(oid)
             if obj is not None and not answered and obj.state is _PENDING and obj.task is None:
-                self._objects.fail_object(obj, f"actor {actor_id:#x} is gone: {why}")
+                gone = why if known else f"actor {actor_id:#x} is gone: {why}"
+                self._objects.fail_object(obj, gone)
             elif obj is not None and obj.held:
                 self.answer_again(obj)  # resent (the driver may not have its answer)
             caller = self._wire.numbers.get(number)

@@ -6,9 +6,10 @@ registry hash (round-robin between drivers, FIFO within one); workers with a fre
 in one deque per registry, those with nothing running first; a task whose largest stored
 input sits on a worker with room goes there (locality). A worker has ``worker_slots`` slots
 and ``prefetch`` spare ones that only tasks known to be short may take (`Durations`).
-A few task IDs (by-value functions) run on any worker: their tasks wait in the queue under
-`ANYWHERE` and are served to idle workers of every registry, oldest first against the
-registry's own queue.
+A few task IDs (by-value functions) carry code the workers do not import: their tasks wait
+in their driver's registry's by-value queue (`by_value_key`), served, oldest first against
+the registry's own queue, to workers of that registry and to workers that accept by-value
+code of any registry (`HELLO_ANY_REGISTRY`): code runs only where it is allowed.
 
 No worker idles while work waits on another: a task only takes a prefetch slot when no idle
 worker has a real slot; a task whose worker blocks (reading other objects) lends its slot
@@ -54,14 +55,12 @@ from ._fairqueue import FairQueue
 from ._head_counts import Counts
 from ._head_objects import Copies, Objects
 from ._head_records import ObjState, Peer, TaskRecord, TaskState
+from ._head_registries import BY_VALUE, by_value_key, home_registry, oldest, unrunnable
 from ._head_wire import Wire
 from ._lifecycle import Slot, SlotCause, TaskCause
 from ._timeline import TimelineLog
 
-__all__ = ["ANYWHERE", "Scheduler"]
-
-#: The registry key of tasks any worker can run (by-value functions).
-ANYWHERE: Final = -1
+__all__ = ["Scheduler"]
 
 _PENDING: Final = ObjState.PENDING
 _INLINE: Final = ObjState.INLINE
@@ -97,8 +96,10 @@ class Scheduler:
         self.prefetch = prefetch
         self.max_retries = max_retries
         self.no_worker_grace_ns = no_worker_grace_ns
-        # Task IDs (low 60 bits) that any worker runs, whatever its registry: by-value ones.
+        # Task IDs (low 60 bits) that carry their code (by-value ones): they run on workers
+        # of their driver's registry, or on those that accept by-value code of any.
         self.portable = portable_tasks
+        self.accepting: set[Peer] = set()  # connected, undrained workers of any registry
         self.durations = Durations()
         self.timeline = TimelineLog(timeline_cap, wall_offset_ns)
         self.ready: dict[int, FairQueue[TaskRecord]] = {}  # registry -> ready tasks
@@ -116,7 +117,20 @@ class Scheduler:
 
     def registry_of(self, task_id: int, peer: Peer) -> int:
         """The registry whose workers run ``task_id`` for ``peer``."""
-        return ANYWHERE if task_id & TASK_ID_MASK in self.portable else peer.registry
+        by_value = task_id & TASK_ID_MASK in self.portable
+        return by_value_key(peer.registry) if by_value else peer.registry
+
+    def served(self, key: int) -> bool:
+        """Whether a connected worker may run the tasks queued under ``key``."""
+        if key >= BY_VALUE:
+            return bool(self.accepting) or home_registry(key) in self.workers_of
+        return key in self.workers_of
+
+    def may_run(self, worker: Peer, key: int) -> bool:
+        """Whether ``worker`` may run a task (or host an actor) queued under ``key``."""
+        if key >= BY_VALUE:
+            return worker.any_registry or worker.registry == home_registry(key)
+        return worker.registry == key
 
     # -- workers coming and going ----------------------------------------------------------
 
@@ -125,6 +139,10 @@ class Scheduler:
         worker.spare = self.prefetch
         self.workers_of.setdefault(worker.registry, set()).add(worker)
         self.orphaned.pop(worker.registry, None)
+        self.orphaned.pop(by_value_key(worker.registry), None)
+        if worker.any_registry:
+            self.accepting.add(worker)
+            self.orphaned = {k: t for k, t in self.orphaned.items() if k < BY_VALUE}
 
     def offer(self, worker: Peer) -> None:
         """``worker`` may take work: idle it, give it tasks, or take some back for it."""
@@ -150,15 +168,24 @@ class Scheduler:
             if not serving:
                 del self.workers_of[worker.registry]
                 self.note_orphaned(worker.registry)
+        if worker in self.accepting:
+            self.accepting.discard(worker)
+            if not self.accepting:
+                for key in [k for k in self.ready if k >= BY_VALUE]:
+                    self.note_orphaned(key)
 
     def note_orphaned(self, registry: int) -> None:
-        """If tasks of ``registry`` wait and no worker of it is left, start their grace."""
-        if registry not in self.workers_of and _has_work(self.ready.get(registry)):
-            self.orphaned.setdefault(registry, self._wire.now)
+        """If tasks of ``registry`` (or its by-value ones) wait and no worker may run them,
+        start their grace."""
+        keys = (registry,) if registry >= BY_VALUE else (registry, by_value_key(registry))
+        for key in keys:
+            if not self.served(key) and _has_work(self.ready.get(key)):
+                self.orphaned.setdefault(key, self._wire.now)
 
     def lose_tasks(self, worker: Peer, why: str) -> None:
         """``worker`` is lost: its tasks run again elsewhere (at the front of their queue),
         or fail once they ran out of retries; a dropped one settles."""
+        keys = {task.registry for task in worker.running.values()} | {worker.registry}
         objects = self._objects
         counts = self._counts
         name = worker.name
@@ -184,7 +211,8 @@ class Scheduler:
         # Its tasks are back in the queue (after `forget_worker` looked): with no worker of
         # their registry left they wait the no-worker grace for one, then fail, as tasks
         # queued without one do (they waited for ever, while status said they would fail).
-        self.note_orphaned(worker.registry)
+        for key in keys:
+            self.note_orphaned(key)
 
     # -- the pulled timer: tasks no worker can run -----------------------------------------
 
@@ -199,18 +227,12 @@ class Scheduler:
             if now < since + self.no_worker_grace_ns:
                 continue
             del self.orphaned[registry]
-            if self.workers_of.get(registry):
+            if self.served(registry):
                 continue
             queue = self.ready.get(registry)
-            waited = self.no_worker_grace_ns / 1e9
-            failed = []
+            failed, grace = [], self.no_worker_grace_ns
             while queue is not None and (task := queue.pop()) is not None:
-                why = (
-                    f"no worker can run task {task.task_id & TASK_ID_MASK:#x}: none of the "
-                    f"connected workers has this driver's registry {registry:#018x} "
-                    f"(waited {waited:g} s for one)"
-                )
-                failed.append((task, why))
+                failed.append((task, unrunnable(task.task_id, registry, grace)))
             self.ready.pop(registry, None)  # a registry no worker has: keep no queue for it
             self._objects.fail_tasks(failed)
 
@@ -336,21 +358,17 @@ class Scheduler:
         now = self._wire.now
         self._counts.move_task(task, TaskCause.READY)
         task.queued = now
-        if task.registry != ANYWHERE and task.registry not in self.workers_of:
+        if not self.served(task.registry):
             self.orphaned.setdefault(task.registry, now)
         self._queue_of(task.registry).push(task)
-        if task.registry == ANYWHERE:
-            for other in list(self.idle):
-                self.pump(other)
-        else:
-            self.pump(task.registry)
+        self._pump_for(task.registry)
 
-    def _pump_for(self, registry: int) -> None:
-        if registry == ANYWHERE:
-            for other in list(self.idle):
+    def _pump_for(self, key: int) -> None:
+        registry = home_registry(key)
+        self.pump(registry)
+        if key >= BY_VALUE:
+            for other in {w.registry for w in self.accepting} - {registry}:
                 self.pump(other)
-        else:
-            self.pump(registry)
 
     def _queue_of(self, registry: int) -> FairQueue[TaskRecord]:
         queue = self.ready.get(registry)
@@ -390,11 +408,14 @@ class Scheduler:
             idle.appendleft(worker)  # a worker with nothing to do goes first
 
     def pump(self, registry: int) -> None:
-        """Dispatch ready tasks of ``registry`` (and portable ones) while it has free slots."""
+        """Dispatch ready tasks of ``registry`` and by-value ones its workers may run."""
         queue = self.ready.get(registry)
-        anywhere = self.ready.get(ANYWHERE)
+        own = self.ready.get(by_value_key(registry))
         idle = self.idle.get(registry)
-        if not idle or not (_has_work(queue) or _has_work(anywhere)):
+        if not idle:
+            return
+        others = [q for k, q in self.ready.items() if k >= BY_VALUE] if self.accepting else []
+        if not (_has_work(queue) or _has_work(own) or any(_has_work(q) for q in others)):
             return
         peers = self._wire.peers
         short_ids = self.durations
@@ -409,16 +430,7 @@ class Scheduler:
                 idle.popleft()
                 worker.idle = False
                 continue
-            task = queue.peek() if queue is not None else None
-            source: FairQueue[TaskRecord] | None
-            if anywhere is not None:
-                other = anywhere.peek()
-                if other is not None and (task is None or other.queued < task.queued):
-                    task, source = other, anywhere
-                else:
-                    source = queue
-            else:
-                source = queue
+            task, source = oldest([queue, own, *others] if worker.any_registry else [queue, own])
             if task is None or source is None:
                 return
             cost = short_ids.short_estimate(task.task_id)
@@ -465,7 +477,7 @@ class Scheduler:
                     _fits(holder, cost)
                     and not holder.draining
                     and holder.actor is None
-                    and (holder.registry == task.registry or task.registry == ANYWHERE)
+                    and self.may_run(holder, task.registry)
                 ):
                     best, size = holder, obj.size
         return best
@@ -531,7 +543,9 @@ class Scheduler:
             or worker.registry not in self.workers_of
         ):
             return
-        if _has_work(self.ready.get(worker.registry)) or _has_work(self.ready.get(ANYWHERE)):
+        if _has_work(self.ready.get(worker.registry)) or _has_work(
+            self.ready.get(by_value_key(worker.registry))
+        ):
             return
         for _ in range(worker.free):
             victim, task = None, None

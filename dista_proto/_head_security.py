@@ -35,8 +35,9 @@ CERT_ROLES: Final = frozenset({"head", "worker", "driver", "observer", "stop", "
 _HELLO_NEEDS: Final[dict[Role, frozenset[str]]] = {
     Role.WORKER: frozenset({"worker", "admin"}),
     Role.DRIVER: frozenset({"driver", "admin"}),
-    # A driver inside a worker process uses its worker's certificate; a client may call
-    # any actor (a handle passed into its task), so a driver's certificate may not be one.
+    # A driver inside a worker process uses its worker's certificate; a client runs with
+    # its worker's access (to the objects and handles passed into its task), so a driver's
+    # certificate may not be one.
     Role.CLIENT: frozenset({"worker", "admin"}),
     # Status and timeline: a driver may look at its cluster.
     Role.OBSERVER: frozenset({"observer", "driver", "admin"}),
@@ -136,19 +137,6 @@ class Guard:
         if not oid or oid >> ID_BITS == peer.number:
             return False
         self._wire.links.send(peer.link, Error(oid, foreign_text(oid)))
-        return True
-
-    def foreign_actor(self, peer: Peer, actor_id: int, oid: int) -> bool:
-        """Whether a driver names another driver's actor (``oid``: the frame's own ID): if
-        so, say so. Only its creator, and tasks' clients it passed a handle to, may kill an
-        actor; another driver could otherwise guess its ID (a number `dista status` shows,
-        then a count) and end it. (Calls stay open: a handle passed on out of band calls
-        from another driver.)"""
-        if peer.role != Role.DRIVER or actor_id >> ID_BITS == peer.number:
-            return False
-        why = f"actor {actor_id:#x} is not this driver's: only its creator and the tasks it "
-        why += "passed a handle to may kill it"
-        self._wire.links.send(peer.link, Error(oid, why))
         return True
 
     def foreign_input(self, peer: Peer, event: TaskAfter, results: int) -> bool:

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 
 from ._events import HeadStats
 from ._head_records import ActorRecord, ActorState
-from ._head_scheduling import ANYWHERE, Scheduler
+from ._head_registries import BY_VALUE, home_registry
+from ._head_scheduling import Scheduler
 from ._head_wire import Wire
 from ._roles import Role
 
@@ -47,9 +48,17 @@ def status_text(
                 "(start workers that import its task modules)"
             )
         lines.append(line)
-    portable = scheduler.queued(ANYWHERE)
-    if portable:
-        lines.append(f"by-value tasks (any worker runs them): queued {portable}")
+    accepting = sorted(str(w.address) for w in workers if w.any_registry and not w.draining)
+    lines.append(
+        "by-value code (tasks and actor classes sent pickled) runs on workers of its driver's "
+        f"registry and on workers accepting any: {', '.join(accepting) or 'none'}"
+    )
+    for key in sorted(k for k in scheduler.ready if k >= BY_VALUE):
+        if scheduler.queued(key):
+            registry = home_registry(key)
+            lines.append(
+                f"by-value tasks of registry {registry:#018x}: queued {scheduler.queued(key)}"
+            )
     for worker in sorted(workers, key=lambda w: str(w.address)):
         state = "draining" if worker.draining else "ready"
         if worker.draining and worker.why:

@@ -36,12 +36,14 @@ from typing import Any, Final, NamedTuple
 from . import _decode as D
 from . import _encode as E
 from . import frame as F
+from ._conventions import ACTOR_CAPABILITY_SIZE
 from ._decode import Decoder
 from ._encode import Encoder
 from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorOpen,
     ActorRestore,
     Adopt,
     Adopted,
@@ -124,6 +126,10 @@ _OBSERVER: Final = (
 _ANY_PEER: Final = (
     "our decision: the head may say why it refuses or drops any peer before closing "
     '(docs/wire.md, "The head may send error to any peer")'
+)
+_OPEN: Final = (
+    'our extension: "this driver holds a handle to the actor: here is its capability" '
+    '(docs/protocol.md, "Actors": who may call and kill an actor)'
 )
 _GRANT: Final = (
     'our extension: a grant, "the fetcher at this host may fetch this object" '
@@ -246,6 +252,9 @@ KINDS: Final[tuple[Kind, ...]] = (
     # A part's largest payload is the default before a fetcher asks for a size (`part_limit`).
     Kind(F.KIND_PART,          "part",          Part,         E.part,          D.part,
          sent=(Link(SERVER, FETCHER),), payload=F.PART_HEADER + F.PART_SIZE),
+    # Dista's own kind (only our peers send it): an actor's capability, from a handle.
+    Kind(F.KIND_ACTOR_OPEN,    "actor-open",    ActorOpen,    E.actor_open,    D.actor_open,
+         sent=(Link(DRIVER, HEAD, _OPEN),), payload=ACTOR_CAPABILITY_SIZE),
 )
 # fmt: on
 

@@ -36,6 +36,7 @@ from typing import Final, TypeAlias
 from ._events import (
     ActorCall,
     ActorCreate,
+    ActorOpen,
     Address,
     Checkpoint,
     Claim,
@@ -67,6 +68,7 @@ class Ledger:
         "_first",
         "_frames",
         "_left",
+        "_opens",
         "_released",
         "_releasing",
         "_users",
@@ -88,6 +90,9 @@ class Ledger:
         self._call_bytes: dict[int, int] = {}  # actor call not answered -> its argument bytes
         #: Argument bytes of the task frames kept and the actor calls not answered.
         self.inflight_bytes = 0
+        #: Live actors -> the capability this driver showed the head for them (actor-open):
+        #: its own, right after their creates, and those of handles it was given.
+        self._opens: dict[int, bytes] = {}
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -123,9 +128,17 @@ class Ledger:
     def created(self, create: ActorCreate) -> None:
         self._creates[create.object_id] = create
 
+    def opened(self, actor: int, capability: bytes) -> bool:
+        """This driver shows ``actor``'s capability; False if it did already."""
+        if self._opens.get(actor) == capability:
+            return False
+        self._opens[actor] = capability
+        return True
+
     def ended(self, actor: int) -> None:
-        """The actor was killed or is gone: it is not created again."""
+        """The actor was killed or is gone: it is not created (or opened) again."""
         self._creates.pop(actor, None)
+        self._opens.pop(actor, None)
 
     def answered(self, oid: int, answer: Answer) -> bool | None:
         """Record the answer: True if it is the object's first, False if it had one (the
@@ -211,6 +224,8 @@ class Ledger:
             create = creates.get(oid)
             if create is not None:
                 out.append(create)
+                if oid in self._opens:
+                    out.append(ActorOpen(oid, self._opens[oid]))  # its capability, at once
                 continue
             frame = frames.get(oid)
             if frame is not None:
@@ -226,6 +241,8 @@ class Ledger:
                     out.append(Claim(oid))  # its answer was on its way: the head has it
                 continue  # an actor call not answered: sent with the calls
             out.append(Claim(oid) if isinstance(answer, Address) else answer)
+        # The actors of others this driver opened, before its calls to them.
+        out.extend(ActorOpen(a, c) for a, c in sorted(self._opens.items()) if a not in creates)
         for call in kept:
             out.append(call)
             if call.object_id not in answers:

@@ -32,6 +32,7 @@ from ._conventions import (
     FREE_STORE,
     FREE_WITHDRAW,
     HEAD_LINK,
+    HELLO_ANY_REGISTRY,
     MIN_FETCH_PART,
     SPAN_ALIVE,
     SPAN_BLOCKED,
@@ -110,6 +111,7 @@ class Worker:
         fetch_wait_ns: int = FETCH_GRANT_WAIT_NS,
         fetch_idle_ns: int = FETCH_IDLE_NS,
         wall_offset_ns: int = 0,
+        accept_by_value: bool = False,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -117,6 +119,8 @@ class Worker:
             )
         self.registry_hash = registry_hash
         self.address = address
+        #: Run by-value code of drivers of any registry (`HELLO_ANY_REGISTRY` in its hello).
+        self.accept_by_value = accept_by_value
         self.inline_threshold = inline_threshold
         self._links = Links()
         self._fetcher = Fetcher(self._links, part, allocate)
@@ -205,7 +209,8 @@ class Worker:
         # `allocate`, read into place, instead of growing the read buffer by copies.
         conn.land(None, self._allocate)
         send = self._links.send
-        send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address))
+        mark = HELLO_ANY_REGISTRY if self.accept_by_value else 0
+        send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address, mark=mark))
         if self._hellos:
             address = self.address
             send(HEAD_LINK, Holding(tuple(HoldingEntry(o, address) for o in self.store)))

@@ -27,6 +27,7 @@ __all__ = [
     "KIND_ACTOR_CALL",
     "KIND_ACTOR_CREATE",
     "KIND_ACTOR_KILL",
+    "KIND_ACTOR_OPEN",
     "KIND_ACTOR_RESTORE",
     "KIND_ADOPT",
     "KIND_ADOPTED",
@@ -131,6 +132,10 @@ KIND_ADOPTED: Final = 31
 KIND_CANCEL: Final = 32
 #: Worker to a fetcher: one part of an object too large for one frame.
 KIND_PART: Final = 33
+#: Dista's extension, driver or client to head: open an actor with the capability its
+#: creator drew (a handle carries it); only its creator and those who opened it may call or
+#: kill it. A peer that knows only the page never sends it.
+KIND_ACTOR_OPEN: Final = 34
 
 #: Task-after and task-inputs flag: the inputs gather into a Seq.
 GATHER: Final = 1

@@ -210,6 +210,14 @@ def parser() -> argparse.ArgumentParser:
         "worker monkey-patches itself first); without it, gevent's worker runs them in "
         "threads, for CPU-bound code",
     )
+    p.add_argument(
+        "--accept-by-value",
+        action="store_true",
+        help="also run by-value code (functions and actor classes defined in a script or "
+        "notebook, sent pickled) from drivers whose modules differ from this worker's; "
+        "without it, only drivers importing the same modules may run such code here "
+        "(default: DISTA_ACCEPT_BY_VALUE=1 turns it on)",
+    )
     p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     add_tls_options(p, "worker", listens=True)

@@ -25,9 +25,12 @@ refs allowed where values are expected. Without it, ``h.add.remote`` is untyped 
 
 from __future__ import annotations
 
+import secrets
 import warnings
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, TypeVar, overload
+
+from dista_proto import ACTOR_CAPABILITY_SIZE
 
 from .._session import context as _context
 from .._values.codec import encode_call, encode_call_carrying, note_carried
@@ -106,8 +109,13 @@ class ActorType:
             type_id = ACTOR_BY_VALUE_ID
         session = context.session
         every = self.checkpoint_every
-        actor_id = session.actors.create_actor(type_id, argument, inputs, every, prefix)
-        return ActorHandle(actor_id, self.name, self.methods, session, owner=True)
+        # The actor's capability: only this driver and holders of a handle (which carries
+        # it) may call or kill the actor; its ID alone is guessable.
+        capability = secrets.token_bytes(ACTOR_CAPABILITY_SIZE)
+        actor_id = session.actors.create_actor(
+            type_id, argument, inputs, every, prefix, capability
+        )
+        return ActorHandle(actor_id, self.name, self.methods, session, True, capability)
 
 
 class _Create(Generic[T]):
@@ -159,7 +167,9 @@ class ActorMethod(Generic[P, R]):
         session = handle._bound()
         what = f"{handle._type_name.rpartition(':')[2]}.{self._name}"
         argument, inputs, handles = encode_call_carrying(args, kwargs, ObjectRef, what)
-        oid = session.actors.call_actor(handle.actor_id, self._id, argument, inputs)
+        oid = session.actors.call_actor(
+            handle.actor_id, self._id, argument, inputs, handle._capability
+        )
         handle._warn(session)
         ref: ObjectRef[R] = ObjectRef(oid, session)
         if handles:
@@ -180,9 +190,19 @@ class ActorMethod(Generic[P, R]):
 
 class ActorHandle(Generic[T_co]):
     """A handle to an actor of type ``T``: ``handle.method.remote(...)``, `checkpoint`,
-    `kill`. It pickles, so tasks and other actors can call the actor too."""
+    `kill`. It pickles, so tasks and other actors can call the actor too: the pickle
+    carries the actor's capability, which the head asks of anyone but its creator (so treat
+    a pickled handle as the key to the actor)."""
 
-    __slots__ = ("__weakref__", "_methods", "_owner", "_session", "_type_name", "actor_id")
+    __slots__ = (
+        "__weakref__",
+        "_capability",
+        "_methods",
+        "_owner",
+        "_session",
+        "_type_name",
+        "actor_id",
+    )
 
     def __init__(
         self,
@@ -191,8 +211,10 @@ class ActorHandle(Generic[T_co]):
         methods: dict[str, tuple[int, bool]],
         session: Session | None,
         owner: bool = False,
+        capability: bytes = b"",
     ) -> None:
         self.actor_id = actor_id
+        self._capability = capability
         self._type_name = type_name
         self._methods = methods
         self._session = session
@@ -228,19 +250,19 @@ class ActorHandle(Generic[T_co]):
         """Write the actor's state now, after the calls made so far; raises `DistaError`
         saying why if it could not be written (no ``DISTA_CHECKPOINT_URI``, a full disk)."""
         session = self._bound()
-        session.actors.checkpoint_actor(self.actor_id, timeout)
+        session.actors.checkpoint_actor(self.actor_id, self._capability, timeout)
 
     async def checkpoint_async(self, timeout: float | None = None) -> None:
         """`checkpoint`, awaited on whatever loop runs the caller."""
         session = self._bound()
-        await session.actors.checkpoint_actor_async(self.actor_id, timeout)
+        await session.actors.checkpoint_actor_async(self.actor_id, self._capability, timeout)
 
     def kill(self, force: bool = False) -> None:
         """Destroy the actor now: calls it has not run fail; its checkpoints are removed.
         ``force`` also ends the worker process hosting it (a supervisor starts a new one),
         for a method stuck in C code that nothing else stops."""
         session = self._bound()
-        session.actors.kill_actor(self.actor_id, force)
+        session.actors.kill_actor(self.actor_id, self._capability, force)
 
     def __repr__(self) -> str:
         return f"ActorHandle({self._type_name}, {self.actor_id:#x})"
@@ -253,7 +275,7 @@ class ActorHandle(Generic[T_co]):
 
     def __reduce__(self) -> tuple[object, ...]:
         note_carried(self)  # the call being encoded keeps this actor (`encode_call_carrying`)
-        return (_rebuild, (self.actor_id, self._type_name, self._methods))
+        return (_rebuild, (self.actor_id, self._type_name, self._methods, self._capability))
 
     def __del__(self) -> None:
         if self._owner:
@@ -272,8 +294,11 @@ class ActorHandle(Generic[T_co]):
 
 
 def _rebuild(
-    actor_id: int, type_name: str, methods: dict[str, tuple[int, bool]]
+    actor_id: int,
+    type_name: str,
+    methods: dict[str, tuple[int, bool]],
+    capability: bytes = b"",
 ) -> ActorHandle[Any]:
     context = _context.current()
     session = context.session if context is not None else None
-    return ActorHandle(actor_id, type_name, methods, session)
+    return ActorHandle(actor_id, type_name, methods, session, False, capability)

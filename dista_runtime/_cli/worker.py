@@ -68,7 +68,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
     workers: list[WorkerHost] = []
 
     def start(loop: Loop) -> Latch[str]:
-        worker = start_worker(loop, host, port, host=args.host, threads=args.threads)
+        worker = start_worker(
+            loop,
+            host,
+            port,
+            host=args.host,
+            threads=args.threads,
+            accept_by_value=args.accept_by_value or None,  # None: DISTA_ACCEPT_BY_VALUE
+        )
         workers.append(worker)
         if args.ready_fd is not None:
             worker.ready.add_callback(ready)
@@ -181,6 +188,8 @@ def _child_command(args: argparse.Namespace) -> list[str]:
         command += ["--loop", args.loop]
     if args.greenlets:
         command.append("--greenlets")
+    if args.accept_by_value:
+        command.append("--accept-by-value")
     return command
 
 

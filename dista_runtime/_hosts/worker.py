@@ -10,6 +10,7 @@ reason the worker stopped.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from collections.abc import Callable
 from typing import Any, Final
@@ -227,6 +228,12 @@ class WorkerHost(Engine):
         self.transmit()
 
 
+def accept_by_value_env() -> bool:
+    """``DISTA_ACCEPT_BY_VALUE=1``: this worker runs by-value code of any registry."""
+    value = os.environ.get("DISTA_ACCEPT_BY_VALUE", "").strip().lower()
+    return value in ("1", "true", "yes", "on")
+
+
 def start_worker(
     loop: Loop,
     head_host: str,
@@ -236,6 +243,7 @@ def start_worker(
     threads: int = 1,
     client: bool = True,
     limits: Limits | None = None,
+    accept_by_value: bool | None = None,
 ) -> WorkerHost:
     """Serve the head at ``head_host:head_port`` on ``loop`` until it stops us.
 
@@ -244,6 +252,9 @@ def start_worker(
     reaches the head; loopback for a head on loopback). ``client`` gives tasks a session of
     their own, so that they can submit tasks and read refs. ``limits`` bound the
     connections its object server takes (default: the ``DISTA_*`` variables, `_limits`).
+    ``accept_by_value``: also run by-value code (a script's functions and actor classes)
+    of drivers of any registry, not only of drivers importing the same modules (default:
+    ``DISTA_ACCEPT_BY_VALUE=1``).
     """
     bind = host or advertised_host(head_host)
     warning = check_bind("dista worker", bind, tls_for("worker"))  # ValueError: refused
@@ -261,6 +272,7 @@ def start_worker(
         allocate=buffers.allocate,
         heartbeat_ns=heartbeat_ns(),
         check_fetches=True,  # fetches only by the head's grant, or from a TLS member
+        accept_by_value=accept_by_value_env() if accept_by_value is None else accept_by_value,
         wall_offset_ns=wall_offset_ns(),  # its spans' stamps, for people
     )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))

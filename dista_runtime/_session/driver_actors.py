@@ -151,32 +151,45 @@ class SessionActors:
         self._warnings: dict[int, str] = {}  # actor -> its newest warning, not yet shown
         self._pinned: dict[int, int] = {}  # ref -> held frames waiting for it
         self._deferred: set[int] = set()  # pinned refs released meanwhile
+        self._capabilities: dict[int, bytes] = {}  # held-back creates -> their capability
 
     # -- the user's side (any thread) ----------------------------------------------------
 
     def create_actor(
-        self, type_id: int, argument: Bytes, inputs: Sequence[int], every: int, prefix: bytes
+        self,
+        type_id: int,
+        argument: Bytes,
+        inputs: Sequence[int],
+        every: int,
+        prefix: bytes,
+        capability: bytes,
     ) -> int:
-        """Create an actor (``prefix`` + argument); its ID, at once."""
+        """Create an actor (``prefix`` + argument) whose handles carry ``capability``; its
+        ID, at once."""
         self._on_use()
         with self._lock:
             self._host.check_open()
             if inputs:
                 actor = self.core.reserve()
+                self._capabilities[actor] = capability
                 self._hold(actor, _Held(_CREATE, actor, type_id, argument, inputs, every, prefix))
             else:
-                actor = self.core.create_actor(type_id, prefix + argument, every)
+                actor = self.core.create_actor(type_id, prefix + argument, every, 0, capability)
             self._slots[actor] = _Slot()
         self.io.schedule_flush()
         return actor
 
-    def call_actor(self, actor: int, method: int, argument: Bytes, inputs: Sequence[int]) -> int:
-        """Call ``actor``'s ``method``; the ID of the call's result, at once."""
+    def call_actor(
+        self, actor: int, method: int, argument: Bytes, inputs: Sequence[int], capability: bytes
+    ) -> int:
+        """Call ``actor``'s ``method`` through a handle carrying ``capability``; the ID of
+        the call's result, at once."""
         self._on_use()
         nbytes = argument.nbytes if isinstance(argument, memoryview) else len(argument)
         while True:
             with self._lock:
                 self._host.check_open()
+                self._open(actor, capability)
                 if inputs or actor in self._held:
                     # Held back, it keeps nothing in the core yet: it goes when its refs
                     # are read, on the I/O thread, where nothing waits.
@@ -193,11 +206,18 @@ class SessionActors:
         self.io.schedule_flush()
         return oid
 
-    def kill_actor(self, actor: int, force: bool = False) -> None:
+    def kill_actor(self, actor: int, capability: bytes, force: bool = False) -> None:
         with self._lock:
             self._host.check_open()
+            self._open(actor, capability)
             self._kill_locked(actor, force=force)
         self.io.schedule_flush()
+
+    def _open(self, actor: int, capability: bytes) -> None:
+        """Before the first call or kill through a handle to another driver's actor, show
+        the head its capability (the core sends it once, and again after a resume)."""
+        if capability and actor >> dp.ID_BITS != self.core.number:
+            self.core.open_actor(actor, capability)
 
     def _kill_locked(self, actor: int, after_calls: bool = False, force: bool = False) -> None:
         if actor in self._held:
@@ -220,14 +240,14 @@ class SessionActors:
         """The newest warning about ``actor`` not shown yet (a failed checkpoint)."""
         return self._warnings.pop(actor, None)
 
-    def checkpoint_actor(self, actor: int, timeout: float | None) -> None:
+    def checkpoint_actor(self, actor: int, capability: bytes, timeout: float | None) -> None:
         """Ask for a checkpoint and wait for it; `CheckpointError` says why it failed."""
         if self.io.in_io_thread():
             raise RuntimeError(
                 "handle.checkpoint() would block the event loop that runs Dista: use "
                 "`await handle.checkpoint_async()`"
             )
-        oid = self._ask_checkpoint(actor)
+        oid = self._ask_checkpoint(actor, capability)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             event = threading.Event()
@@ -242,8 +262,10 @@ class SessionActors:
                         f"the checkpoint of actor {actor:#x} was not written within {timeout} s"
                     )
 
-    async def checkpoint_actor_async(self, actor: int, timeout: float | None) -> None:
-        oid = self._ask_checkpoint(actor)
+    async def checkpoint_actor_async(
+        self, actor: int, capability: bytes, timeout: float | None
+    ) -> None:
+        oid = self._ask_checkpoint(actor, capability)
         while True:
             latch: Latch[None] = Latch()
             ready, slot = self._host.poll(oid, partial(latch.set, None))
@@ -258,10 +280,11 @@ class SessionActors:
                         f"the checkpoint of actor {actor:#x} was not written within {timeout} s"
                     ) from None
 
-    def _ask_checkpoint(self, actor: int) -> int:
+    def _ask_checkpoint(self, actor: int, capability: bytes) -> int:
         self._on_use()
         with self._lock:
             self._host.check_open()
+            self._open(actor, capability)
             if actor in self._held:
                 oid = self.core.reserve()
                 self._hold(actor, _Held(_CHECKPOINT, oid, 0, b""))
@@ -324,7 +347,8 @@ class SessionActors:
                 core.call_actor(actor, held.id, argument, held.oid)
             elif held.kind == _CREATE:
                 argument = held.prefix + pack_inputs(held.argument, values)
-                core.create_actor(held.id, argument, held.every, held.oid)
+                capability = self._capabilities.pop(actor, None)
+                core.create_actor(held.id, argument, held.every, held.oid, capability)
             elif held.kind == _CHECKPOINT:
                 core.checkpoint_actor(actor, held.oid)
             else:

@@ -1,5 +1,6 @@
 """A driver whose tasks no worker can import gets an error that says what to do, not a hang;
-its by-value tasks run on any worker. Real processes: a CLI head, a CLI worker that imports
+its by-value tasks run on a worker of another registry only if it accepts by-value code
+(``--accept-by-value``). Real processes: a CLI head, a CLI worker that imports
 other modules, and a driver script."""
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import lonely_tasks
 dista.init(sys.argv[1])
 
 @dista.task
-def by_value(x: int) -> int:  # defined in __main__: travels by value, runs anywhere
+def by_value(x: int) -> int:  # defined in __main__: by value, on a worker accepting it
     return x + 1
 
 assert by_value.remote(41).get(timeout=30) == 42
@@ -65,7 +66,15 @@ def test_tasks_no_worker_imports_fail_after_the_grace_naming_the_module(tmp_path
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
     with head_process("--no-worker-grace", str(GRACE_S), env=env) as address:
         worker = subprocess.Popen(
-            [*CLI, "worker", "--head", address, "--import", "tests.support.tasks"],
+            [
+                *CLI,
+                "worker",
+                "--head",
+                address,
+                "--import",
+                "tests.support.tasks",
+                "--accept-by-value",
+            ],
             env=env,
         )
         try:

@@ -172,6 +172,7 @@ PAGE_PROSE: dict[str, set[tuple[Role, Role]]] = {
 PROJECT_DECISIONS: dict[str, set[tuple[Role, Role]]] = {
     "error": {(H, W), (H, O)},
     "located": {(H, W)},
+    "actor-open": {(D, H)},  # Dista's own kind: an actor's capability
 }
 
 
@@ -232,7 +233,7 @@ def test_roles_table_spot_checks() -> None:
 LINK_KINDS = [
     pytest.param(s, r, k, id=f"{s.name}-to-{r.name}-{frame.kind_name(k)}")
     for s, r in LINKS
-    for k in range(1, 34)
+    for k in range(1, 35)
 ]
 
 
@@ -274,7 +275,7 @@ def test_kind_on_link(sender: Role, receiver: Role, kind: int) -> None:
 # -- the handshake ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", [k for k in range(1, 34) if k != frame.KIND_HELLO])
+@pytest.mark.parametrize("kind", [k for k in range(1, 35) if k != frame.KIND_HELLO])
 def test_head_refuses_any_frame_before_hello(kind: int) -> None:
     head = Connection(H)
     head.receive_data(_frame(kind, False))
@@ -296,7 +297,7 @@ def test_head_refuses_any_frame_before_hello(kind: int) -> None:
     assert head.data_to_send() == []
 
 
-@pytest.mark.parametrize("kind", [0, 34, 200, 255])
+@pytest.mark.parametrize("kind", [0, 35, 200, 255])
 def test_head_refuses_unknown_kinds_before_hello(kind: int) -> None:
     head = Connection(H)
     head.receive_data(struct.pack("<IBQQ", 17, kind, 0, 0))
@@ -327,7 +328,7 @@ def test_head_refuses_a_second_hello_in_the_same_read(role: Role) -> None:
         head.next_event()
 
 
-@pytest.mark.parametrize("kind", range(1, 34))
+@pytest.mark.parametrize("kind", range(1, 35))
 def test_head_cannot_send_before_hello(kind: int) -> None:
     head = Connection(H)
     with pytest.raises(LocalProtocolError) as info:
@@ -338,7 +339,7 @@ def test_head_cannot_send_before_hello(kind: int) -> None:
 
 
 @pytest.mark.parametrize("role", PEERS)
-@pytest.mark.parametrize("kind", [k for k in range(1, 34) if k != frame.KIND_HELLO])
+@pytest.mark.parametrize("kind", [k for k in range(1, 35) if k != frame.KIND_HELLO])
 def test_peer_must_send_hello_first(role: Role, kind: int) -> None:
     peer = Connection(role)
     with pytest.raises(LocalProtocolError) as info:
@@ -391,7 +392,7 @@ def test_peer_cannot_send_hello_twice(role: Role) -> None:
 
 @pytest.mark.parametrize("role", [D, C])
 @pytest.mark.parametrize(
-    "kind", [k for k in range(1, 34) if k not in (frame.KIND_WELCOME, frame.KIND_ERROR)]
+    "kind", [k for k in range(1, 35) if k not in (frame.KIND_WELCOME, frame.KIND_ERROR)]
 )
 def test_driver_accepts_only_welcome_or_error_first(role: Role, kind: int) -> None:
     peer = Connection(role)

@@ -198,7 +198,7 @@ def _random(rng: random.Random, data: bytes) -> bytes:
 
 def _huge(rng: random.Random, data: bytes) -> bytes:
     length = rng.choice([(1 << 30) - rng.randrange(4), 1 << 30, (1 << 30) + 1, 0xFFFFFFFF])
-    return struct.pack("<IBQQ", length, rng.randrange(1, 34), 1, 2) + rng.randbytes(
+    return struct.pack("<IBQQ", length, rng.randrange(1, 35), 1, 2) + rng.randbytes(
         rng.randint(0, 64)
     )
 

@@ -15,6 +15,7 @@ from dista_proto import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorOpen,
     ActorRestore,
     Address,
     Adopt,
@@ -118,6 +119,14 @@ GOLDEN: list[Golden] = [
         "26000000 04" + Z + Z + "02" + R + W7000_HEX,
     ),
     Golden("hello-client", Hello(3, REGISTRY), TO_HEAD, "1a000000 04" + Z + Z + "03" + R),
+    # Dista's hello mark rides in the task-ID field: a worker that runs by-value code of
+    # any registry (HELLO_ANY_REGISTRY).
+    Golden(
+        "hello-worker-any-registry",
+        Hello(2, REGISTRY, address=W7000, mark=2),
+        TO_HEAD,
+        "26000000 04" + Z + "0200000000000000" + "02" + R + W7000_HEX,
+    ),
     Golden("hello-observer", Hello(4, 0), TO_HEAD, "1a000000 04" + Z + Z + "04" + Z),
     # 5 welcome: the driver's number u64, the head's epoch u64.
     Golden(
@@ -404,6 +413,13 @@ GOLDEN: list[Golden] = [
         "25000000 21" + O + Z + "0a00000000000000040000000000000065666768",
     ),
     Golden("part-empty-object", Part(OID, 0, 0, b""), BOTH, "21000000 21" + O + Z + Z + Z),
+    # 34 actor-open (Dista's own kind): the actor's 16-byte capability.
+    Golden(
+        "actor-open",
+        ActorOpen(OID, bytes(range(16))),
+        TO_HEAD,
+        "21000000 22" + O + Z + "000102030405060708090a0b0c0d0e0f",
+    ),
 ]
 
 CASES = [
@@ -414,8 +430,8 @@ CASES = [
 
 
 def test_every_kind_has_a_golden_frame() -> None:
-    assert {g.event.kind for g in GOLDEN} == set(range(1, 34))
-    assert {g.data[4] for g in GOLDEN} == set(range(1, 34))
+    assert {g.event.kind for g in GOLDEN} == set(range(1, 35))
+    assert {g.data[4] for g in GOLDEN} == set(range(1, 35))
 
 
 def test_every_direction_a_kind_travels_has_a_golden_frame() -> None:
@@ -576,7 +592,7 @@ def test_golden_with_a_byte_less_or_more_is_refused(golden: Golden, from_head: b
 MALFORMED: list[tuple[str, str, bool, int, str]] = [
     # (name, hex, from_head, kind, field)
     ("unknown-kind-0", "11000000 00" + Z + Z, False, 0, "kind"),
-    ("unknown-kind-34", "11000000 22" + Z + Z, False, 34, "kind"),
+    ("unknown-kind-35", "11000000 23" + Z + Z, False, 35, "kind"),
     ("unknown-kind-255", "11000000 ff" + Z + Z, True, 255, "kind"),
     ("hello-empty", "11000000 04" + Z + Z, False, 4, "role"),
     ("hello-role-0", "1a000000 04" + Z + Z + "00" + R, False, 4, "role"),

@@ -40,18 +40,20 @@ ANY: Final = frame.MAX_FRAME  # the largest body of a kind that carries a value 
 
 OLD_NAMES: Final = PAGE_KIND_NAMES  # the page's table, as tests/proto/test_frame.py holds it
 OLD_KINDS: Final = dict(enumerate(OLD_NAMES, 1))
+#: Dista's own kinds past the page's 33 (only our peers send them): docs/wire.md, "Extensions".
+OUR_KINDS: Final = {34: "actor-open"}
 OLD_EVENTS: Final = {
     "Task": 1, "Result": 2, "Error": 3, "Hello": 4, "Welcome": 5, "TaskAfter": 6, "Stored": 7,
     "Located": 8, "Fetch": 9, "TaskInputs": 10, "Release": 11, "Free": 12, "Stats": 13,
     "Holding": 14, "Claim": 15, "Resumed": 16, "Span": 17, "Timeline": 18, "ActorCreate": 19,
     "ActorCall": 20, "ActorKill": 21, "Checkpoint": 22, "Checkpointed": 23, "ActorRestore": 24,
     "Covered": 25, "Status": 26, "Stop": 27, "TaskMany": 28, "Drain": 29, "Adopt": 30,
-    "Adopted": 31, "Cancel": 32, "Part": 33,
+    "Adopted": 31, "Cancel": 32, "Part": 33, "ActorOpen": 34,
 }  # fmt: skip
 #: (sender, receiver): {kind: largest body} for every kind the sender may send.
 OLD_LIMITS: Final = {
     (D, H): {1: ANY, 2: ANY, 3: ANY, 4: 42, 6: ANY, 11: 17, 13: 17, 15: 17, 16: 17, 18: 17,
-             19: ANY, 20: ANY, 21: 17, 22: 25, 28: ANY, 32: 17},
+             19: ANY, 20: ANY, 21: 17, 22: 25, 28: ANY, 32: 17, 34: 33},
     (W, H): {2: ANY, 3: ANY, 4: 42, 7: 25, 14: ANY, 17: 41, 23: ANY, 29: 17, 31: ANY},
     (O, H): {4: 42, 18: 17, 26: 17, 27: 17},
     (H, D): {2: ANY, 3: ANY, 5: 33, 8: 29, 13: 57, 18: ANY, 25: 25},
@@ -80,16 +82,16 @@ ALL_PAIRS: Final = [(s, r) for s in Role for r in Role]
 
 
 def test_kind_numbers_and_names_are_unchanged() -> None:
-    assert frame.KIND_NAMES == OLD_KINDS
-    for number, name in OLD_KINDS.items():
+    assert frame.KIND_NAMES == {**OLD_KINDS, **OUR_KINDS}
+    for number, name in {**OLD_KINDS, **OUR_KINDS}.items():
         assert getattr(frame, "KIND_" + name.upper().replace("-", "_")) == number
         assert frame.kind_name(number) == name
-    assert frame.kind_name(34) == "kind 34"
+    assert frame.kind_name(35) == "kind 35"
 
 
 def test_the_codecs_dispatch_the_same_kinds() -> None:
     assert {cls.__name__: cls.kind for cls in ENCODERS} == OLD_EVENTS
-    assert sorted(DECODERS) == sorted(OLD_KINDS)
+    assert sorted(DECODERS) == sorted({**OLD_KINDS, **OUR_KINDS})
 
 
 @pytest.mark.parametrize(
@@ -184,6 +186,7 @@ def test_links_beyond_the_page_say_why() -> None:
         ("error", H, W), ("error", H, O),  # the head says why it drops anyone
         ("located", H, W),  # a fetch grant
         ("timeline", O, H), ("timeline", H, O),  # an observer's timeline
+        ("actor-open", D, H),  # Dista's kind: an actor's capability, from a handle
     }  # fmt: skip
 
 

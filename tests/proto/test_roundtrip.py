@@ -16,6 +16,7 @@ from dista_proto import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorOpen,
     ActorRestore,
     Address,
     Adopt,
@@ -209,6 +210,9 @@ def strategy(kind: int, from_head: bool) -> st.SearchStrategy[Any]:
         ),
         frame.KIND_CANCEL: lambda: st.builds(Cancel, ids),
         frame.KIND_PART: parts,
+        frame.KIND_ACTOR_OPEN: lambda: st.builds(
+            ActorOpen, ids, st.binary(min_size=16, max_size=16)
+        ),
     }
     return table[kind]()
 
@@ -221,7 +225,7 @@ KIND_DIRECTIONS = [
 
 
 def test_strategies_cover_every_kind() -> None:
-    assert set(frame.KIND_NAMES) == set(range(1, 34))
+    assert set(frame.KIND_NAMES) == set(range(1, 35))
     for kind in frame.KIND_NAMES:
         strategy(kind, False)
         strategy(kind, True)

@@ -13,6 +13,7 @@ from dista_proto._head_records import ActorRecord, ActorState
 from .support.actors import (
     ACTOR_TYPE,
     ADD,
+    CAPABILITY,
     FAIL_CREATE,
     RAISE,
     RAISED,
@@ -51,12 +52,13 @@ def _host(sim: Sim, actor: int) -> SimWorker:
 
 
 def _create(sim: Sim, d: SimDriver, every: int = 0, initial: int = 0) -> int:
-    actor = d.core.create_actor(ACTOR_TYPE, u64(initial), every)
+    actor = d.core.create_actor(ACTOR_TYPE, u64(initial), every, capability=CAPABILITY)
     sim.driver_call(d)
     return actor
 
 
 def _call(sim: Sim, d: SimDriver, actor: int, value: int, method: int = ADD) -> int:
+    d.core.open_actor(actor, CAPABILITY)  # a handle carries the capability
     oid = d.core.call_actor(actor, method, u64(value))
     d.live.append(oid)  # so that the sim fetches a stored answer
     sim.driver_call(d)
@@ -229,7 +231,7 @@ def test_a_worker_kept_for_an_actor_takes_no_new_tasks_and_starts_it_when_they_f
 def test_a_constructor_error_fails_the_actor_and_its_calls() -> None:
     sim, _ = _cluster(seed=5, workers=1)
     d = sim.drivers[0]
-    actor = d.core.create_actor(ACTOR_TYPE, FAIL_CREATE)
+    actor = d.core.create_actor(ACTOR_TYPE, FAIL_CREATE, capability=CAPABILITY)
     calls = [_call(sim, d, actor, v) for v in (1, 2)]
     sim.settle()
     why = f"actor {actor:#x} could not be created: ValueError: the sim constructor raised"

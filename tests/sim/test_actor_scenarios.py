@@ -35,6 +35,7 @@ from tests.sim.support.seeds import failed_seeds
 from .support.actors import (
     ACTOR_TYPE,
     ADD,
+    CAPABILITY,
     FAIL_CREATE,
     MASK,
     RAISE,
@@ -127,7 +128,7 @@ class ActorScenario(Scenario):
         initial = self.rng.getrandbits(64)
         every = self.rng.choice([0, 1, 3, 10])
         argument = FAIL_CREATE if doomed else u64(initial)
-        actor = d.core.create_actor(ACTOR_TYPE, argument, every)
+        actor = d.core.create_actor(ACTOR_TYPE, argument, every, capability=CAPABILITY)
         self.records[actor] = ActorInfo(actor, d, initial, every, doomed)
         self.sim.driver_call(d)
 
@@ -142,6 +143,7 @@ class ActorScenario(Scenario):
         actor = self.rng.choice(known)
         value = self.rng.getrandbits(64)
         method = RAISE if self.rng.random() < 0.1 else ADD
+        d.core.open_actor(actor, CAPABILITY)  # a handle carries the capability
         oid = d.core.call_actor(actor, method, u64(value))
         self.calls[oid] = CallInfo(oid, actor, d, value, method)
         d.live.append(oid)  # the sim fetches it if stored; release_some may release it

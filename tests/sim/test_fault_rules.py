@@ -109,7 +109,9 @@ def test_a_withdrawal_that_comes_too_late_lets_the_task_run_where_it_is() -> Non
     assert all(n == 1 for n in sim.runs.values())
 
 
-def test_tasks_of_a_portable_id_run_on_workers_of_any_registry() -> None:
+def test_tasks_of_a_portable_id_run_only_where_by_value_code_is_allowed() -> None:
+    # By-value code runs on workers of its driver's registry, or on workers that accept
+    # by-value code of any registry: not on another team's workers.
     sim = Sim(seed=4, workers=1, drivers=1)
     portable = 0xB1
     sim.head = dp.Head(epoch=1, first_number=5, portable_tasks=[portable])
@@ -131,9 +133,31 @@ def test_tasks_of_a_portable_id_run_on_workers_of_any_registry() -> None:
     by_name = d.core.submit(TASK_ID, arg(16, 1))
     sim.driver_call(d)
     sim.settle()
-    assert by_value in d.got  # ran on the other registry's worker
+    assert by_value not in d.got and by_value not in d.failed  # not on the other registry's
     assert by_name not in d.got and by_name not in d.failed  # waits for its registry
-    assert "NO WORKER has this registry" in sim.head.status()
+    status = sim.head.status()
+    assert "NO WORKER has this registry" in status
+    assert f"by-value tasks of registry {sim.registry:#018x}: queued 1" in status
+    assert "workers accepting any: none" in status
+    # A worker of a third registry that opted in runs it (and not the by-name task).
+    opted = SimWorker(sim, len(sim.workers))
+    sim.workers.append(opted)
+    sim.by_address[opted.address] = opted
+    opted.core = dp.Worker(
+        registry_hash=0xF00D,
+        address=opted.address,
+        inline_threshold=256,
+        part=PART,
+        min_part=PART,
+        accept_by_value=True,
+    )
+    sim._connect_to_head(opted.core)
+    opted.core.start(sim.now)
+    sim._run_decisions(opted.core)
+    sim.settle()
+    assert by_value in d.got
+    assert by_name not in d.got and by_name not in d.failed
+    assert f"workers accepting any: {opted.address}" in sim.head.status()
 
 
 def test_tasks_no_worker_can_run_fail_after_the_grace_with_what_to_do() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dista_proto as dp
 from dista_proto._head_records import ObjState
 
-from .support.actors import ACTOR_TYPE, ADD, MASK, Instance, SimActors, result_of, u64
+from .support.actors import ACTOR_TYPE, ADD, CAPABILITY, MASK, Instance, SimActors, result_of, u64
 from .support.cluster import TASK_ID, SimDriver, SimWorker, arg, compute, deliver_all
 from .support.recovery import GRACE_NS, LIVENESS_NS, RecoverySim
 
@@ -58,7 +58,7 @@ def _clean(sim: RecoverySim) -> None:
 
 
 def _start_actor(sim: RecoverySim, d: SimDriver, every: int) -> int:
-    actor = d.core.create_actor(ACTOR_TYPE, u64(0), every)
+    actor = d.core.create_actor(ACTOR_TYPE, u64(0), every, capability=CAPABILITY)
     sim.driver_call(d)
     sim.settle()
     assert d.answers[actor] == ["value"]
@@ -66,6 +66,7 @@ def _start_actor(sim: RecoverySim, d: SimDriver, every: int) -> int:
 
 
 def _call(sim: RecoverySim, d: SimDriver, actor: int, value: int) -> int:
+    d.core.open_actor(actor, CAPABILITY)  # a handle carries the capability
     oid = d.core.call_actor(actor, ADD, u64(value))
     d.live.append(oid)
     sim.driver_call(d)

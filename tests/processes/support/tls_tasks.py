@@ -40,4 +40,8 @@ def main(address: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    # By its module name, as the workers import it: defined in ``__main__`` its tasks would
+    # travel by value, which runs only on workers of the driver's registry.
+    from tests.processes.support import tls_tasks  # noqa: PLW0406
+
+    sys.exit(tls_tasks.main(sys.argv[1]))

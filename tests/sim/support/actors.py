@@ -33,6 +33,8 @@ from dista_proto._head_records import ActorState
 
 from .cluster import THRESHOLD, Sim, SimWorker
 
+#: The capability the sims' actors are created with, and their handles carry.
+CAPABILITY = bytes(range(16))
 ACTOR_TYPE = 0xAC7
 ADD = 1
 RAISE = 2
