@@ -100,16 +100,20 @@ class _Listener:
             conn.setblocking(False)
             self._unattached += 1
             task = self._loop.create_task(self._connect(conn))
-            task.add_done_callback(functools.partial(self._connected, conn))
+            # In TLS, counted among the pending handshakes: the oldest is cancelled at a cap.
+            ticket = self._tls.begin(peer_of(conn), task.cancel) if self._tls else 0
+            task.add_done_callback(functools.partial(self._connected, conn, ticket))
         self._unread()  # until some of them are attached (`_connected`)
 
     def _rested(self) -> None:
         self._rest = None
         self._read()
 
-    def _connected(self, conn: socket.socket, task: asyncio.Task[None]) -> None:
+    def _connected(self, conn: socket.socket, ticket: int, task: asyncio.Task[None]) -> None:
         self._unattached -= 1
-        if task.cancelled():  # before it ran (its loop closing): nothing closed ``conn``
+        if self._tls is not None:
+            self._tls.settle(ticket)
+        if task.cancelled():  # evicted, or its loop closing: ``conn`` may still be open
             conn.close()
         self._read()
 
@@ -117,7 +121,7 @@ class _Listener:
         engine, secure = self._engine, self._tls
         tls: dict[str, Any] = {}
         if secure is not None:
-            tls = {"ssl": secure.context, "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
+            tls = {"ssl": secure.context, "ssl_handshake_timeout": secure.timeout or None}
         peer = peer_of(conn) if secure else None  # named in the log if its handshake fails
         try:
             await self._loop.connect_accepted_socket(

@@ -202,6 +202,8 @@ class Engine:
     def limit(self, limits: Limits) -> None:
         """Keep ``limits`` on the connections `accept` takes (`dista_runtime._net.admission`)."""
         self.admission = Admission(limits, self.greeted, self.log, self.name, self.loop.call_later)
+        if self.handshakes is not None:
+            self.handshakes.bound(limits, self.loop.call_later)
 
     def inbound(self, link: int) -> int:
         """``link`` came in through a listener: it counts against the caps."""
@@ -306,6 +308,9 @@ class Engine:
                 tls, self.name, self.log, self.transports.__contains__, self.authenticated
             )
         )
+        admission = getattr(self, "admission", None)  # None while __init__ runs
+        if self.handshakes is not None and admission is not None:
+            self.handshakes.bound(admission.limits, self.loop.call_later)
 
     def secure(self, dialing: bool) -> Secure | None:
         """What `Loop.dial` (``dialing``) or `Loop.listen` needs for TLS, or None."""
