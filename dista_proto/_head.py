@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from . import frame as F
-from ._conventions import CANCEL_FORCE, TASK_ID_MASK
+from ._conventions import CANCEL_FORCE, STATS_NO_REPLY, TASK_ID_MASK
 from ._decisions import Decision
 from ._events import (
     ActorCall,
@@ -76,6 +76,7 @@ from ._head_scheduling import Scheduler
 from ._head_security import Guard, may_stop
 from ._head_status import status_text
 from ._head_wire import Wire, grant_host
+from ._peer_watch import PeerWatch
 from ._roles import Role
 from .frame import Bytes
 
@@ -96,6 +97,16 @@ MAX_RETRIES: Final = 3
 HELLO_DEADLINE_NS: Final = 10_000_000_000
 #: A link that has not said hello and read nothing this long is closed.
 HELLO_IDLE_NS: Final = 5_000_000_000
+#: A driver or observer that sends nothing this long after its hello is closed (drivers send
+#: a `STATS_NO_REPLY` keepalive well within it).
+IDLE_NS: Final = 60_000_000_000
+#: The least average rate (bytes a second) at which a frame begun must keep arriving once
+#: `RATE_GRACE_NS` has passed since its first byte.
+MIN_RATE: Final = 1024
+RATE_GRACE_NS: Final = 10_000_000_000
+#: Observers connected at once, at most: they cannot take the connections drivers and
+#: workers need.
+MAX_OBSERVERS: Final = 64
 #: Bytes of inline results the head keeps for one driver; past it, its results are stored on
 #: workers (DISTA_HEAD_INLINE_CAP).
 INLINE_CAP_BYTES: Final = 256 << 20
@@ -135,6 +146,10 @@ class Head:
         hello_idle_ns: int = HELLO_IDLE_NS,
         inline_cap_bytes: int = INLINE_CAP_BYTES,
         wall_offset_ns: int = 0,
+        idle_ns: int = IDLE_NS,
+        min_rate: int = MIN_RATE,
+        rate_grace_ns: int = RATE_GRACE_NS,
+        max_observers: int = MAX_OBSERVERS,
     ) -> None:
         self.epoch: Final = epoch
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
@@ -184,6 +199,7 @@ class Head:
             hello_deadline_ns=hello_deadline_ns,
             hello_idle_ns=hello_idle_ns,
         )
+        self._watch = PeerWatch(idle_ns, min_rate, rate_grace_ns, max_observers)
         self._members = Membership(
             wire,
             objects,
@@ -346,7 +362,7 @@ class Head:
         """Bytes read from ``link``."""
         self._wire.now = now
         events, error = self._wire.links.receive(link, data)
-        self._received(link, events, error)
+        self._received(link, events, error, len(data))
 
     def get_buffer(self, link: int, sizehint: int = -1) -> memoryview:
         """Where to read ``link``'s next bytes (`Connection.get_buffer`)."""
@@ -356,7 +372,14 @@ class Head:
         """`receive_data` for ``nbytes`` read into the view `get_buffer` gave."""
         self._wire.now = now
         events, error = self._wire.links.buffer_updated(link, nbytes)
-        self._received(link, events, error)
+        self._received(link, events, error, nbytes)
+
+    def reading_paused(self, link: int, now: int) -> None:
+        """The host stopped reading ``link`` (backpressure): not counted against its rate."""
+        self._watch.paused(link, now)
+
+    def reading_resumed(self, link: int, now: int) -> None:
+        self._watch.resumed(link, now)
 
     def connection_lost(self, link: int, now: int, why: str | None = None) -> None:
         """The binding's connection for ``link`` closed (or failed).
@@ -372,6 +395,7 @@ class Head:
         peer = wire.peers.get(link)
         wire.links.forget(link)
         self._guard.hello_watch.done(link)
+        self._watch.forget(link)
         if peer is None:
             return
         self._members.connection_lost(peer, why)
@@ -389,6 +413,7 @@ class Head:
                 self._scheduler.next_deadline(),
                 self._members.next_deadline(),
                 self._guard.hello_watch.next_deadline(),
+                self._watch.next_deadline(),
             )
             if t is not None
         ]
@@ -402,6 +427,14 @@ class Head:
         self._scheduler.on_timer(now)
         self._members.on_timer(now)
         self._guard.hello_watch.due(now, self._guard.no_hello)
+        self._watch.due(now, self._watched_out)
+
+    def _watched_out(self, link: int, why: str) -> None:
+        """``link`` went idle past its hello, or drips a frame (`PeerWatch`): told why, then
+        closed; its loss comes as a lost connection's (a driver may resume)."""
+        if link in self._wire.peers:
+            self._wire.links.send(link, Error(0, f"the head closed the connection: {why}"))
+            self._wire.close(link, why)
 
     # -- what the head tells ---------------------------------------------------------------
 
@@ -440,7 +473,7 @@ class Head:
 
     # -- routing ---------------------------------------------------------------------------
 
-    def _received(self, link: int, events: list[Event], error: str | None) -> None:
+    def _received(self, link: int, events: list[Event], error: str | None, nbytes: int) -> None:
         wire = self._wire
         peers = wire.peers
         peer = peers.get(link)
@@ -449,6 +482,9 @@ class Head:
         peer.heard = wire.now
         if peer.role is None:
             self._guard.hello_watch.heard(link, wire.now)
+        conn = wire.links.conn(link)
+        framing = peer.role is not None and conn is not None and conn.in_frame()
+        self._watch.heard(link, nbytes, wire.now, framing)
         for event in events:
             if peers.get(link) is not peer:
                 return  # refused mid-batch: the rest of its frames are moot
@@ -461,7 +497,7 @@ class Head:
         role = peer.role
         if role is None:
             assert isinstance(event, Hello)  # the connection lets nothing else through first
-            self._members.hello(peer, event)
+            self._hello(peer, event)
             return
         if role == Role.WORKER:
             actor = peer.actor
@@ -485,6 +521,22 @@ class Head:
                 return
         if route is not None:
             route(peer, event)
+
+    def _hello(self, peer: Peer, hello: Hello) -> None:
+        watch = self._watch
+        observer = hello.role == Role.OBSERVER
+        if observer and not watch.observer_room():
+            self._guard.hello_watch.done(peer.link)
+            self._wire.refuse(
+                peer,
+                f"too many observers: the head takes {watch.max_observers} at once "
+                "(DISTA_MAX_OBSERVERS); try again later",
+            )
+            return
+        self._members.hello(peer, hello)
+        if peer.role is not None and self._wire.peers.get(peer.link) is peer:
+            idle = peer.role != Role.WORKER  # workers: their heartbeat, `Membership`
+            watch.greeted(peer.link, self._wire.now, observer=observer, idle=idle)
 
     # -- drivers ---------------------------------------------------------------------------
 
@@ -551,7 +603,9 @@ class Head:
         self._resume.on_resumed(peer)
 
     def _on_stats(self, peer: Peer, event: Event) -> None:
-        self._wire.links.send(peer.link, Stats(self.stats()))
+        assert isinstance(event, Stats)
+        if event.mark != STATS_NO_REPLY:  # a keepalive asks nothing
+            self._wire.links.send(peer.link, Stats(self.stats()))
 
     def _on_timeline(self, peer: Peer, event: Event) -> None:
         self._wire.links.send(peer.link, Timeline(self._take_timeline(peer.number)))

@@ -154,10 +154,12 @@ class Limits:
         _at_least_one("the pending handshake cap", self.max_handshakes)
         _at_least_one("the per-host pending handshake cap", self.max_handshakes_per_host)
         _at_least_one("the observer cap", self.max_observers)
-        if isinstance(self.min_rate, bool) or not isinstance(self.min_rate, int):
-            raise ValueError(f"the rate floor must be a whole number, not {self.min_rate!r}")
-        if self.min_rate < 0:
-            raise ValueError(f"the rate floor must be at least 0, not {self.min_rate!r}")
+        if (
+            isinstance(self.min_rate, bool)
+            or not isinstance(self.min_rate, int)
+            or (self.min_rate < 0)
+        ):
+            raise ValueError(f"the rate floor must be a whole number >= 0, not {self.min_rate!r}")
         for what, value in (
             ("the hello timeout", self.hello_timeout),
             ("the hello idle timeout", self.hello_idle_timeout),

@@ -33,8 +33,7 @@ from typing import Any
 
 import dista_proto as dp
 
-from .._net.admission import Throttle
-from .._net.admission import CallLater
+from .._net.admission import CallLater, Throttle
 from .._net.contract import Stream
 from .._net.limits import Limits
 from .._net.pending import PendingHandshakes

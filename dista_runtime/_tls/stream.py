@@ -85,9 +85,8 @@ class TLSStream(SocketStream):
         self._settled = settled
         self._deadline: Timer | None = None
         self.handshaken = False
-        if link == ACCEPT_LATER:  # not the core's yet: nothing else bounds how long it takes
-            if tls.timeout:
-                self._deadline = loop.call_later(tls.timeout, self._too_slow)
+        if link == ACCEPT_LATER and tls.timeout:  # not the core's yet: nothing else bounds it
+            self._deadline = loop.call_later(tls.timeout, self._too_slow)
         if not server_side:  # a dialer speaks first, once the binding has attached us
             loop.call_soon(self._handshake)
 
@@ -284,7 +283,7 @@ class SocketListener:
             self._unattached += 1
             # Counted among the pending handshakes (at a cap, the oldest is aborted).
             held: list[SocketStream] = []
-            ticket = tls.begin(peer_of(conn), lambda: held[0].abort() if held else None)
+            ticket = tls.begin(peer_of(conn), functools.partial(_abort_first, held))
             settled = functools.partial(self._settled, ticket)
             held.append(serve_socket(self._engine, ACCEPT_LATER, conn, tls, self._loop, settled))
 
@@ -301,3 +300,9 @@ class SocketListener:
         self._loop.closing(self._sock)
         self._wake()  # before the socket closes: a wake stops the wait on it
         self._sock.close()
+
+
+def _abort_first(held: list[SocketStream]) -> None:
+    """Abort the stream in ``held`` (an evicted handshake's), if it was made yet."""
+    if held:
+        held[0].abort()
