@@ -76,7 +76,7 @@ from ._head_scheduling import Scheduler
 from ._head_security import Guard, may_stop
 from ._head_status import status_text
 from ._head_wire import Wire, grant_host
-from ._peer_watch import PeerWatch
+from ._peer_watch import IDLE_NS, MAX_OBSERVERS, MIN_RATE, RATE_GRACE_NS, PeerWatch
 from ._roles import Role
 from .frame import Bytes
 
@@ -97,16 +97,6 @@ MAX_RETRIES: Final = 3
 HELLO_DEADLINE_NS: Final = 10_000_000_000
 #: A link that has not said hello and read nothing this long is closed.
 HELLO_IDLE_NS: Final = 5_000_000_000
-#: A driver or observer that sends nothing this long after its hello is closed (drivers send
-#: a `STATS_NO_REPLY` keepalive well within it).
-IDLE_NS: Final = 60_000_000_000
-#: The least average rate (bytes a second) at which a frame begun must keep arriving once
-#: `RATE_GRACE_NS` has passed since its first byte.
-MIN_RATE: Final = 1024
-RATE_GRACE_NS: Final = 10_000_000_000
-#: Observers connected at once, at most: they cannot take the connections drivers and
-#: workers need.
-MAX_OBSERVERS: Final = 64
 #: Bytes of inline results the head keeps for one driver; past it, its results are stored on
 #: workers (DISTA_HEAD_INLINE_CAP).
 INLINE_CAP_BYTES: Final = 256 << 20
@@ -199,7 +189,8 @@ class Head:
             hello_deadline_ns=hello_deadline_ns,
             hello_idle_ns=hello_idle_ns,
         )
-        self._watch = PeerWatch(idle_ns, min_rate, rate_grace_ns, max_observers)
+        #: Links past hello (`PeerWatch`): the host says when it pauses reading one.
+        self.watch: Final = PeerWatch(wire, idle_ns, min_rate, rate_grace_ns, max_observers)
         self._members = Membership(
             wire,
             objects,
@@ -374,13 +365,6 @@ class Head:
         events, error = self._wire.links.buffer_updated(link, nbytes)
         self._received(link, events, error, nbytes)
 
-    def reading_paused(self, link: int, now: int) -> None:
-        """The host stopped reading ``link`` (backpressure): not counted against its rate."""
-        self._watch.paused(link, now)
-
-    def reading_resumed(self, link: int, now: int) -> None:
-        self._watch.resumed(link, now)
-
     def connection_lost(self, link: int, now: int, why: str | None = None) -> None:
         """The binding's connection for ``link`` closed (or failed).
 
@@ -395,7 +379,7 @@ class Head:
         peer = wire.peers.get(link)
         wire.links.forget(link)
         self._guard.hello_watch.done(link)
-        self._watch.forget(link)
+        self.watch.forget(link)
         if peer is None:
             return
         self._members.connection_lost(peer, why)
@@ -413,7 +397,7 @@ class Head:
                 self._scheduler.next_deadline(),
                 self._members.next_deadline(),
                 self._guard.hello_watch.next_deadline(),
-                self._watch.next_deadline(),
+                self.watch.next_deadline(),
             )
             if t is not None
         ]
@@ -427,14 +411,7 @@ class Head:
         self._scheduler.on_timer(now)
         self._members.on_timer(now)
         self._guard.hello_watch.due(now, self._guard.no_hello)
-        self._watch.due(now, self._watched_out)
-
-    def _watched_out(self, link: int, why: str) -> None:
-        """``link`` went idle past its hello, or drips a frame (`PeerWatch`): told why, then
-        closed; its loss comes as a lost connection's (a driver may resume)."""
-        if link in self._wire.peers:
-            self._wire.links.send(link, Error(0, f"the head closed the connection: {why}"))
-            self._wire.close(link, why)
+        self.watch.due(now)
 
     # -- what the head tells ---------------------------------------------------------------
 
@@ -482,9 +459,7 @@ class Head:
         peer.heard = wire.now
         if peer.role is None:
             self._guard.hello_watch.heard(link, wire.now)
-        conn = wire.links.conn(link)
-        framing = peer.role is not None and conn is not None and conn.in_frame()
-        self._watch.heard(link, nbytes, wire.now, framing)
+        self.watch.heard(peer, nbytes)
         for event in events:
             if peers.get(link) is not peer:
                 return  # refused mid-batch: the rest of its frames are moot
@@ -497,7 +472,7 @@ class Head:
         role = peer.role
         if role is None:
             assert isinstance(event, Hello)  # the connection lets nothing else through first
-            self._hello(peer, event)
+            self.watch.hello(peer, event, self._members.hello)
             return
         if role == Role.WORKER:
             actor = peer.actor
@@ -521,22 +496,6 @@ class Head:
                 return
         if route is not None:
             route(peer, event)
-
-    def _hello(self, peer: Peer, hello: Hello) -> None:
-        watch = self._watch
-        observer = hello.role == Role.OBSERVER
-        if observer and not watch.observer_room():
-            self._guard.hello_watch.done(peer.link)
-            self._wire.refuse(
-                peer,
-                f"too many observers: the head takes {watch.max_observers} at once "
-                "(DISTA_MAX_OBSERVERS); try again later",
-            )
-            return
-        self._members.hello(peer, hello)
-        if peer.role is not None and self._wire.peers.get(peer.link) is peer:
-            idle = peer.role != Role.WORKER  # workers: their heartbeat, `Membership`
-            watch.greeted(peer.link, self._wire.now, observer=observer, idle=idle)
 
     # -- drivers ---------------------------------------------------------------------------
 

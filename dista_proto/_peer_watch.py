@@ -24,9 +24,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["PeerWatch"]
+from ._events import Error, Hello
+from ._head_records import Peer
+from ._head_wire import Wire
+from ._roles import Role
+
+__all__ = ["IDLE_NS", "MAX_OBSERVERS", "MIN_RATE", "RATE_GRACE_NS", "PeerWatch"]
 
 _TICK_NS: Final = 1_000_000_000
+#: A driver or observer that sends nothing this long after its hello is closed (drivers send
+#: a `STATS_NO_REPLY` keepalive well within it).
+IDLE_NS: Final = 60_000_000_000
+#: The least average rate (bytes a second) at which a frame begun must keep arriving once
+#: `RATE_GRACE_NS` has passed since its first byte.
+MIN_RATE: Final = 1024
+RATE_GRACE_NS: Final = 10_000_000_000
+#: Observers connected at once, at most: they cannot take the connections drivers and
+#: workers need.
+MAX_OBSERVERS: Final = 64
 
 
 class _Frame:
@@ -42,9 +57,12 @@ class _Frame:
 class PeerWatch:
     """Greeted links' silence and frame rates (module docstring); 0 turns a check off."""
 
-    def __init__(self, idle_ns: int, min_rate: int, grace_ns: int, max_observers: int) -> None:
+    def __init__(
+        self, wire: Wire, idle_ns: int, min_rate: int, grace_ns: int, max_observers: int
+    ) -> None:
         if idle_ns < 0 or min_rate < 0 or grace_ns < 0 or max_observers < 1:
             raise ValueError("idle_ns, min_rate and grace_ns must be >= 0, max_observers >= 1")
+        self._wire = wire
         self.idle_ns = idle_ns
         self.min_rate = min_rate
         self.grace_ns = grace_ns
@@ -55,15 +73,33 @@ class PeerWatch:
         self._paused: set[int] = set()  # links whose reading the head paused
         self._tick_at = 0
 
-    def observer_room(self) -> bool:
-        """Whether one more observer may say hello."""
-        return len(self._observers) < self.max_observers
+    def refusal(self, role: int) -> str:
+        """Why a hello as ``role`` is refused now ("" if it is not): past the observer cap."""
+        if role != Role.OBSERVER or len(self._observers) < self.max_observers:
+            return ""
+        return (
+            f"too many observers: the head takes {self.max_observers} at once "
+            "(DISTA_MAX_OBSERVERS); try again later"
+        )
 
-    def greeted(self, link: int, now: int, *, observer: bool, idle: bool) -> None:
-        """``link`` said hello: an observer, and/or one watched for idleness."""
-        if observer:
+    def hello(self, peer: Peer, hello: Hello, admit: Callable[[Peer, Hello], None]) -> None:
+        """``peer`` says ``hello``: refused past the observer cap, else ``admit`` it (the
+        head's membership) and watch it if it stays."""
+        wire = self._wire
+        refusal = self.refusal(hello.role)
+        if refusal:
+            wire.refuse(peer, refusal)
+            return
+        admit(peer, hello)
+        if peer.role is not None and wire.peers.get(peer.link) is peer:
+            self.greeted(peer.link, wire.now, peer.role)
+
+    def greeted(self, link: int, now: int, role: Role) -> None:
+        """``link`` said hello as ``role``: drivers and observers are watched for idleness
+        (workers by their heartbeat: `Membership`)."""
+        if role == Role.OBSERVER:
             self._observers.add(link)
-        if idle and self.idle_ns:
+        if role != Role.WORKER and self.idle_ns:
             self._idle[link] = now
             self._arm(now)
 
@@ -76,9 +112,12 @@ class PeerWatch:
         shortest = min(t for t in (self.idle_ns, self.grace_ns, _TICK_NS * 4) if t > 0)
         return max(min(_TICK_NS, shortest // 4), 1_000_000)
 
-    def heard(self, link: int, nbytes: int, now: int, in_frame: bool) -> None:
-        """``link`` read ``nbytes``; ``in_frame``: a frame has begun and not ended (only
-        past its hello: before it, `HelloWatch` bounds the link)."""
+    def heard(self, peer: Peer, nbytes: int) -> None:
+        """``peer`` read ``nbytes``. Frames count only past its hello (before it,
+        `HelloWatch` bounds the link)."""
+        link, now = peer.link, self._wire.now
+        conn = self._wire.links.conn(link)
+        in_frame = peer.role is not None and conn is not None and conn.in_frame()
         if link in self._idle:
             self._idle[link] = now
         if not self.min_rate:
@@ -121,8 +160,9 @@ class PeerWatch:
             return None
         return self._tick_at
 
-    def due(self, now: int, close: Callable[[int, str], None]) -> None:
-        """Call ``close(link, why)`` for each link idle too long or dripping a frame."""
+    def due(self, now: int) -> None:
+        """Close each link idle too long or dripping a frame, telling it why; its loss then
+        comes as a lost connection's (a driver may resume)."""
         if now < self._tick_at:
             return
         self._tick_at = now + self._tick()
@@ -142,6 +182,9 @@ class PeerWatch:
                     f"under the floor of {self.min_rate} bytes a second"
                 )
                 late.append((link, why))
+        wire = self._wire
         for link, why in late:
             self.forget(link)
-            close(link, why)
+            if link in wire.peers:
+                wire.links.send(link, Error(0, f"the head closed the connection: {why}"))
+                wire.close(link, why)

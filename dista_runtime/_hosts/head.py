@@ -139,9 +139,9 @@ class HeadHost(Engine):
 
     def reading_paused(self, link: int, paused: bool) -> None:
         if paused:
-            self.core.reading_paused(link, now())
+            self.core.watch.paused(link, now())
         else:
-            self.core.reading_resumed(link, now())
+            self.core.watch.resumed(link, now())
 
     def closing(self, link: int, reason: str) -> None:
         pid = self._pids.get(link)

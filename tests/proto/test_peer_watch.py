@@ -91,7 +91,7 @@ def test_a_frame_dripped_below_the_floor_is_closed_after_the_grace() -> None:
     fast = net.driver()
     frame = dp.encode_event(dp.Task(d.oid(1), 9, b"x" * 100_000))
     fast_frame = dp.encode_event(dp.Task(fast.oid(1), 9, b"y" * 100_000))
-    for t in range(0, 11):  # one byte a second, for the 10 s of grace
+    for t in range(11):  # one byte a second, for the 10 s of grace
         net.head.receive_data(d.link, frame[t : t + 1], t * S)
         net.head.receive_data(fast.link, fast_frame[t * 8000 : (t + 1) * 8000], t * S)
         net.head.on_timer(t * S)
@@ -109,11 +109,11 @@ def test_time_the_head_paused_reading_is_not_counted() -> None:
     d = net.driver()
     frame = dp.encode_event(dp.Task(d.oid(1), 9, b"x" * 100_000))
     net.head.receive_data(d.link, frame[:5000], 0)
-    net.head.reading_paused(d.link, 1 * S)
+    net.head.watch.paused(d.link, 1 * S)
     net.head.on_timer(60 * S)  # paused for 59 s: 1 s counted, 5,000 bytes in it
     net.pump()
     assert d.closed is None
-    net.head.reading_resumed(d.link, 60 * S)
+    net.head.watch.resumed(d.link, 60 * S)
     net.head.on_timer(70 * S)  # 11 s counted, 5,000 bytes: under 1,024 a second
     net.pump()
     assert d.closed is not None and d.closed.startswith("too slow")
