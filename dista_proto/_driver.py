@@ -10,7 +10,8 @@ takes ``results`` consecutive IDs. Answers from the head become decisions for th
 frame) and `ObjectFailed`. A fetch that fails where the object was asks the head where it is
 now (a claim, outside a resume): adopted off a draining worker that has since left, it is
 fetched from its new place, and fails only if the head still places it where it was. The
-driver never blocks; `submit` and friends queue frames. Actor calls are kept for a new
+driver never blocks; `submit` and friends queue frames, and `inflight_bytes` says how
+many argument bytes it keeps for unfinished work (the runtime's backpressure reads it). Actor calls are kept for a new
 head, within a budget, by the `KeptCalls` it holds beside its `Ledger` (`_driver_actors`).
 The head's frames are routed by their type through one table (`_on_head`).
 """
@@ -147,6 +148,12 @@ class Driver:
     def kept_bytes(self) -> int:
         """The bytes (`kept_size`) of the actor calls kept now, not yet covered."""
         return self._calls.kept_bytes
+
+    @property
+    def inflight_bytes(self) -> int:
+        """Argument bytes kept for unfinished tasks and unanswered actor calls: what may
+        still wait to be written, and what a resume sends again (`Ledger`)."""
+        return self._ledger.inflight_bytes
 
     @property
     def ready(self) -> bool:
@@ -334,7 +341,7 @@ class Driver:
         given: from `reserve`)."""
         oid = oid or self._mint()
         call = ActorCall(oid, method_id, actor_id, argument)
-        self._ledger.called(oid)
+        self._ledger.called(oid, argument)
         self._send(call)
         calls = self._calls
         if calls.keep(call):

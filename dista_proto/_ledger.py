@@ -21,6 +21,12 @@ A task the driver cancelled is not sent again: its results still unanswered when
 head that restarted, after a checkpoint including it was written (so the driver let it go),
 cannot be run again; resuming on the same head (its epoch unchanged), it is claimed instead:
 that head still has its answer.
+
+What it keeps is counted (`inflight_bytes`): the argument bytes of every task frame kept
+(from its submission until its last needed result is answered, the same span in which its
+bytes may still wait to be written) and of every actor call not answered yet (answered
+calls kept for a resume have their own budget, `KeptCalls`). The runtime holds a
+submitter back while it is over its budget (``DISTA_DRIVER_INFLIGHT_BYTES``).
 """
 
 from __future__ import annotations
@@ -41,8 +47,9 @@ from ._events import (
     TaskAfter,
     TaskMany,
 )
+from .frame import Bytes
 
-__all__ = ["Ledger"]
+__all__ = ["Ledger", "argument_bytes"]
 
 #: An object's answer as the driver has it: its value, its failure, or where it lies.
 Answer: TypeAlias = Result | Error | Address
@@ -54,6 +61,7 @@ class Ledger:
 
     __slots__ = (
         "_answers",
+        "_call_bytes",
         "_cancelled",
         "_creates",
         "_first",
@@ -62,6 +70,7 @@ class Ledger:
         "_released",
         "_releasing",
         "_users",
+        "inflight_bytes",
     )
 
     def __init__(self) -> None:
@@ -76,6 +85,9 @@ class Ledger:
         self._releasing: list[int] = []  # of those, ones whose tasks are answered now
         self._creates: dict[int, ActorCreate] = {}  # live actors this driver made
         self._cancelled: set[int] = set()  # tasks in ``_frames`` the driver cancelled
+        self._call_bytes: dict[int, int] = {}  # actor call not answered -> its argument bytes
+        #: Argument bytes of the task frames kept and the actor calls not answered.
+        self.inflight_bytes = 0
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -92,15 +104,21 @@ class Ledger:
             for i in range(oid + 1, oid + results):
                 first[i] = oid
         self._frames[oid] = frame
+        self.inflight_bytes += argument_bytes(frame)
         self._left[oid] = results
         if isinstance(frame, TaskAfter):
             users = self._users
             for i in frame.inputs:
                 users[i] = users.get(i, 0) + 1
 
-    def called(self, oid: int) -> None:
-        """An actor call's result (its frame is kept by the driver's actor bookkeeping)."""
+    def called(self, oid: int, argument: Bytes = b"") -> None:
+        """An actor call's result (its frame is kept by the driver's actor bookkeeping),
+        its ``argument`` counted in flight until it is answered."""
         self._answers[oid] = _PENDING
+        nbytes = _nbytes(argument)
+        if nbytes:
+            self._call_bytes[oid] = nbytes
+            self.inflight_bytes += nbytes
 
     def created(self, create: ActorCreate) -> None:
         self._creates[create.object_id] = create
@@ -235,7 +253,11 @@ class Ledger:
     # -- bookkeeping -----------------------------------------------------------------------
 
     def _one_less(self, oid: int) -> None:
-        """One result of ``oid``'s task no longer waits for its answer."""
+        """One result of ``oid``'s task (or ``oid``, an actor call) no longer waits for its
+        answer."""
+        if self._call_bytes:
+            nbytes = self._call_bytes.pop(oid, 0)
+            self.inflight_bytes -= nbytes
         task = self._first.get(oid, oid)
         left = self._left.get(task)
         if left is None:
@@ -245,6 +267,7 @@ class Ledger:
             return
         del self._left[task]
         frame = self._frames.pop(task)
+        self.inflight_bytes -= argument_bytes(frame)
         self._cancelled.discard(task)
         if isinstance(frame, TaskMany) or (isinstance(frame, TaskAfter) and frame.results):
             results = frame.results or 1
@@ -267,6 +290,16 @@ class Ledger:
         answers = self._answers
         if oid in answers and answers.pop(oid) is _PENDING:
             self._one_less(oid)
+
+
+def argument_bytes(frame: Task | TaskMany | TaskAfter) -> int:
+    """The bytes of a task frame's argument (a task-after's value), as kept."""
+    data = frame.value if isinstance(frame, TaskAfter) else frame.argument
+    return 0 if data is None else _nbytes(data)
+
+
+def _nbytes(data: Bytes) -> int:
+    return data.nbytes if isinstance(data, memoryview) else len(data)
 
 
 def _results(frame: Task | TaskMany | TaskAfter) -> int:

@@ -173,13 +173,24 @@ def parser() -> argparse.ArgumentParser:
         description="Run worker processes that execute the tasks of the "
         "modules given with --import. SIGTERM drains a worker: what it stores moves to "
         "other workers and it leaves when the head says so (DISTA_DRAIN_TIMEOUT, 120 s, at "
-        "most); a second SIGTERM or Ctrl-C leaves at once. A lost head is dialed again for "
+        "most); a second SIGTERM or Ctrl-C leaves at once. Every worker process is supervised: "
+        "one that crashes (SIGSEGV, the OOM killer) is logged and replaced. A lost head is "
+        "dialed again for "
         "DISTA_RECONNECT_TIMEOUT (60 s), and the worker rejoins with what it stores. Give "
         "workers the head's DISTA_LIVENESS_TIMEOUT when it is under about 5 s.",
     )
     _head_option(p)
     _import_option(p, "a module defining tasks (repeat, or separate with commas)")
     p.add_argument("--processes", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument(
+        "--no-supervise",
+        action="store_true",
+        help="run the worker in this process, not as a child this one replaces when it "
+        "crashes (for a process manager that restarts it itself). Supervised, this "
+        "process's pid is the supervisor's: SIGTERM to it drains the worker, SIGINT stops "
+        "it, SIGKILL ends both; a signal that kills the worker child is a crash, logged "
+        "and replaced",
+    )
     p.add_argument(
         "--threads",
         type=int,

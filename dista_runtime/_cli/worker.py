@@ -1,11 +1,19 @@
-"""``dista worker``: run one worker process, or supervise ``--processes N`` of them.
+"""``dista worker``: run a supervised worker process, or ``--processes N`` of them.
 
 One worker imports the task modules, joins its head and runs tasks until the head stops
-it, SIGTERM drains it, or the head stays lost. With ``--processes N`` this process runs
-none itself: it starts N copies of the one-worker command (``python -m dista_runtime.cli
-worker --parent PID ...``) under a `Supervisor` that replaces the dead, and turns how they
-ended into its own exit code. The exit codes (`EXIT_NO_HEAD`, `EXIT_STOPPED`) are how a
-child tells its supervisor why it left.
+it, SIGTERM drains it, or the head stays lost. ``dista worker`` itself runs none: it starts
+one copy of the one-worker command (``python -m dista_runtime.cli worker --parent PID
+...``), or N with ``--processes N``, under a `Supervisor` that replaces the ones that crash
+(a segfault in a C extension, the kernel's OOM killer), and turns how they ended into its
+own exit code. The exit codes (`EXIT_NO_HEAD`, `EXIT_STOPPED`) are how a child tells its
+supervisor why it left. ``--no-supervise`` runs the worker in this process (for a process
+manager that restarts it itself).
+
+Which pid gets which signal: the pid of ``dista worker`` is the supervisor's. SIGTERM there
+drains the worker (forwarded) and exits with the worker's code, as before; SIGINT (Ctrl-C)
+stops it; SIGKILL ends both (a child dies with its supervisor: a lost worker, not
+replaced). A signal to the worker child itself (the pid its tasks see as ``os.getpid()``)
+is a crash, and the supervisor replaces it.
 """
 
 from __future__ import annotations
@@ -15,7 +23,9 @@ import io
 import os
 import signal
 import sys
+from typing import Final
 
+from .._local.supervise import Death, signal_ready
 from .._net.contract import Loop
 from .._net.latch import Latch
 from .flags import bind_ok, object_server_host
@@ -26,7 +36,7 @@ __all__ = ["cmd_worker"]
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run the workers ``args`` ask for; the exit code says how they ended."""
-    from .._local.supervise import EXIT_NO_HEAD, EXIT_STOPPED, signal_ready
+    from .._local.supervise import EXIT_NO_HEAD, EXIT_STOPPED
 
     die_with_parent(args.parent)
     if not settings_ok("worker"):
@@ -35,6 +45,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return 2
     if args.processes > 1:
         return _worker_processes(args)
+    if args.parent is None and not args.no_supervise:
+        return _lone_worker(args)
     if args.greenlets:
         _cooperate(args)
     import faulthandler
@@ -105,19 +117,10 @@ def _worker_processes(args: argparse.Namespace) -> int:
     from dista_runtime._net.address import format_head
 
     from .._hosts.liveness import drain_timeout
-    from .._local.supervise import EXIT_NO_HEAD, EXIT_STOPPED, STOPPED_BY_HEAD, Death, Supervisor
+    from .._local.supervise import EXIT_NO_HEAD, EXIT_STOPPED, STOPPED_BY_HEAD, Supervisor
 
     head = format_head(*args.head)
-    command = [sys.executable, "-m", "dista_runtime.cli", "worker", "--head", head]
-    command += ["--threads", str(args.threads), "--parent", str(os.getpid())]
-    for module in args.imports:
-        command += ["--import", module]
-    if args.host:
-        command += ["--host", args.host]
-    if args.loop:
-        command += ["--loop", args.loop]
-    if args.greenlets:
-        command.append("--greenlets")
+    command = _child_command(args)
     stopping: list[int] = []
     deaths: list[Death] = []
     done = threading.Event()
@@ -127,13 +130,7 @@ def _worker_processes(args: argparse.Namespace) -> int:
         stopped = any(d.code == EXIT_STOPPED for d in deaths)
         if stopping or done.is_set() or (stopped and death.code in (EXIT_STOPPED, EXIT_NO_HEAD)):
             return  # stopped on purpose (by a signal, or by the head): no news
-        if death.restart_in is None:
-            then = "not restarting"
-        elif death.restart_in == 0:
-            then = "restarting"
-        else:
-            then = f"restarting in {death.restart_in:g} s"
-        print(f"dista worker: {death.description}; {then}", file=sys.stderr, flush=True)
+        _say_death(death)
 
     supervisor = Supervisor(
         command, args.processes, on_death=on_death, on_give_up=lambda _: done.set()
@@ -166,3 +163,101 @@ def _worker_processes(args: argparse.Namespace) -> int:
     why = supervisor.failure
     print(f"dista worker: workers keep failing to start; stopping (last: {why})", file=sys.stderr)
     return 1
+
+
+def _child_command(args: argparse.Namespace) -> list[str]:
+    """The one-worker command a supervisor runs (TLS and limit flags travel as DISTA_*
+    variables, which `apply_tls` set)."""
+    from dista_runtime._net.address import format_head
+
+    command = [sys.executable, "-m", "dista_runtime.cli", "worker"]
+    command += ["--head", format_head(*args.head)]
+    command += ["--threads", str(args.threads), "--parent", str(os.getpid())]
+    for module in args.imports:
+        command += ["--import", module]
+    if args.host:
+        command += ["--host", args.host]
+    if args.loop:
+        command += ["--loop", args.loop]
+    if args.greenlets:
+        command.append("--greenlets")
+    return command
+
+
+def _say_death(death: Death) -> None:
+    """One line on this process's stderr: how a worker child died, and what happens next."""
+    if death.restart_in is None:
+        then = "not restarting"
+    elif death.restart_in == 0:
+        then = "restarting"
+    else:
+        then = f"restarting in {death.restart_in:g} s"
+    print(f"dista worker: {death.description}; {then}", file=sys.stderr, flush=True)
+
+
+def _lone_worker(args: argparse.Namespace) -> int:
+    """A plain ``dista worker``: one worker child, replaced after a crash. What users saw
+    of an unsupervised worker stays: its own output (inherited), SIGTERM drains it, Ctrl-C
+    stops it, and this process exits with the code the worker would have (a worker that
+    cannot start, or cannot reach its head, is not started again: its code is ours)."""
+    import threading
+
+    from .._hosts.liveness import drain_timeout
+    from .._local.supervise import EXIT_STOPPED, STOPPED_BY_HEAD, Supervisor
+
+    deaths: list[Death] = []
+    stopping: list[int] = []
+    done = threading.Event()
+    told_ready: list[int] = []
+
+    def on_death(death: Death) -> None:
+        deaths.append(death)
+        # A crash is news; a worker that chose to leave (its code is ours), one a signal
+        # of ours stopped, or one the head stopped (it is replaced quietly) is not.
+        if not stopping and death.restart_in is not None and death.code != EXIT_STOPPED:
+            _say_death(death)
+
+    def on_join(pid: int) -> None:
+        if args.ready_fd is not None and not told_ready:
+            told_ready.append(pid)
+            signal_ready(args.ready_fd)
+
+    supervisor = Supervisor(
+        _child_command(args),
+        1,
+        on_death=on_death,
+        on_give_up=lambda _: done.set(),
+        on_join=on_join,
+        start_failures=1,  # a worker that cannot start says why itself: no restart loop
+        final_codes=_LEFT_ON_PURPOSE,
+        name="dista-worker-supervise",
+    )
+
+    def stop(signum: int, frame: object) -> None:
+        # Forwarded: the child drains on SIGTERM (a second one: it leaves at once) and
+        # stops on SIGINT, then exits with the code we take as ours.
+        stopping.append(signum)
+        supervisor.stop_restarting()
+        supervisor.send_signal(signum)
+        done.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    supervisor.start()
+    while not done.wait(1.0):
+        pass
+    # Stopped by a signal, the child drains (its objects move to other workers): give it
+    # the time. Else it has exited already.
+    supervisor.close(drain_timeout() + 5.0 if stopping else 5.0)
+    if supervisor.failure == STOPPED_BY_HEAD or not deaths:
+        return 0
+    code = deaths[-1].code
+    if code == EXIT_STOPPED:
+        return 0  # the head stopped it: an unsupervised worker's 0
+    return 128 - code if code < 0 else code
+
+
+#: Exit codes with which a worker that had joined chose to leave, so that a plain ``dista
+#: worker`` leaves with it: drained (0), its head lost for good (`EXIT_NO_HEAD`, 69), an
+#: error it reported (1, 2), Ctrl-C (130). Any other end (a signal, a crash) is replaced.
+_LEFT_ON_PURPOSE: Final = frozenset({0, 1, 2, 69, 130})

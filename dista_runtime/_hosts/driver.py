@@ -17,6 +17,7 @@ from .._net.address import format_head
 from .._net.contract import Loop
 from .._net.latch import Latch
 from .._net.limits import keepalive_interval
+from .._session.budget import inflight_budget
 from .._session.driver_actors import keep_bytes
 from .._session.session import Hooks, Session
 from .._tls.config import dial_failure, refusal_hint, tls_for
@@ -48,6 +49,7 @@ class DriverHost(Engine):
             keepalive_ns=int(keepalive_interval() * 1e9),
         )
         self.session = Session(core, self, hooks)
+        self.session.budget.limit = inflight_budget()
         super().__init__(loop, self.session)
         self.route(dp.HeadLost, self._head_lost)
         if role == dp.Role.CLIENT:  # a task's client shows its worker's certificate

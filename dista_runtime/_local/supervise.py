@@ -125,7 +125,10 @@ class Supervisor:
 
     ``capture`` relays their stdout and stderr through this process with a pid prefix.
     ``on_death`` hears of every death (on the supervisor's thread), ``on_give_up`` of the
-    reason once, if the pool stops restarting.
+    reason once, if the pool stops restarting, ``on_join`` of each child that joined its
+    head (its pid). ``start_failures``: deaths before joining, in a row in one slot, after
+    which the pool gives up; ``final_codes``: exit codes with which a child that had joined
+    says it chose to leave (it is not replaced: the pool gives up, naming its exit).
     """
 
     def __init__(
@@ -138,6 +141,9 @@ class Supervisor:
         new_session: bool = True,
         on_death: Callable[[Death], object] | None = None,
         on_give_up: Callable[[str], object] | None = None,
+        on_join: Callable[[int], object] | None = None,
+        start_failures: int = MAX_START_FAILURES,
+        final_codes: frozenset[int] = frozenset(),
         name: str = "dista-supervise",
     ) -> None:
         self.command = list(command)
@@ -147,6 +153,9 @@ class Supervisor:
         self.new_session = new_session
         self.on_death = on_death
         self.on_give_up = on_give_up
+        self.on_join = on_join
+        self.start_failures = start_failures
+        self.final_codes = final_codes
         #: Why the pool stopped restarting ('' while it has not).
         self.failure = ""
         self._head_stopped = False  # a worker exited because the head stopped it
@@ -349,6 +358,8 @@ class Supervisor:
                 self._slots[child.slot].start_failures = 0
         self._close_fd(child.ready)
         child.ready = -1
+        if data and self.on_join is not None:
+            _tell(self.on_join, child.popen.pid)
 
     def _relay(self, child: _Child, fd: int, final: bool = False) -> None:
         """Relay what ``fd`` (a child's stdout or stderr) holds, whole lines prefixed."""
@@ -431,10 +442,12 @@ class Supervisor:
                     slot.start_failures += 1
                     if code == EXIT_NO_HEAD and self._head_stopped:
                         give_up = STOPPED_BY_HEAD
-                    elif code == EXIT_NO_HEAD or slot.start_failures >= MAX_START_FAILURES:
+                    elif code == EXIT_NO_HEAD or slot.start_failures >= self.start_failures:
                         give_up = self._start_failure(child, description)
                     else:
                         delay = _FIRST_BACKOFF_S * 2 ** (slot.start_failures - 1)
+                elif code in self.final_codes:
+                    give_up = f"worker {description}"
                 else:
                     slot.quick = slot.quick + 1 if lived < STABLE_S else 0
                     delay = 0.0 if slot.quick <= 1 else _FIRST_BACKOFF_S * 2 ** (slot.quick - 2)

@@ -5,7 +5,8 @@ workers if need be), then goes out with those values packed after it (`pack_inpu
 calls made after it to the same actor wait behind it, so each actor still sees this
 caller's calls in the order they were made. Its ref is given out at once, from an ID the
 core reserves. The refs it waits for are pinned: a release of one meanwhile is held back
-until the call has gone.
+until the call has gone. A call sent at once waits first while the session is over its
+budget of in-flight argument bytes (`budget`), as a task's submit does.
 
 The actor's own ID has a slot too (its answer: created, or why not, or why it died later).
 The handles a driver makes are counted: when the last one goes, the actor is killed. A
@@ -111,6 +112,15 @@ class SessionHost(Protocol):
         """(True, its slot) if ``oid`` is read; else register ``callback`` (takes the lock)."""
         ...
 
+    def room_locked(self, nbytes: int) -> threading.Event | None:
+        """None if ``nbytes`` more of argument may go now (under the in-flight budget);
+        else an event to `wait_room` for (under the lock)."""
+        ...
+
+    def wait_room(self, room: threading.Event) -> None:
+        """Wait, out of the lock, for answers that make room."""
+        ...
+
 
 class SessionActors:
     """A session's actors: its held-back frames, handles and warnings, under its lock."""
@@ -163,14 +173,23 @@ class SessionActors:
     def call_actor(self, actor: int, method: int, argument: Bytes, inputs: Sequence[int]) -> int:
         """Call ``actor``'s ``method``; the ID of the call's result, at once."""
         self._on_use()
-        with self._lock:
-            self._host.check_open()
-            if inputs or actor in self._held:
-                oid = self.core.reserve()
-                self._hold(actor, _Held(_CALL, oid, method, argument, inputs))
-            else:
-                oid = self.core.call_actor(actor, method, argument)
-            self._slots[oid] = _Slot()
+        nbytes = argument.nbytes if isinstance(argument, memoryview) else len(argument)
+        while True:
+            with self._lock:
+                self._host.check_open()
+                if inputs or actor in self._held:
+                    # Held back, it keeps nothing in the core yet: it goes when its refs
+                    # are read, on the I/O thread, where nothing waits.
+                    oid = self.core.reserve()
+                    self._hold(actor, _Held(_CALL, oid, method, argument, inputs))
+                    self._slots[oid] = _Slot()
+                    break
+                room = self._host.room_locked(nbytes)
+                if room is None:
+                    oid = self.core.call_actor(actor, method, argument)
+                    self._slots[oid] = _Slot()
+                    break
+            self._host.wait_room(room)
         self.io.schedule_flush()
         return oid
 

@@ -11,6 +11,7 @@ decoded on the reader's thread, not the I/O thread, so a large result never stal
 loop. Releases from `ObjectRef.__del__` may run in any thread at any time (even inside this
 class, during garbage collection), so they only append to a queue that `decisions` drains.
 Its actors are a part it holds, `actors` (`SessionActors`), sharing its lock and slots.
+A submit over the budget of in-flight argument bytes waits for answers first (`budget`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from .._net.latch import Latch
 from .._values.codec import decode
 from .._values.errors import error_from_message
 from .awaiting import wait_latch
+from .budget import InflightBudget
+from .budget import wait as wait_room
 from .driver_actors import SessionActors
 from .slots import FAILED, LOCATED, PENDING, VALUE, SessionIO, Slot
 
@@ -87,6 +90,10 @@ class Session:
         #: A cancelled ``await ref`` cancels the ref's task as well (``connect(...,
         #: cancel_remote=True)``); otherwise it only stops waiting.
         self.cancel_remote = False
+        #: Backpressure: submitters wait while the core keeps this many argument bytes
+        #: for unfinished work (`dista_runtime._session.budget`); ``budget.limit`` is set
+        #: by the host (``DISTA_DRIVER_INFLIGHT_BYTES``).
+        self.budget = InflightBudget()
         #: Its actors: created, called, checkpointed and killed through this part.
         self.actors = SessionActors(
             core=core,
@@ -193,6 +200,7 @@ class Session:
         fire.extend(partial(w, None) for w in self._timeline_waiters)
         self._stats_waiters.clear()
         self._timeline_waiters.clear()
+        fire.extend(self.budget.close())
 
     def _decide(self, fire: Fire) -> list[dp.Decision]:
         """Carry out the core's decisions that are the session's (`_ROUTES`), until it has
@@ -206,6 +214,7 @@ class Session:
                     out.append(d)  # the engine's: write, connect, close, exit, a lost head
                 else:
                     carry_out(self, d, fire)
+        fire.extend(self.budget.wake(self.core.inflight_bytes))
         return out
 
     def _on_value(self, d: dp.ObjectValue, fire: Fire) -> None:
@@ -266,20 +275,42 @@ class Session:
 
     def submit(self, task_id: int, argument: Bytes, inputs: Sequence[int], results: int) -> int:
         self._on_use()
-        with self._lock:
-            self.check_open()
-            core = self.core
-            if inputs:
-                many = results if results > 1 else None
-                oid = core.submit_after(task_id, inputs, gather=True, value=argument, results=many)
-            elif results > 1:
-                oid = core.submit_many(task_id, argument, results)
-            else:
-                oid = core.submit(task_id, argument)
-            slots = self._slots
-            for i in range(results):
-                slots[oid + i] = _Slot()
+        nbytes = argument.nbytes if isinstance(argument, memoryview) else len(argument)
+        while True:
+            with self._lock:
+                self.check_open()
+                room = self.room_locked(nbytes)
+                if room is None:
+                    oid = self._submit_locked(task_id, argument, inputs, results)
+                    break
+            self.wait_room(room)
         self.io.schedule_flush()
+        return oid
+
+    def room_locked(self, nbytes: int) -> threading.Event | None:
+        """None if ``nbytes`` more of argument may go now; else an event to `wait_room` for."""
+        return self.budget.room(self.core.inflight_bytes, nbytes, self.io.in_io_thread())
+
+    def wait_room(self, room: threading.Event) -> None:
+        """Wait (out of the lock) for answers that make room; a task lends its slot meanwhile."""
+        self.io.schedule_flush()  # what is queued goes first: its answers make the room
+        with self._on_block():
+            wait_room(room)
+
+    def _submit_locked(
+        self, task_id: int, argument: Bytes, inputs: Sequence[int], results: int
+    ) -> int:
+        core = self.core
+        if inputs:
+            many = results if results > 1 else None
+            oid = core.submit_after(task_id, inputs, gather=True, value=argument, results=many)
+        elif results > 1:
+            oid = core.submit_many(task_id, argument, results)
+        else:
+            oid = core.submit(task_id, argument)
+        slots = self._slots
+        for i in range(results):
+            slots[oid + i] = _Slot()
         return oid
 
     def release(self, oid: int) -> None:

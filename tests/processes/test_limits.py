@@ -108,6 +108,7 @@ class Head:
                     "-m",
                     "dista_runtime.cli",
                     "worker",
+                    "--no-supervise",  # its pid is the worker's: its memory is measured
                     "--head",
                     self.address,
                     "--import",

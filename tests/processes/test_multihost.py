@@ -130,7 +130,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         listening = netns.wait_until(lambda: "listening on" in processes["head"].output(), 15)
         assert listening, c.why("the head did not listen within 15 s")
         for worker in workers:
-            argv = [*CLI, "worker", "--head", c.address, "--import", TASKS]
+            argv = [*CLI, "worker", "--no-supervise", "--head", c.address, "--import", TASKS]
             processes[worker.role] = net.spawn(worker, worker.role, argv, ENV, ROOT)
         statuses = [""]
 

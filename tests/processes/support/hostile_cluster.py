@@ -62,7 +62,10 @@ class Cluster:
         self.host, self.port = self._listening()
         self.address = f"{self.host}:{self.port}"
         self.workers = [
-            self._spawn(f"worker{i}", [*CLI, "worker", "--head", self.address, "--import", TASKS])
+            self._spawn(
+                f"worker{i}",
+                [*CLI, "worker", "--no-supervise", "--head", self.address, "--import", TASKS],
+            )
             for i in range(workers)
         ]
         self.expected_dead: set[str] = set()

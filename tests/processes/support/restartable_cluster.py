@@ -81,6 +81,7 @@ class Processes:
     def start_worker(self) -> subprocess.Popen[bytes]:
         n = len(self.workers)
         argv = [*CLI, "worker", "--head", self.address, "--import", self.imports]
+        argv.append("--no-supervise")  # its pid is the worker's: tests stop and signal it
         worker = self._spawn(f"worker{n}", argv)
         self.workers.append(worker)
         return worker
