@@ -189,8 +189,8 @@ class Head:
             hello_deadline_ns=hello_deadline_ns,
             hello_idle_ns=hello_idle_ns,
         )
-        #: Links past hello (`PeerWatch`): the host says when it pauses reading one.
-        self.watch: Final = PeerWatch(wire, idle_ns, min_rate, rate_grace_ns, max_observers)
+        owned = (objects, actor_records)  # links past hello: `PeerWatch`, paused by the host
+        self.watch: Final = PeerWatch(wire, owned, idle_ns, min_rate, rate_grace_ns, max_observers)
         self._members = Membership(
             wire,
             objects,

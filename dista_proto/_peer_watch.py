@@ -3,12 +3,16 @@ the observer cap, so that peers with no work to do cannot hold the head's connec
 
 Theory of operation
 -------------------
-- **Idle.** A driver (or a task's client) or an observer that sends nothing for
-  ``idle_ns`` is closed. Drivers are legitimately quiet for hours, so a Dista driver sends a
-  keepalive well within it (a stats request marked `STATS_NO_REPLY`, which the head does
-  not answer); workers are watched by their heartbeat instead (`Membership`). The head
-  only closes the link: a driver's loss then comes as any lost connection does, and it may
-  resume within the recovery grace.
+- **Idle.** An observer, or a driver (or a task's client) that owns nothing at the head
+  (no object, which covers its unfinished tasks' results, and no live actor), that sends
+  nothing for ``idle_ns`` is closed. A driver that owns something is spared however long
+  it is quiet: it may wait hours for a long task, and a driver that follows only the wire
+  page has no way to say it is alive (what it owns is bounded by the connection caps and,
+  under TLS, by its certificate). A Dista driver also sends a keepalive well within the
+  timeout (a stats request marked `STATS_NO_REPLY`, which the head does not answer), so
+  that it keeps its number while it owns nothing. Workers are watched by their heartbeat
+  instead (`Membership`). The head only closes the link: a driver's loss then comes as
+  any lost connection does, and it may resume within the recovery grace.
 - **Rate floor.** A frame begun must keep arriving at ``min_rate`` bytes a second on
   average once ``grace_ns`` has passed since its first byte; time the head itself paused
   reading the link (backpressure: `paused`, `resumed`) does not count. Bytes are counted
@@ -25,7 +29,8 @@ from collections.abc import Callable
 from typing import Final
 
 from ._events import Error, Hello
-from ._head_records import Peer
+from ._head_objects import Objects
+from ._head_records import ActorRecord, ActorState, Peer
 from ._head_wire import Wire
 from ._roles import Role
 
@@ -58,11 +63,18 @@ class PeerWatch:
     """Greeted links' silence and frame rates (module docstring); 0 turns a check off."""
 
     def __init__(
-        self, wire: Wire, idle_ns: int, min_rate: int, grace_ns: int, max_observers: int
+        self,
+        wire: Wire,
+        owned: tuple[Objects, dict[int, ActorRecord]],
+        idle_ns: int,
+        min_rate: int,
+        grace_ns: int,
+        max_observers: int,
     ) -> None:
         if idle_ns < 0 or min_rate < 0 or grace_ns < 0 or max_observers < 1:
             raise ValueError("idle_ns, min_rate and grace_ns must be >= 0, max_observers >= 1")
         self._wire = wire
+        self._objects, self._actors = owned  # what drivers own: a quiet one owning any stays
         self.idle_ns = idle_ns
         self.min_rate = min_rate
         self.grace_ns = grace_ns
@@ -155,6 +167,18 @@ class PeerWatch:
         self._frames.pop(link, None)
         self._paused.discard(link)
 
+    def _owns(self, link: int) -> bool:
+        """Whether ``link`` (a driver's) owns an object or a live actor at the head: the
+        objects are counted as they come and go; the actors (few) are looked through only
+        when the link has been quiet for the whole timeout."""
+        peer = self._wire.peers.get(link)
+        if peer is None or peer.role == Role.OBSERVER:
+            return False
+        if self._objects.owned.get(link):
+            return True
+        dead = ActorState.DEAD
+        return any(a.owner == link and a.state is not dead for a in self._actors.values())
+
     def next_deadline(self) -> int | None:
         if not self._idle and not self._frames:
             return None
@@ -169,9 +193,13 @@ class PeerWatch:
         late: list[tuple[int, str]] = []
         if self.idle_ns:
             since = now - self.idle_ns
-            for link, heard in self._idle.items():
+            idle = self._idle
+            for link, heard in idle.items():
                 if heard <= since:
-                    late.append((link, f"idle: nothing sent for {self.idle_ns / 1e9:g} s"))
+                    if self._owns(link):
+                        idle[link] = now  # waits for its work: looked at again later
+                    else:
+                        late.append((link, f"idle: nothing sent for {self.idle_ns / 1e9:g} s"))
         for link, frame in self._frames.items():
             spent = now - frame.began - frame.paused_ns
             if frame.paused_at >= 0:

@@ -150,3 +150,31 @@ def test_observers_past_the_cap_are_refused_and_room_comes_back() -> None:
     net.head.connection_lost(first.link, 0)
     fourth = _observer(net)
     assert fourth.closed is None
+
+
+def test_a_quiet_driver_that_owns_work_or_an_actor_is_spared_until_it_owns_nothing() -> None:
+    # A driver that follows only the page sends no keepalive: it waits, silent, for its
+    # task. It is closed for idleness only once it owns nothing at the head.
+    net = Net(idle_ns=30 * S, liveness_ns=0)
+    workers = [net.worker(7000), net.worker(7001)]  # one hosts the actor, one the task
+    d = net.driver()
+    a = net.driver()
+    oid = d.oid(1)
+    a.send(dp.ActorCreate(a.oid(1), 9, b"", checkpoint_every=0))
+    d.send(dp.Task(oid, 9, b"x"))
+    net.pump()
+    (w,) = [w for w in workers if any(isinstance(e, dp.Task) for e in w.take())]
+    net.head.on_timer(3600 * S)  # the task runs for an hour; the actor lives
+    net.pump()
+    assert d.closed is None and a.closed is None
+    w.send(dp.Result(oid, b"42"), now=3601 * S)
+    net.pump()
+    assert any(isinstance(e, dp.Result) and e.object_id == oid for e in d.take())
+    net.head.on_timer(3700 * S)  # the answer is held: still its object
+    net.pump()
+    assert d.closed is None and a.closed is None
+    d.send(dp.Release(oid), now=3700 * S)
+    net.head.on_timer(3731 * S)  # owns nothing and silent for 31 s
+    net.pump()
+    assert d.closed is not None and d.closed.startswith("idle: nothing sent for 30 s")
+    assert a.closed is None  # its actor lives
