@@ -138,7 +138,16 @@ class Secure(Protocol):
 
     @property
     def timeout(self) -> float:
-        """Seconds a handshake may take (0: no deadline of its own)."""
+        """Seconds a handshake may take (0: no deadline of its own; the pending handshake
+        caps still bound it)."""
+        ...
+
+    @property
+    def most_pending(self) -> int:
+        """Connections a listener may hold in their handshake at once: `UNATTACHED` (see
+        `dista_runtime._net.limits`), or the pending-handshake cap and its margin
+        (``EVICTING``) when set above it; at the bound a listener accepts again once one is
+        settled."""
         ...
 
     def begin(self, peername: Any, cancel: Callable[[], object]) -> int:

@@ -30,10 +30,13 @@ Defaults, and why:
 
 - ``DISTA_HANDSHAKE_TIMEOUT`` / ``--handshake-timeout``: 5 s for a TLS handshake that came
   in (a peer that answers does it in milliseconds; a silent one goes soon).
-- ``DISTA_MAX_HANDSHAKES`` / ``--max-handshakes``: 100 TLS handshakes pending at once (at
-  most `UNATTACHED`, the descriptors kept for them), and ``DISTA_MAX_HANDSHAKES_PER_HOST`` /
-  ``--max-handshakes-per-host``: 64 from one address. Past either the OLDEST pending one
-  is closed for the new one (`dista_runtime._net.pending`): never the new one refused.
+- ``DISTA_MAX_HANDSHAKES`` / ``--max-handshakes``: 72 TLS handshakes pending at once (with
+  the `EVICTING` margin of 28, the `UNATTACHED` 100 descriptors kept for them; a higher
+  cap needs that many descriptors more, beyond the open-file reserve), and
+  ``DISTA_MAX_HANDSHAKES_PER_HOST`` / ``--max-handshakes-per-host``: 64 from one address.
+  Past either the OLDEST pending one is closed for the new one
+  (`dista_runtime._net.pending`): never the new one refused. A handshake timeout of 0 is
+  no deadline: only the caps then close a silent connection.
 - ``DISTA_IDLE_TIMEOUT`` / ``--idle-timeout``: 60 s a driver or observer that said hello
   may go without sending a byte (drivers send a keepalive every
   ``DISTA_KEEPALIVE_INTERVAL``, 15 s; workers a heartbeat every second).
@@ -64,6 +67,7 @@ __all__ = [
     "DEFAULT_HELLO_IDLE_S",
     "DEFAULT_HELLO_TIMEOUT_S",
     "DEFAULT_MAX_PER_HOST",
+    "EVICTING",
     "FD_RESERVE",
     "IDLE_TIMEOUT_ENV",
     "KEEPALIVE_ENV",
@@ -123,7 +127,13 @@ DEFAULT_MAX_PER_HOST: Final = 512
 DEFAULT_HELLO_TIMEOUT_S: Final = 10.0
 DEFAULT_HELLO_IDLE_S: Final = 5.0
 DEFAULT_HANDSHAKE_TIMEOUT_S: Final = 5.0
-DEFAULT_MAX_HANDSHAKES: Final = UNATTACHED
+#: Connections a TLS listener takes past the pending-handshake cap before it waits: each
+#: closes the oldest pending one, whose descriptor is freed (and whose place the listener
+#: counts again) only on the loop's next turn. A listener at exactly the cap would stop
+#: accepting there, and the new connections it should let in would wait in the kernel.
+EVICTING: Final = 28
+#: So that the default cap and its margin are `UNATTACHED`, the descriptors kept for them.
+DEFAULT_MAX_HANDSHAKES: Final = UNATTACHED - EVICTING
 DEFAULT_MAX_HANDSHAKES_PER_HOST: Final = 64
 DEFAULT_IDLE_TIMEOUT_S: Final = 60.0
 DEFAULT_KEEPALIVE_S: Final = 15.0

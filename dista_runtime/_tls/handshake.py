@@ -35,7 +35,7 @@ import dista_proto as dp
 
 from .._net.admission import CallLater, Throttle
 from .._net.contract import Stream
-from .._net.limits import Limits
+from .._net.limits import EVICTING, UNATTACHED, Limits
 from .._net.pending import PendingHandshakes
 from .._net.streams import peer_name
 from .config import HANDSHAKE_TIMEOUT_S, TLS, dialed_ok, expected_role, peer_roles
@@ -129,6 +129,16 @@ class Side:
     @property
     def timeout(self) -> float:
         return self._handshakes.timeout if self.server_side else HANDSHAKE_TIMEOUT_S
+
+    @property
+    def most_pending(self) -> int:
+        pending = self._handshakes.pending
+        if pending is None or not self.server_side:
+            return UNATTACHED
+        # Past the cap by a margin, so that a new one is taken and evicts the oldest rather
+        # than waiting in the kernel; above UNATTACHED, each takes a descriptor beyond the
+        # reserve (the setting says so).
+        return max(UNATTACHED, pending.limits.max_handshakes + EVICTING)
 
     def begin(self, peername: Any, cancel: Callable[[], object]) -> int:
         pending = self._handshakes.pending

@@ -250,7 +250,8 @@ class SocketListener:
     """``sock`` (listening) served for ``engine`` on ``loop`` (`Loop.listen` for a binding
     that runs tasks): one task accepts each connection when the socket is readable, and
     `serve_socket` serves it. Out of descriptors or memory, it rests (`AcceptErrors`);
-    with `UNATTACHED` connections in their TLS handshake, it waits until one is settled."""
+    with `Secure.most_pending` connections in their TLS handshake, it waits until one is
+    settled."""
 
     def __init__(
         self, loop: TaskLoop, engine: Connections, sock: socket.socket, tls: Secure | None
@@ -262,9 +263,15 @@ class SocketListener:
         self._unattached = 0
         self._wake = loop.spawn(self._accepting(), sock)
 
+    @property
+    def _most(self) -> int:
+        """How many accepted connections may be in their handshake at once (read each time:
+        the engine's limits may come after the listener)."""
+        return self._tls.most_pending if self._tls is not None else UNATTACHED
+
     def _accepting(self) -> Steps:
         while self._sock.fileno() >= 0:  # until `close`
-            if self._unattached >= UNATTACHED:
+            if self._unattached >= self._most:
                 yield Wait.WOKEN
                 continue
             try:
@@ -291,7 +298,7 @@ class SocketListener:
         if self._tls is not None:
             self._tls.settle(ticket)
         self._unattached -= 1
-        if self._unattached == UNATTACHED - 1:
+        if self._unattached == self._most - 1:
             self._wake()
 
     def close(self) -> None:
