@@ -187,6 +187,11 @@ class Connection:
             raise self._broken()
         return out
 
+    def in_frame(self) -> bool:
+        """Whether a frame has begun arriving and not ended."""
+        into = self._into
+        return self._incoming.in_frame() or (into is not None and into.in_frame())
+
     def _failure(self) -> RemoteProtocolError | None:
         return self._error
 

@@ -27,6 +27,7 @@ __all__ = [
     "CANCEL_FORCE",
     "ERROR_COVERED",
     "ERROR_NO_CHECKPOINT",
+    "STATS_NO_REPLY",
     "ERROR_WARNING",
     "FREE_STORE",
     "FREE_WITHDRAW",
@@ -106,6 +107,11 @@ SPAN_WITHDRAWN: Final = 3
 #: few seconds), so that a head notices a worker that stopped answering (SIGSTOP, a hung
 #: host, a link cut without a reset) within its liveness timeout.
 SPAN_ALIVE: Final = 4
+
+#: Stats mark, driver to head: a keepalive, not a request: the head does not answer it. A
+#: driver quiet for long sends one so that the head's idle timeout does not close it; a
+#: peer that knows only the page answers it, and the driver drops the unasked reply.
+STATS_NO_REPLY: Final = 1
 
 #: Free mark, head to worker: take this task back if it has not started (the worker answers
 #: `SPAN_WITHDRAWN`), else let it run. An unmarked free of a task the worker holds drops it

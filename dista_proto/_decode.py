@@ -339,7 +339,7 @@ def nothing(cls: type[Resumed | Stop | Drain]) -> Decoder:
 def stats(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     if not from_head:
         _exact(F.KIND_STATS, p, 0)
-        return Stats()
+        return Stats(None, tid)  # the task-ID field: an extension mark (a keepalive)
     _exact(F.KIND_STATS, p, 40)
     return Stats(HeadStats(*_Q5.unpack(p)))
 

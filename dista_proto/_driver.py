@@ -30,6 +30,7 @@ from ._conventions import (
     KILL_AFTER_CALLS,
     KILL_FORCE,
     MAX_RESULTS,
+    STATS_NO_REPLY,
 )
 from ._decisions import (
     Decision,
@@ -91,6 +92,7 @@ class Driver:
         part: int = F.PART_SIZE,
         allocate: Callable[[int], bytearray | memoryview] = bytearray,
         keep_bytes: int = DEFAULT_KEEP_BYTES,
+        keepalive_ns: int = 0,
     ) -> None:
         if role not in (Role.DRIVER, Role.CLIENT):
             raise ValueError(f"a Driver is a driver or a client, not {role.name.lower()}")
@@ -98,6 +100,10 @@ class Driver:
         self.registry_hash = registry_hash
         self.number = 0
         self.epoch = 0
+        #: Once welcomed, a `STATS_NO_REPLY` keepalive to the head this often (0: none), so
+        #: that a quiet driver is not closed by the head's idle timeout.
+        self.keepalive_ns = keepalive_ns
+        self._keepalive_at = 0
         self._next = 1
         self._links = Links()
         self._fetcher = Fetcher(self._links, part, allocate)
@@ -192,6 +198,8 @@ class Driver:
 
     def _received(self, link: int, events: list[Event], error: str | None, now: int) -> None:
         if link == HEAD_LINK:
+            if not self._keepalive_at and self.keepalive_ns:
+                self._keepalive_at = now + self.keepalive_ns
             handlers = self._on_head
             for event in events:
                 handler = handlers.get(type(event))
@@ -230,11 +238,16 @@ class Driver:
             self._links.send(HEAD_LINK, event)
 
     def next_deadline(self) -> int | None:
-        """When `on_timer` has work to do: never, for now (ready for resume backoff)."""
-        return None
+        """When `on_timer` has work to do: the next keepalive, if any."""
+        return self._keepalive_at or None
 
     def on_timer(self, now: int) -> None:
-        """Time passed (see `next_deadline`)."""
+        """Time passed: a keepalive to the head when one is due (sent whatever else went:
+        a 21-byte frame each interval costs less than knowing what was sent when)."""
+        if self._keepalive_at and now >= self._keepalive_at:
+            self._keepalive_at = now + self.keepalive_ns
+            if self.connected_to_head:
+                self._send(Stats(None, STATS_NO_REPLY))
 
     # -- submitting ----------------------------------------------------------------------------
 
@@ -516,8 +529,10 @@ class Driver:
         self._calls.covered(event.object_id, event.newest)
 
     def _on_stats(self, event: Stats) -> None:
-        if event.counts is not None:  # else a request, which a head does not send
-            self._requests[0] = max(self._requests[0] - 1, 0)
+        # Not a request (a head sends none), and asked for: a head that knows only the page
+        # answers keepalives too, and those replies are dropped.
+        if event.counts is not None and self._requests[0] > 0:
+            self._requests[0] -= 1
             self._links.queue(StatsReceived(event.counts))
 
     def _on_timeline(self, event: Timeline) -> None:

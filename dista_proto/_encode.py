@@ -252,7 +252,7 @@ def stats(e: Stats, from_head: bool) -> Encoded:
     if not from_head:
         if e.counts is not None:
             raise _bad(k, "counts", "only the head's reply carries counts")
-        return k, 0, 0, _EMPTY, None
+        return k, 0, e.mark, _EMPTY, None
     if e.counts is None:
         raise _bad(k, "counts", "the head's reply carries the five counts")
     out = b"".join(_u64(k, f"counts.{n}", v) for n, v in e.counts._asdict().items())

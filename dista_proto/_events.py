@@ -261,10 +261,12 @@ class Free(_EventBase):
 
 @dataclass(frozen=True, slots=True)
 class Stats(_EventBase):
-    """A stats request (``counts`` None, from a driver) or the head's reply."""
+    """A stats request (``counts`` None, from a driver) or the head's reply. A request's
+    ``mark`` (the task-ID field) is Dista's `STATS_NO_REPLY` for a keepalive."""
 
     kind: ClassVar[int] = F.KIND_STATS
     counts: HeadStats | None = None
+    mark: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from . import frame as F
-from ._conventions import CANCEL_FORCE, TASK_ID_MASK
+from ._conventions import CANCEL_FORCE, STATS_NO_REPLY, TASK_ID_MASK
 from ._decisions import Decision
 from ._events import (
     ActorCall,
@@ -77,6 +77,7 @@ from ._head_scheduling import Scheduler
 from ._head_security import Guard, may_stop
 from ._head_status import status_text
 from ._head_wire import Wire, grant_host
+from ._peer_watch import IDLE_NS, MAX_OBSERVERS, MIN_RATE, RATE_GRACE_NS, PeerWatch
 from ._roles import Role
 from .frame import Bytes
 
@@ -136,6 +137,10 @@ class Head:
         hello_idle_ns: int = HELLO_IDLE_NS,
         inline_cap_bytes: int = INLINE_CAP_BYTES,
         wall_offset_ns: int = 0,
+        idle_ns: int = IDLE_NS,
+        min_rate: int = MIN_RATE,
+        rate_grace_ns: int = RATE_GRACE_NS,
+        max_observers: int = MAX_OBSERVERS,
     ) -> None:
         self.epoch: Final = epoch
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
@@ -185,6 +190,8 @@ class Head:
             hello_deadline_ns=hello_deadline_ns,
             hello_idle_ns=hello_idle_ns,
         )
+        owned = (objects, actor_records)  # links past hello: `PeerWatch`, paused by the host
+        self.watch: Final = PeerWatch(wire, owned, idle_ns, min_rate, rate_grace_ns, max_observers)
         self._members = Membership(
             wire,
             objects,
@@ -348,7 +355,7 @@ class Head:
         """Bytes read from ``link``."""
         self._wire.now = now
         events, error = self._wire.links.receive(link, data)
-        self._received(link, events, error)
+        self._received(link, events, error, len(data))
 
     def get_buffer(self, link: int, sizehint: int = -1) -> memoryview:
         """Where to read ``link``'s next bytes (`Connection.get_buffer`)."""
@@ -358,7 +365,7 @@ class Head:
         """`receive_data` for ``nbytes`` read into the view `get_buffer` gave."""
         self._wire.now = now
         events, error = self._wire.links.buffer_updated(link, nbytes)
-        self._received(link, events, error)
+        self._received(link, events, error, nbytes)
 
     def connection_lost(self, link: int, now: int, why: str | None = None) -> None:
         """The binding's connection for ``link`` closed (or failed).
@@ -374,6 +381,7 @@ class Head:
         peer = wire.peers.get(link)
         wire.links.forget(link)
         self._guard.hello_watch.done(link)
+        self.watch.forget(link)
         if peer is None:
             return
         self._members.connection_lost(peer, why)
@@ -391,6 +399,7 @@ class Head:
                 self._scheduler.next_deadline(),
                 self._members.next_deadline(),
                 self._guard.hello_watch.next_deadline(),
+                self.watch.next_deadline(),
             )
             if t is not None
         ]
@@ -404,6 +413,7 @@ class Head:
         self._scheduler.on_timer(now)
         self._members.on_timer(now)
         self._guard.hello_watch.due(now, self._guard.no_hello)
+        self.watch.due(now)
 
     # -- what the head tells ---------------------------------------------------------------
 
@@ -442,7 +452,7 @@ class Head:
 
     # -- routing ---------------------------------------------------------------------------
 
-    def _received(self, link: int, events: list[Event], error: str | None) -> None:
+    def _received(self, link: int, events: list[Event], error: str | None, nbytes: int) -> None:
         wire = self._wire
         peers = wire.peers
         peer = peers.get(link)
@@ -451,6 +461,7 @@ class Head:
         peer.heard = wire.now
         if peer.role is None:
             self._guard.hello_watch.heard(link, wire.now)
+        self.watch.heard(peer, nbytes)
         for event in events:
             if peers.get(link) is not peer:
                 return  # refused mid-batch: the rest of its frames are moot
@@ -463,7 +474,7 @@ class Head:
         role = peer.role
         if role is None:
             assert isinstance(event, Hello)  # the connection lets nothing else through first
-            self._members.hello(peer, event)
+            self.watch.hello(peer, event, self._members.hello)
             return
         if role == Role.WORKER:
             actor = peer.actor
@@ -551,7 +562,9 @@ class Head:
         self._resume.on_resumed(peer)
 
     def _on_stats(self, peer: Peer, event: Event) -> None:
-        self._wire.links.send(peer.link, Stats(self.stats()))
+        assert isinstance(event, Stats)
+        if event.mark != STATS_NO_REPLY:  # a keepalive asks nothing
+            self._wire.links.send(peer.link, Stats(self.stats()))
 
     def _on_timeline(self, peer: Peer, event: Event) -> None:
         self._wire.links.send(peer.link, Timeline(self._take_timeline(peer.number)))

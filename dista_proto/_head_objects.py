@@ -101,6 +101,9 @@ class Objects:
         self._actor_ids = actor_ids  # actor IDs are object IDs too: never reused
         self.inline_cap_bytes = inline_cap_bytes
         self.by_id: dict[int, TrackedObject] = {}
+        #: Owner link -> how many of `by_id` it owns: whether a quiet driver still has
+        #: work or references at the head (`PeerWatch` spares it), without a scan.
+        self.owned: dict[int, int] = {}
         self._inline_of: dict[int, int] = {}  # driver number -> bytes of its inline results
         self._ready: Callable[[TaskRecord], None] = _unbound
         self._copies: Copies = _NoCopies()
@@ -137,6 +140,8 @@ class Objects:
 
     def track(self, oid: int, owner: int, task: TaskRecord | None = None) -> TrackedObject:
         obj = self.by_id[oid] = TrackedObject(oid, owner, task)
+        owned = self.owned
+        owned[owner] = owned.get(owner, 0) + 1
         return obj
 
     # -- submission ------------------------------------------------------------------------
@@ -146,6 +151,8 @@ class Objects:
         objects = self.by_id
         for i in range(task.oid, task.oid + task.results):
             objects[i] = TrackedObject(i, task.owner, task)
+        owned = self.owned
+        owned[task.owner] = owned.get(task.owner, 0) + task.results
         if task.event is not None:
             self._ready(task)
 
@@ -273,6 +280,12 @@ class Objects:
 
     def forget(self, obj: TrackedObject) -> None:
         del self.by_id[obj.oid]
+        owned = self.owned
+        left = owned[obj.owner] - 1
+        if left:
+            owned[obj.owner] = left
+        else:
+            del owned[obj.owner]
         state = obj.state
         holder = obj.holder
         self._counts.move_object(obj, ObjCause.FORGET)
@@ -357,6 +370,12 @@ class Objects:
             self._wire.close(worker.link, why)
             return worker, why
         return None
+
+    def reown(self, was: int, now: int) -> None:
+        """The objects ``was`` owned are ``now``'s (a driver resumed on a new link)."""
+        moved = self.owned.pop(was, 0)
+        if moved:
+            self.owned[now] = self.owned.get(now, 0) + moved
 
     def owned_by(self, link: int) -> list[TrackedObject]:
         return [obj for obj in self.by_id.values() if obj.owner == link]

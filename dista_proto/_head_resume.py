@@ -145,6 +145,7 @@ class Resume:
                 task = obj.task
                 if task is not None and task.owner == was:
                     task.owner = now
+        self._objects.reown(was, now)
         for actor in self._actors.records.values():
             if actor.owner == was:
                 actor.owner = now

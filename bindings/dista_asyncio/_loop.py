@@ -31,6 +31,8 @@ from dista_runtime.binding import (
 
 __all__ = ["AsyncioLoop", "new_event_loop"]
 
+_NO_DEADLINE_S = 365 * 86400.0
+
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """A new loop: uvloop's when it is installed."""
@@ -75,9 +77,12 @@ class _Listener:
         """Accept when the socket is readable, unless resting, closed or at the bound."""
         if self._reading or self._rest is not None or self._sock.fileno() < 0:
             return
-        if self._unattached < UNATTACHED:
+        if self._unattached < self._most():
             self._loop.add_reader(self._sock, self._accept)
             self._reading = True
+
+    def _most(self) -> int:
+        return self._tls.most_pending if self._tls is not None else UNATTACHED
 
     def _unread(self) -> None:
         if self._reading:
@@ -85,7 +90,7 @@ class _Listener:
             self._reading = False
 
     def _accept(self) -> None:
-        while self._unattached < UNATTACHED:
+        while self._unattached < self._most():
             try:
                 conn, _ = self._sock.accept()
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
@@ -100,16 +105,20 @@ class _Listener:
             conn.setblocking(False)
             self._unattached += 1
             task = self._loop.create_task(self._connect(conn))
-            task.add_done_callback(functools.partial(self._connected, conn))
+            # In TLS, counted among the pending handshakes: the oldest is cancelled at a cap.
+            ticket = self._tls.begin(peer_of(conn), task.cancel) if self._tls else 0
+            task.add_done_callback(functools.partial(self._connected, conn, ticket))
         self._unread()  # until some of them are attached (`_connected`)
 
     def _rested(self) -> None:
         self._rest = None
         self._read()
 
-    def _connected(self, conn: socket.socket, task: asyncio.Task[None]) -> None:
+    def _connected(self, conn: socket.socket, ticket: int, task: asyncio.Task[None]) -> None:
         self._unattached -= 1
-        if task.cancelled():  # before it ran (its loop closing): nothing closed ``conn``
+        if self._tls is not None:
+            self._tls.settle(ticket)
+        if task.cancelled():  # evicted, or its loop closing: ``conn`` may still be open
             conn.close()
         self._read()
 
@@ -117,7 +126,9 @@ class _Listener:
         engine, secure = self._engine, self._tls
         tls: dict[str, Any] = {}
         if secure is not None:
-            tls = {"ssl": secure.context, "ssl_handshake_timeout": HANDSHAKE_TIMEOUT_S}
+            # 0 is no deadline: asyncio has no such value (None is its 60 s), a year is one.
+            timeout = secure.timeout or _NO_DEADLINE_S
+            tls = {"ssl": secure.context, "ssl_handshake_timeout": timeout}
         peer = peer_of(conn) if secure else None  # named in the log if its handshake fails
         try:
             await self._loop.connect_accepted_socket(

@@ -16,6 +16,7 @@ from .._clock import now
 from .._net.address import format_head
 from .._net.contract import Loop
 from .._net.latch import Latch
+from .._net.limits import keepalive_interval
 from .._session.budget import inflight_budget
 from .._session.driver_actors import keep_bytes
 from .._session.session import Hooks, Session
@@ -45,6 +46,7 @@ class DriverHost(Engine):
             role=role,
             allocate=self.buffers.allocate,
             keep_bytes=keep_bytes(),
+            keepalive_ns=int(keepalive_interval() * 1e9),
         )
         self.session = Session(core, self, hooks)
         self.session.budget.limit = inflight_budget()

@@ -59,8 +59,9 @@ from .timer import PulledTimer
 
 __all__ = ["CLOSE_GRACE_S", "DIAL_TIMEOUT_S", "Engine"]
 
-#: The start of the reason of a link a core closes because the peer broke the protocol.
-_PROTOCOL_ERROR: Final = "protocol error"
+#: The starts of the reasons of a link a core closes for the peer's conduct (it broke the
+#: protocol, sat idle past its hello, dripped a frame): each one logged line.
+_PROTOCOL_ERROR: Final = ("protocol error", "idle:", "too slow:")
 #: How long opening a connection the core asks for (`Connect`: an object server) may take.
 DIAL_TIMEOUT_S: Final = 10.0
 #: How long `Engine.close_all` lets its connections flush and close before aborting them:
@@ -202,6 +203,8 @@ class Engine:
     def limit(self, limits: Limits) -> None:
         """Keep ``limits`` on the connections `accept` takes (`dista_runtime._net.admission`)."""
         self.admission = Admission(limits, self.greeted, self.log, self.name, self.loop.call_later)
+        if self.handshakes is not None:
+            self.handshakes.bound(limits, self.loop.call_later)
 
     def inbound(self, link: int) -> int:
         """``link`` came in through a listener: it counts against the caps."""
@@ -253,6 +256,11 @@ class Engine:
             transport = self.transports.get(reader)
             if transport is not None and not transport.is_closing():
                 transport.resume_reading()
+                self.reading_paused(reader, False)
+
+    def reading_paused(self, link: int, paused: bool) -> None:
+        """``link`` stops (or starts again) being read for a slow peer (a head's core
+        does not count that time against the link's rate floor)."""
 
     def closing(self, link: int, reason: str) -> None:
         """The core closes ``link`` for ``reason`` (a role may act on it: the head ends a
@@ -306,6 +314,9 @@ class Engine:
                 tls, self.name, self.log, self.transports.__contains__, self.authenticated
             )
         )
+        admission = getattr(self, "admission", None)  # None while __init__ runs
+        if self.handshakes is not None and admission is not None:
+            self.handshakes.bound(admission.limits, self.loop.call_later)
 
     def secure(self, dialing: bool) -> Secure | None:
         """What `Loop.dial` (``dialing``) or `Loop.listen` needs for TLS, or None."""
@@ -365,6 +376,7 @@ class Engine:
         if reader not in readers:
             readers.add(reader)
             transport.pause_reading()
+            self.reading_paused(reader, True)
 
     def close_all(self) -> None:
         """Close every connection, each once what it has buffered is sent; abort what is

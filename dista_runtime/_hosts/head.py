@@ -137,6 +137,12 @@ class HeadHost(Engine):
         if self.memory is not None:
             self.memory.collect_soon()  # the core's error left a cycle (`_trim`)
 
+    def reading_paused(self, link: int, paused: bool) -> None:
+        if paused:
+            self.core.watch.paused(link, now())
+        else:
+            self.core.watch.resumed(link, now())
+
     def closing(self, link: int, reason: str) -> None:
         pid = self._pids.get(link)
         if pid is not None and reason.startswith(_FORCED):
@@ -237,6 +243,10 @@ def start_head(
         recovery_grace_ns=int(recovery_grace * 1e9),
         hello_deadline_ns=int(limits.hello_timeout * 1e9),
         hello_idle_ns=int(limits.hello_idle_timeout * 1e9),
+        idle_ns=int(limits.idle_timeout * 1e9),
+        min_rate=limits.min_rate,
+        rate_grace_ns=int(limits.rate_grace * 1e9),
+        max_observers=limits.max_observers,
         inline_cap_bytes=inline_cap(),
         wall_offset_ns=wall_offset_ns(),  # its timeline's stamps, for people
     )

@@ -5,11 +5,14 @@ Every binding attaches a connection to its engine before it reads a byte of it
 and gevent alike. A connection from a listener (the engine's ``accept`` marks it,
 `Admission.expect`) is counted against two caps of `dista_runtime._net.limits.Limits`:
 
-- per host (the peer's IP; every Unix-socket peer is one host, "this machine"): past it the
-  new connection is refused;
+- per host (the peer's IP; every Unix-socket peer is one host, "this machine"): past it,
+  the oldest connection from that host that has not said hello yet is closed to make room
+  (so that silent connections from a driver's own host cannot lock it out);
 - in total: past it, the oldest connection that has not said hello yet (the engine's
   ``greeted``) is closed to make room, so that silent connections can never lock real
-  drivers and workers out; if every connection has said hello, the new one is refused.
+  drivers and workers out.
+
+At either cap, if every connection concerned has said hello, the new one is refused.
 
 A refused or evicted peer gets an error frame saying why (object 0: "the connection was
 refused"), then the connection closes. In-process links (no socket) are not counted.
@@ -150,28 +153,17 @@ class Admission:
         if host is None:
             return True  # in-process
         limits = self.limits
+        # At a cap, the oldest connection that has not said hello (from this host, at the
+        # per-host cap) goes for the new one: silent connections from a driver's own host
+        # must not lock it out. Only when all have said hello is the new one refused.
         if self._per_host[host] >= limits.max_per_host:
-            why = f"over the cap of {limits.max_per_host} from {host} ({MAX_PER_HOST_ENV})"
-            self._refuse(transport, why)
-            self._log.note("connection refused", "connections refused", why)
-            return False
+            cap = f"the cap of {limits.max_per_host} from {host} ({MAX_PER_HOST_ENV})"
+            if not self._make_room(transport, cap, host):
+                return False
         if len(self._links) >= limits.max_connections:
             cap = f"the cap of {limits.max_connections} connections ({MAX_CONNECTIONS_ENV})"
-            victim = self._oldest_silent()
-            if victim is None:
-                why = f"over {cap}, all of them past their hello"
-                self._refuse(transport, why)
-                self._log.note("connection refused", "connections refused", why)
+            if not self._make_room(transport, cap, None):
                 return False
-            _, old = self._links[victim]
-            self.release(victim)
-            why = f"closed for a newer one at {cap}"
-            self._refuse(old, f"{why}: it had not said hello")
-            self._log.note(
-                "connection that had not said hello closed",
-                "connections that had not said hello closed",
-                why,
-            )
         self._links[link] = (host, transport)
         self._silent[link] = None
         self._per_host[host] += 1
@@ -189,16 +181,39 @@ class Admission:
         if self._per_host[host] <= 0:
             del self._per_host[host]
 
-    def _oldest_silent(self) -> int | None:
-        """The oldest counted link that has not said hello; each greeted one is dropped from
-        the candidates when met (a link says hello once), so the search is cheap."""
+    def _make_room(self, transport: Any, cap: str, host: str | None) -> bool:
+        """At ``cap``: close the oldest connection that has not said hello (from ``host``,
+        if given) for the new one; if there is none, refuse the new one (False)."""
+        victim = self._oldest_silent(host)
+        if victim is None:
+            why = f"over {cap}, all of them past their hello"
+            self._refuse(transport, why)
+            self._log.note("connection refused", "connections refused", why)
+            return False
+        _, old = self._links[victim]
+        self.release(victim)
+        why = f"closed for a newer one at {cap}"
+        self._refuse(old, f"{why}: it had not said hello")
+        self._log.note(
+            "connection that had not said hello closed",
+            "connections that had not said hello closed",
+            why,
+        )
+        return True
+
+    def _oldest_silent(self, host: str | None = None) -> int | None:
+        """The oldest counted link (from ``host``, if given) that has not said hello; each
+        greeted one is dropped from the candidates when met (a link says hello once), so
+        the search is cheap."""
         silent = self._silent
         found = None
         greeted = []
         for link in silent:
             if self._greeted(link):
                 greeted.append(link)
-            elif not self._links[link][1].is_closing():
+            elif not self._links[link][1].is_closing() and (
+                host is None or self._links[link][0] == host
+            ):
                 found = link
                 break
         for link in greeted:

@@ -136,6 +136,31 @@ class Secure(Protocol):
     #: Whether this is the accepting side (the handshake's server).
     server_side: bool
 
+    @property
+    def timeout(self) -> float:
+        """Seconds a handshake may take (0: no deadline of its own; the pending handshake
+        caps still bound it)."""
+        ...
+
+    @property
+    def most_pending(self) -> int:
+        """Connections a listener may hold in their handshake at once: `UNATTACHED` (see
+        `dista_runtime._net.limits`), or the pending-handshake cap and its margin
+        (``EVICTING``) when set above it; at the bound a listener accepts again once one is
+        settled."""
+        ...
+
+    def begin(self, peername: Any, cancel: Callable[[], object]) -> int:
+        """A connection from ``peername`` came in and begins its handshake: a ticket for
+        `settle`. ``cancel`` ends the handshake and closes the connection: called when
+        the pending handshakes are at a cap and this one is the oldest (never the new one
+        refused). 0 when nothing is counted."""
+        ...
+
+    def settle(self, ticket: int) -> None:
+        """The handshake of ``ticket`` is over, whichever way (more than once is fine)."""
+        ...
+
     def secured(self, link: int, stream: Stream) -> None:
         """``link``'s handshake is done (it is attached): check the peer's certificate,
         closing ``stream`` before any frame is read if its role may not be here."""

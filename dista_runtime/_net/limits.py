@@ -28,6 +28,24 @@ Defaults, and why:
   said hello may go without sending a byte (a silent or slowloris peer goes sooner than the
   hello deadline).
 
+- ``DISTA_HANDSHAKE_TIMEOUT`` / ``--handshake-timeout``: 5 s for a TLS handshake that came
+  in (a peer that answers does it in milliseconds; a silent one goes soon).
+- ``DISTA_MAX_HANDSHAKES`` / ``--max-handshakes``: 72 TLS handshakes pending at once (with
+  the `EVICTING` margin of 28, the `UNATTACHED` 100 descriptors kept for them; a higher
+  cap needs that many descriptors more, beyond the open-file reserve), and
+  ``DISTA_MAX_HANDSHAKES_PER_HOST`` / ``--max-handshakes-per-host``: 64 from one address.
+  Past either the OLDEST pending one is closed for the new one
+  (`dista_runtime._net.pending`): never the new one refused. A handshake timeout of 0 is
+  no deadline: only the caps then close a silent connection.
+- ``DISTA_IDLE_TIMEOUT`` / ``--idle-timeout``: 60 s a driver or observer that said hello
+  may go without sending a byte (drivers send a keepalive every
+  ``DISTA_KEEPALIVE_INTERVAL``, 15 s; workers a heartbeat every second).
+- ``DISTA_MAX_OBSERVERS`` / ``--max-observers``: 64 observers at once: the connections
+  they cannot take are left for drivers and workers.
+- ``DISTA_MIN_RATE`` / ``--min-rate``: 1024 bytes a second, the least average rate at
+  which a frame begun must keep arriving once ``DISTA_RATE_GRACE`` (10 s) has passed (time
+  the head paused reading the peer does not count): a slow-drip peer is closed.
+
 - ``DISTA_HEAD_INLINE_CAP`` / ``--inline-cap``: 256 MiB of inline results the head keeps
   for one driver (the head's core enforces it, `dista_proto.INLINE_CAP_BYTES`): past it
   that driver's results stay on workers, so a driver that never releases cannot fill the
@@ -49,7 +67,16 @@ __all__ = [
     "DEFAULT_HELLO_IDLE_S",
     "DEFAULT_HELLO_TIMEOUT_S",
     "DEFAULT_MAX_PER_HOST",
+    "EVICTING",
     "FD_RESERVE",
+    "IDLE_TIMEOUT_ENV",
+    "KEEPALIVE_ENV",
+    "MAX_HANDSHAKES_ENV",
+    "MAX_HANDSHAKES_PER_HOST_ENV",
+    "MAX_OBSERVERS_ENV",
+    "MIN_RATE_ENV",
+    "RATE_GRACE_ENV",
+    "keepalive_interval",
     "HELLO_IDLE_ENV",
     "HELLO_TIMEOUT_ENV",
     "INLINE_CAP_ENV",
@@ -71,6 +98,14 @@ MAX_PER_HOST_ENV: Final = "DISTA_MAX_CONNECTIONS_PER_HOST"
 HELLO_TIMEOUT_ENV: Final = "DISTA_HELLO_TIMEOUT"
 HELLO_IDLE_ENV: Final = "DISTA_HELLO_IDLE_TIMEOUT"
 INLINE_CAP_ENV: Final = "DISTA_HEAD_INLINE_CAP"
+HANDSHAKE_TIMEOUT_ENV: Final = "DISTA_HANDSHAKE_TIMEOUT"
+MAX_HANDSHAKES_ENV: Final = "DISTA_MAX_HANDSHAKES"
+MAX_HANDSHAKES_PER_HOST_ENV: Final = "DISTA_MAX_HANDSHAKES_PER_HOST"
+IDLE_TIMEOUT_ENV: Final = "DISTA_IDLE_TIMEOUT"
+KEEPALIVE_ENV: Final = "DISTA_KEEPALIVE_INTERVAL"
+MAX_OBSERVERS_ENV: Final = "DISTA_MAX_OBSERVERS"
+MIN_RATE_ENV: Final = "DISTA_MIN_RATE"
+RATE_GRACE_ENV: Final = "DISTA_RATE_GRACE"
 _UNITS: Final = {
     "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
     "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30,
@@ -91,6 +126,20 @@ UNATTACHED: Final = 100
 DEFAULT_MAX_PER_HOST: Final = 512
 DEFAULT_HELLO_TIMEOUT_S: Final = 10.0
 DEFAULT_HELLO_IDLE_S: Final = 5.0
+DEFAULT_HANDSHAKE_TIMEOUT_S: Final = 5.0
+#: Connections a TLS listener takes past the pending-handshake cap before it waits: each
+#: closes the oldest pending one, whose descriptor is freed (and whose place the listener
+#: counts again) only on the loop's next turn. A listener at exactly the cap would stop
+#: accepting there, and the new connections it should let in would wait in the kernel.
+EVICTING: Final = 28
+#: So that the default cap and its margin are `UNATTACHED`, the descriptors kept for them.
+DEFAULT_MAX_HANDSHAKES: Final = UNATTACHED - EVICTING
+DEFAULT_MAX_HANDSHAKES_PER_HOST: Final = 64
+DEFAULT_IDLE_TIMEOUT_S: Final = 60.0
+DEFAULT_KEEPALIVE_S: Final = 15.0
+DEFAULT_MAX_OBSERVERS: Final = 64
+DEFAULT_MIN_RATE: Final = 1024
+DEFAULT_RATE_GRACE_S: Final = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +150,32 @@ class Limits:
     max_per_host: int = DEFAULT_MAX_PER_HOST
     hello_timeout: float = DEFAULT_HELLO_TIMEOUT_S  # seconds; 0: off
     hello_idle_timeout: float = DEFAULT_HELLO_IDLE_S  # seconds; 0: off
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_S  # seconds; 0: off
+    max_handshakes: int = DEFAULT_MAX_HANDSHAKES
+    max_handshakes_per_host: int = DEFAULT_MAX_HANDSHAKES_PER_HOST
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S  # seconds, after hello; 0: off
+    max_observers: int = DEFAULT_MAX_OBSERVERS
+    min_rate: int = DEFAULT_MIN_RATE  # bytes a second; 0: off
+    rate_grace: float = DEFAULT_RATE_GRACE_S  # seconds
 
     def __post_init__(self) -> None:
         _at_least_one("the connection cap", self.max_connections)
         _at_least_one("the per-host connection cap", self.max_per_host)
+        _at_least_one("the pending handshake cap", self.max_handshakes)
+        _at_least_one("the per-host pending handshake cap", self.max_handshakes_per_host)
+        _at_least_one("the observer cap", self.max_observers)
+        if (
+            isinstance(self.min_rate, bool)
+            or not isinstance(self.min_rate, int)
+            or (self.min_rate < 0)
+        ):
+            raise ValueError(f"the rate floor must be a whole number >= 0, not {self.min_rate!r}")
         for what, value in (
             ("the hello timeout", self.hello_timeout),
             ("the hello idle timeout", self.hello_idle_timeout),
+            ("the handshake timeout", self.handshake_timeout),
+            ("the idle timeout", self.idle_timeout),
+            ("the rate grace", self.rate_grace),
         ):
             if not value >= 0:  # NaN too
                 raise ValueError(f"{what} must be at least 0 seconds, not {value!r}")
@@ -189,7 +257,32 @@ def limits_from_env() -> Limits:
         max_per_host=per_host if per_host is not None else DEFAULT_MAX_PER_HOST,
         hello_timeout=_env_seconds(HELLO_TIMEOUT_ENV, DEFAULT_HELLO_TIMEOUT_S),
         hello_idle_timeout=_env_seconds(HELLO_IDLE_ENV, DEFAULT_HELLO_IDLE_S),
+        handshake_timeout=_env_seconds(HANDSHAKE_TIMEOUT_ENV, DEFAULT_HANDSHAKE_TIMEOUT_S),
+        max_handshakes=_env_count(MAX_HANDSHAKES_ENV) or DEFAULT_MAX_HANDSHAKES,
+        max_handshakes_per_host=_env_count(MAX_HANDSHAKES_PER_HOST_ENV)
+        or DEFAULT_MAX_HANDSHAKES_PER_HOST,
+        idle_timeout=_env_seconds(IDLE_TIMEOUT_ENV, DEFAULT_IDLE_TIMEOUT_S),
+        max_observers=_env_count(MAX_OBSERVERS_ENV) or DEFAULT_MAX_OBSERVERS,
+        min_rate=_env_rate(),
+        rate_grace=_env_seconds(RATE_GRACE_ENV, DEFAULT_RATE_GRACE_S),
     )
+
+
+def _env_rate() -> int:
+    raw = os.environ.get(MIN_RATE_ENV, "")
+    if not raw:
+        return DEFAULT_MIN_RATE
+    try:
+        value = size(raw)
+    except ValueError as e:
+        raise ValueError(f"{MIN_RATE_ENV} {e}") from None
+    return value
+
+
+def keepalive_interval() -> float:
+    """Seconds between a driver's keepalives when it sends nothing else, from
+    ``DISTA_KEEPALIVE_INTERVAL`` (default 15; 0: none); ValueError naming it."""
+    return _env_seconds(KEEPALIVE_ENV, DEFAULT_KEEPALIVE_S)
 
 
 def size(text: str) -> int:
@@ -271,6 +364,64 @@ def add_limit_options(p: argparse.ArgumentParser) -> None:
         help=f"a connection that has not said hello and sends nothing for this long is "
         f"closed (default: {HELLO_IDLE_ENV}, else {DEFAULT_HELLO_IDLE_S:g}; 0 turns it off)",
     )
+    group.add_argument(
+        "--handshake-timeout",
+        type=_flag(float),
+        default=None,
+        metavar="SECONDS",
+        help=f"a TLS handshake not done by then is closed (default: {HANDSHAKE_TIMEOUT_ENV}, "
+        f"else {DEFAULT_HANDSHAKE_TIMEOUT_S:g}; 0 turns it off)",
+    )
+    group.add_argument(
+        "--max-handshakes",
+        type=_flag(int),
+        default=None,
+        metavar="N",
+        help=f"TLS handshakes pending at once; past it the oldest is closed for the newest "
+        f"(default: {MAX_HANDSHAKES_ENV}, else {DEFAULT_MAX_HANDSHAKES})",
+    )
+    group.add_argument(
+        "--max-handshakes-per-host",
+        type=_flag(int),
+        default=None,
+        metavar="N",
+        help=f"TLS handshakes pending at once from one address; past it that address's "
+        f"oldest is closed for its newest (default: {MAX_HANDSHAKES_PER_HOST_ENV}, else "
+        f"{DEFAULT_MAX_HANDSHAKES_PER_HOST})",
+    )
+    group.add_argument(
+        "--idle-timeout",
+        type=_flag(float),
+        default=None,
+        metavar="SECONDS",
+        help=f"a driver or observer past its hello that sends nothing for this long is "
+        f"closed (drivers send keepalives) (default: {IDLE_TIMEOUT_ENV}, else "
+        f"{DEFAULT_IDLE_TIMEOUT_S:g}; 0 turns it off)",
+    )
+    group.add_argument(
+        "--max-observers",
+        type=_flag(int),
+        default=None,
+        metavar="N",
+        help=f"observers (dista status, timeline, stop) connected at once; past it a new "
+        f"one gets an error frame (default: {MAX_OBSERVERS_ENV}, else {DEFAULT_MAX_OBSERVERS})",
+    )
+    group.add_argument(
+        "--min-rate",
+        default=None,
+        metavar="BYTES",
+        help=f"the least average rate, in bytes a second, at which a frame begun must keep "
+        f"arriving after the grace (default: {MIN_RATE_ENV}, else {DEFAULT_MIN_RATE}; "
+        f"0 turns it off)",
+    )
+    group.add_argument(
+        "--rate-grace",
+        type=_flag(float),
+        default=None,
+        metavar="SECONDS",
+        help=f"how long a frame may take before the rate floor applies (default: "
+        f"{RATE_GRACE_ENV}, else {DEFAULT_RATE_GRACE_S:g})",
+    )
 
 
 def limits_from_args(args: argparse.Namespace) -> Limits:
@@ -283,6 +434,13 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
         ("max_connections_per_host", MAX_PER_HOST_ENV),
         ("hello_timeout", HELLO_TIMEOUT_ENV),
         ("hello_idle_timeout", HELLO_IDLE_ENV),
+        ("handshake_timeout", HANDSHAKE_TIMEOUT_ENV),
+        ("max_handshakes", MAX_HANDSHAKES_ENV),
+        ("max_handshakes_per_host", MAX_HANDSHAKES_PER_HOST_ENV),
+        ("idle_timeout", IDLE_TIMEOUT_ENV),
+        ("max_observers", MAX_OBSERVERS_ENV),
+        ("min_rate", MIN_RATE_ENV),
+        ("rate_grace", RATE_GRACE_ENV),
     ):
         value = getattr(args, flag, None)
         if value is not None:

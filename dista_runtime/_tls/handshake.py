@@ -17,6 +17,11 @@ for the loops that run tasks).
   error says it.
 
 Both kinds of line are throttled: a flood of bad peers is not a flood of lines.
+
+A listener tells the accepting side of each handshake it begins (``begin``, with a way to
+cancel it) and of its end (``settle``): once the engine has its limits (`Handshakes.bound`),
+pending handshakes are bounded per source and in total, the oldest closed for the newest
+(`dista_runtime._net.pending`), and each has the deadline ``timeout``.
 """
 
 from __future__ import annotations
@@ -28,10 +33,12 @@ from typing import Any
 
 import dista_proto as dp
 
-from .._net.admission import Throttle
+from .._net.admission import CallLater, Throttle
 from .._net.contract import Stream
+from .._net.limits import EVICTING, UNATTACHED, Limits
+from .._net.pending import PendingHandshakes
 from .._net.streams import peer_name
-from .config import TLS, dialed_ok, expected_role, peer_roles
+from .config import HANDSHAKE_TIMEOUT_S, TLS, dialed_ok, expected_role, peer_roles
 
 __all__ = ["Handshakes", "Side"]
 
@@ -58,9 +65,18 @@ class Handshakes:
         self._failures = Throttle()  # handshakes that failed
         #: Why the head link's last handshake failed ("" if none did).
         self.head_failure = ""
+        #: The handshakes begun and not done, once `bound`.
+        self.pending: PendingHandshakes | None = None
+        #: How long an accepted connection's handshake may take (seconds; 0: no deadline).
+        self.timeout = HANDSHAKE_TIMEOUT_S
         #: For `Loop.listen`, and for `Loop.dial`.
         self.accepting = Side(self, tls.server, server_side=True)
         self.dialing = Side(self, tls.client, server_side=False)
+
+    def bound(self, limits: Limits, call_later: CallLater) -> None:
+        """Keep ``limits`` on the handshakes of connections that come in."""
+        self.pending = PendingHandshakes(limits, self._log, self._name, call_later)
+        self.timeout = limits.handshake_timeout
 
     def secured(self, link: int, stream: Stream, dialed: bool) -> None:
         """``link``'s handshake is done: close it, with one line, if its peer's role may
@@ -109,6 +125,32 @@ class Side:
         self._handshakes = handshakes
         self.context = context
         self.server_side = server_side
+
+    @property
+    def timeout(self) -> float:
+        return self._handshakes.timeout if self.server_side else HANDSHAKE_TIMEOUT_S
+
+    @property
+    def most_pending(self) -> int:
+        pending = self._handshakes.pending
+        if pending is None or not self.server_side:
+            return UNATTACHED
+        # Past the cap by a margin, so that a new one is taken and evicts the oldest rather
+        # than waiting in the kernel; above UNATTACHED, each takes a descriptor beyond the
+        # reserve (the setting says so).
+        return max(UNATTACHED, pending.limits.max_handshakes + EVICTING)
+
+    def begin(self, peername: Any, cancel: Callable[[], object]) -> int:
+        pending = self._handshakes.pending
+        if pending is None or not self.server_side:
+            return 0
+        host = peername[0] if isinstance(peername, tuple) and peername else str(peername)
+        return pending.begin(str(host), cancel)
+
+    def settle(self, ticket: int) -> None:
+        pending = self._handshakes.pending
+        if ticket and pending is not None:
+            pending.settle(ticket)
 
     def secured(self, link: int, stream: Stream) -> None:
         self._handshakes.secured(link, stream, dialed=not self.server_side)

@@ -18,10 +18,11 @@ a failed one is told to it too (``failed``), never to the engine.
 
 A connection that came in takes its link (``engine.accept()``, the core's
 ``connection_made``) and is attached only once its handshake is done, as asyncio's TLS
-transports are made: a peer that fails it, or does not finish it within
-`HANDSHAKE_TIMEOUT_S`, is closed without the core ever hearing of it, and its listener
-holds at most `dista_runtime._net.limits.UNATTACHED` of them at once (it stops accepting
-until one is settled). A dialed one is attached at once (its link is the engine's already).
+transports are made: a peer that fails it, or does not finish it within its side's
+``timeout``, is closed without the core ever hearing of it. Its listener counts it among
+the pending handshakes (``Secure.begin``: past a cap the oldest is aborted for the new one)
+and holds at most `dista_runtime._net.limits.UNATTACHED` at once (it stops accepting until
+one is settled). A dialed one is attached at once (its link is the engine's already).
 
 Plaintext TLS still holds when the engine pauses reading is decrypted on the loop's next
 turn after it resumes, since the socket may never become readable again for it. A read
@@ -32,6 +33,7 @@ once per 16 KiB record (`benchmarks/results/tls.md`: 0.50 to 0.38 s of a driver'
 
 from __future__ import annotations
 
+import functools
 import socket
 import ssl
 from collections.abc import Callable
@@ -50,8 +52,7 @@ from .._net.sockets import (
     reading,
     writing,
 )
-from .._net.streams import ACCEPT_LATER
-from .config import HANDSHAKE_TIMEOUT_S
+from .._net.streams import ACCEPT_LATER, peer_of
 
 __all__ = ["SocketListener", "TLSStream", "serve_socket"]
 
@@ -84,8 +85,8 @@ class TLSStream(SocketStream):
         self._settled = settled
         self._deadline: Timer | None = None
         self.handshaken = False
-        if link == ACCEPT_LATER:  # not the core's yet: nothing else bounds how long it takes
-            self._deadline = loop.call_later(HANDSHAKE_TIMEOUT_S, self._too_slow)
+        if link == ACCEPT_LATER and tls.timeout:  # not the core's yet: nothing else bounds it
+            self._deadline = loop.call_later(tls.timeout, self._too_slow)
         if not server_side:  # a dialer speaks first, once the binding has attached us
             loop.call_soon(self._handshake)
 
@@ -197,7 +198,7 @@ class TLSStream(SocketStream):
 
     def _too_slow(self) -> None:
         if not (self.handshaken or self.ended):
-            self._fail(f"no handshake within {HANDSHAKE_TIMEOUT_S:g} s")
+            self._fail(f"no handshake within {self._secure.timeout:g} s")
             self.abort()
 
     def _over(self) -> None:
@@ -249,7 +250,8 @@ class SocketListener:
     """``sock`` (listening) served for ``engine`` on ``loop`` (`Loop.listen` for a binding
     that runs tasks): one task accepts each connection when the socket is readable, and
     `serve_socket` serves it. Out of descriptors or memory, it rests (`AcceptErrors`);
-    with `UNATTACHED` connections in their TLS handshake, it waits until one is settled."""
+    with `Secure.most_pending` connections in their TLS handshake, it waits until one is
+    settled."""
 
     def __init__(
         self, loop: TaskLoop, engine: Connections, sock: socket.socket, tls: Secure | None
@@ -261,9 +263,15 @@ class SocketListener:
         self._unattached = 0
         self._wake = loop.spawn(self._accepting(), sock)
 
+    @property
+    def _most(self) -> int:
+        """How many accepted connections may be in their handshake at once (read each time:
+        the engine's limits may come after the listener)."""
+        return self._tls.most_pending if self._tls is not None else UNATTACHED
+
     def _accepting(self) -> Steps:
         while self._sock.fileno() >= 0:  # until `close`
-            if self._unattached >= UNATTACHED:
+            if self._unattached >= self._most:
                 yield Wait.WOKEN
                 continue
             try:
@@ -275,13 +283,22 @@ class SocketListener:
                 if rest := self._errors.failed(e):  # logged once a second
                     yield rest
                 continue
-            if self._tls is not None:
-                self._unattached += 1
-            serve_socket(self._engine, ACCEPT_LATER, conn, self._tls, self._loop, self._settled)
+            tls = self._tls
+            if tls is None:
+                serve_socket(self._engine, ACCEPT_LATER, conn, None, self._loop)
+                continue
+            self._unattached += 1
+            # Counted among the pending handshakes (at a cap, the oldest is aborted).
+            held: list[SocketStream] = []
+            ticket = tls.begin(peer_of(conn), functools.partial(_abort_first, held))
+            settled = functools.partial(self._settled, ticket)
+            held.append(serve_socket(self._engine, ACCEPT_LATER, conn, tls, self._loop, settled))
 
-    def _settled(self) -> None:
+    def _settled(self, ticket: int) -> None:
+        if self._tls is not None:
+            self._tls.settle(ticket)
         self._unattached -= 1
-        if self._unattached == UNATTACHED - 1:
+        if self._unattached == self._most - 1:
             self._wake()
 
     def close(self) -> None:
@@ -290,3 +307,9 @@ class SocketListener:
         self._loop.closing(self._sock)
         self._wake()  # before the socket closes: a wake stops the wait on it
         self._sock.close()
+
+
+def _abort_first(held: list[SocketStream]) -> None:
+    """Abort the stream in ``held`` (an evicted handshake's), if it was made yet."""
+    if held:
+        held[0].abort()

@@ -26,6 +26,7 @@ import pytest
 from dista_runtime._hosts.engine import CLOSE_GRACE_S
 from dista_runtime._net.contract import Loop
 from dista_runtime._net.latch import CallQueue, Latch
+from dista_runtime._net.limits import Limits
 from dista_runtime._net.streams import HIGH_WATER
 from tests.bindings.support.contract import (
     BINDINGS,
@@ -519,3 +520,45 @@ def test_a_failed_tls_handshake_never_reaches_the_core(
     until(lambda: rig.tls_failures())
     assert rig.counted() == 0  # the core never heard of it
     assert rig.lost() == []
+
+
+def _open(sock: socket.socket) -> bool:
+    """Whether ``sock``'s connection is still open (nothing to read, no end)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("cap", [4, 130])  # 130: past the listener's default bound (100)
+def test_pending_tls_handshakes_past_the_cap_close_the_oldest_for_the_newest(
+    make_rig: Callable[..., Rig], tls_dir: Path, cap: int
+) -> None:
+    rig = make_rig(tls=tls_config(tls_dir, "worker"))
+    # No deadline (0): only the cap closes a silent connection here.
+    limits = Limits(1000, max_handshakes=cap, max_handshakes_per_host=cap, handshake_timeout=0)
+    rig.call(rig.engine.limit, limits)
+    address = rig.listen()
+    silent = [socket.create_connection(address, timeout=5) for _ in range(cap + 3)]
+    try:
+        assert all(ends(s, 5) for s in silent[:3])  # the oldest went for the newest
+        time.sleep(0.2)
+        assert all(_open(s) for s in silent[3:])  # none refused, none timed out
+        # A peer that answers gets in at once amid them, and the next oldest goes for it.
+        with (
+            socket.create_connection(address, timeout=5) as raw,
+            client_context(tls_dir, "driver").wrap_socket(raw) as tls,
+        ):
+            tls.sendall(b"hello")
+            until(
+                lambda: (
+                    [r.count for r in rig.call(lambda: list(rig.core.received.values()))] == [5]
+                )
+            )
+            assert ends(silent[3], 5)
+    finally:
+        for s in silent:
+            s.close()

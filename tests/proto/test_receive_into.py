@@ -40,6 +40,7 @@ from dista_proto import (
     RemoteProtocolError,
     Result,
     Role,
+    Status,
     Task,
     encode_event,
 )
@@ -545,7 +546,21 @@ def test_small_frames_land_in_one_reused_buffer_and_leave_as_bytes() -> None:
     events = conn.next_events()
     assert len(events) == 1000
     assert all(isinstance(e, Task) and type(e.argument) is bytes for e in events)
-    assert len(seen) == 1
+    # The small first buffer, then the one a full read grows it to, reused from then on.
+    assert len(seen) <= 2
+
+
+def test_a_quiet_link_keeps_a_small_buffer() -> None:
+    # 10,000 links that said hello and sent a request each must not hold 256 KiB each.
+    conn = Connection(Role.HEAD)
+    hello = encode_event(Hello(Role.OBSERVER, 0))
+    for data in (hello, encode_event(Status())):
+        buffer = conn.get_buffer(-1)
+        assert len(buffer) <= 4096
+        buffer[: len(data)] = data
+        conn.buffer_updated(len(data))
+    assert [type(e) for e in conn.next_events()] == [Hello, Status]
+    assert len(conn.get_buffer(-1)) <= 4096
 
 
 def test_buffer_updated_is_checked() -> None:
