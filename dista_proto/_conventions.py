@@ -12,6 +12,9 @@
   free of an ID that names no object deletes nothing, a cancel still cancels.
   docs/wire.md, "Extensions", gives the reasoning for each.
 - **Fetch parts** are at least `MIN_FETCH_PART` bytes.
+- **Driver secrets**: a hello marked `HELLO_SECRET` asks the head for a `SECRET_SIZE`-byte
+  secret (in a welcome with the same mark), which the driver's resumes carry; fetch tokens
+  of `TOKEN_SIZE` bytes derive from it (`dista_proto._credentials`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "FREE_STORE",
     "FREE_WITHDRAW",
     "HEAD_LINK",
+    "HELLO_SECRET",
     "ID_BITS",
     "ID_MASK",
     "KEPT_CALL_BYTES",
@@ -37,12 +41,14 @@ __all__ = [
     "MIN_FETCH_PART",
     "NUMBER_SPACE",
     "RESTORE_NEWEST",
+    "SECRET_SIZE",
     "SPAN_ALIVE",
     "SPAN_BLOCKED",
     "SPAN_RESUMED",
     "SPAN_WITHDRAWN",
     "TASK_ID_BITS",
     "TASK_ID_MASK",
+    "TOKEN_SIZE",
     "driver_number",
     "kept_size",
     "retry_limit",
@@ -157,3 +163,13 @@ CANCEL_FORCE: Final = 1
 #: The smallest part an object server cuts an object into; a fetch asking for less is
 #: refused with an error frame (a 1-byte part size would mean a frame per byte).
 MIN_FETCH_PART: Final = 64 * 1024
+
+#: Hello mark, driver or client to head: give this driver a secret. The welcome answers
+#: with the same mark and the secret after number and epoch; a resume with the mark carries
+#: the secret after them, and the head takes it only if it matches. A peer that knows only
+#: the page reads the mark as nothing and gets the page's welcome.
+HELLO_SECRET: Final = 1
+#: A driver's secret: what proves, on a resume, that it is the driver the head numbered.
+SECRET_SIZE: Final = 16
+#: A fetch token: what a driver's fetch shows an object server that the head granted it.
+TOKEN_SIZE: Final = 16

@@ -77,6 +77,8 @@ class Resume(NamedTuple):
 
     number: int
     epoch: int
+    #: The secret the head gave the driver (`HELLO_SECRET`); b"" for a page-only resume.
+    secret: bytes = b""
 
 
 class HeadStats(NamedTuple):
@@ -173,15 +175,18 @@ class Hello(_EventBase):
     registry_hash: int = 0
     address: Address | None = None  # workers only
     resume: Resume | None = None  # resuming drivers only
+    mark: int = 0  # the task-ID field: `HELLO_SECRET` (drivers and clients)
 
 
 @dataclass(frozen=True, slots=True)
 class Welcome(_EventBase):
-    """The head's answer to a driver's hello: its number and the head's epoch."""
+    """The head's answer to a driver's hello: its number and the head's epoch, and the
+    driver's secret if its hello asked for one (`HELLO_SECRET`)."""
 
     kind: ClassVar[int] = F.KIND_WELCOME
     number: int
     epoch: int
+    secret: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,11 +213,14 @@ class Stored(_EventBase):
 
 @dataclass(frozen=True, slots=True)
 class Located(_EventBase):
-    """The result lives on the worker whose object server is at ``address``."""
+    """The result lives on the worker whose object server is at ``address``. Head to
+    worker, a fetch grant: to the fetcher at ``address``'s host, or to the one showing
+    ``token`` (docs/protocol.md, "Extensions: fetch grants")."""
 
     kind: ClassVar[int] = F.KIND_LOCATED
     object_id: int
     address: Address
+    token: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +230,7 @@ class Fetch(_EventBase):
     kind: ClassVar[int] = F.KIND_FETCH
     object_id: int
     part: int = F.PART_SIZE
+    token: bytes = b""  # a driver's fetch token, when it has one
 
 
 @dataclass(frozen=True, slots=True)

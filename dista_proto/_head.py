@@ -34,6 +34,7 @@ from typing import Any, Final
 
 from . import frame as F
 from ._conventions import CANCEL_FORCE, TASK_ID_MASK
+from ._credentials import Credentials
 from ._decisions import Decision
 from ._events import (
     ActorCall,
@@ -135,6 +136,8 @@ class Head:
         hello_idle_ns: int = HELLO_IDLE_NS,
         inline_cap_bytes: int = INLINE_CAP_BYTES,
         wall_offset_ns: int = 0,
+        resume_key: bytes = b"",
+        resume_key_stable: bool = False,
     ) -> None:
         self.epoch: Final = epoch
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
@@ -174,6 +177,9 @@ class Head:
             actors,
             holdings,
             scheduler.timeline,
+            # Drivers' secrets: the key is an argument (the core draws no randomness); an
+            # empty one (tests) makes secrets anyone who knows the epoch can compute.
+            Credentials(resume_key, epoch=epoch, stable=resume_key_stable),
             recovery_grace_ns=recovery_grace_ns,
             exit_without_drivers=exit_without_drivers,
         )
@@ -334,9 +340,13 @@ class Head:
         if peer is not None:
             peer.host = grant_host(host)
 
-    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
-        """The peer on ``link`` proved a certificate granting ``roles`` (`Guard`)."""
-        return self._guard.authenticated(link, roles)
+    def authenticated(
+        self, link: int, roles: frozenset[str], identity: bytes = b"", subject: str = ""
+    ) -> bool:
+        """The peer on ``link`` proved a certificate granting ``roles``, whose DER's SHA-256
+        is ``identity`` (a driver's secret is bound to it) and whose subject, for logs, is
+        ``subject`` (`Guard`)."""
+        return self._guard.authenticated(link, roles, identity, subject)
 
     def greeted(self, link: int) -> bool:
         """Whether ``link`` has said hello (`Guard`)."""
