@@ -243,7 +243,8 @@ def hello(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
 def welcome(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     if tid & HELLO_SECRET:
         _exact(F.KIND_WELCOME, p, 16 + SECRET_SIZE)
-        return Welcome(*_Q2.unpack_from(p), bytes(p[16:]))
+        number, epoch = _Q2.unpack_from(p)
+        return Welcome(number, epoch, bytes(p[16:]))
     _exact(F.KIND_WELCOME, p, 16)
     number, epoch = _Q2.unpack(p)
     return Welcome(number, epoch)

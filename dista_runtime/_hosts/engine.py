@@ -52,7 +52,7 @@ from .._net.contract import Loop, Secure, Stream
 from .._net.latch import Latch
 from .._net.limits import Limits
 from .._net.streams import PEER_LABEL, peer_ip, peer_name, write
-from .._tls.config import TLS, tls_for
+from .._tls.config import TLS, PeerIdentity, tls_for
 from .._tls.handshake import Handshakes
 from .._values.memory import ready
 from .timer import PulledTimer
@@ -61,6 +61,9 @@ __all__ = ["CLOSE_GRACE_S", "DIAL_TIMEOUT_S", "Engine"]
 
 #: The start of the reason of a link a core closes because the peer broke the protocol.
 _PROTOCOL_ERROR: Final = "protocol error"
+#: The reasons of a core's `Close` that the host logs: a peer's bad input, a resume that
+#: did not prove its driver (the line names the certificate).
+_LOGGED: Final = (_PROTOCOL_ERROR, dp.RESUME_REFUSED)
 #: How long opening a connection the core asks for (`Connect`: an object server) may take.
 DIAL_TIMEOUT_S: Final = 10.0
 #: How long `Engine.close_all` lets its connections flush and close before aborting them:
@@ -280,7 +283,7 @@ class Engine:
         self.closing(d.link, d.reason)
         transport = self.transports.get(d.link)
         if transport is not None:
-            if d.reason.startswith(_PROTOCOL_ERROR):
+            if d.reason.startswith(_LOGGED):
                 self.refused(d.link, transport, d.reason)
             if d.link in self._backlog:
                 self._close_after.add(d.link)
@@ -319,9 +322,10 @@ class Engine:
         self._dialed.add(link)
         self.loop.dial(self, link, host, port, timeout, self.secure(dialing=True))
 
-    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+    def authenticated(self, link: int, roles: frozenset[str], identity: PeerIdentity) -> bool:
         """Whether the peer of ``link``, which came in and showed a certificate granting
-        ``roles``, may stay (its core says; a role that listens for nobody refuses)."""
+        ``roles`` (``identity``: which certificate), may stay (its core says; a role that
+        listens for nobody refuses)."""
         return False
 
     @staticmethod

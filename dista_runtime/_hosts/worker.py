@@ -24,7 +24,7 @@ from .._net.latch import Latch
 from .._net.limits import Limits, limits_from_env
 from .._session.context import Context, clear, install
 from .._session.session import Hooks
-from .._tls.config import check_bind, dial_failure, tls_for
+from .._tls.config import PeerIdentity, check_bind, dial_failure, tls_for
 from .._values.buffer_cache import BufferCache
 from .._values.registry import snapshot
 from .._values.trim import MemoryWatch, watch_memory
@@ -213,7 +213,7 @@ class WorkerHost(Engine):
     def greeted(self, link: int) -> bool:
         return self.core.greeted(link)  # a fetcher's greeting: a whole frame
 
-    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+    def authenticated(self, link: int, roles: frozenset[str], identity: PeerIdentity) -> bool:
         return self.core.authenticated(link, roles)
 
     def attached(self, link: int, host: str) -> None:

@@ -135,7 +135,9 @@ def test_the_limits_are_the_pages_payloads() -> None:
     observer = body_limits(Role.OBSERVER, Role.HEAD)
     assert observer[F.KIND_STATUS] == observer[F.KIND_STOP] == 17
     assert body_limits(Role.HEAD, Role.OBSERVER)[F.KIND_STATUS] == F.MAX_FRAME
-    assert body_limits(Role.FETCHER, Role.OBJECT_SERVER)[F.KIND_FETCH] == 17 + 8 + 16  # the part, a token
+    assert (
+        body_limits(Role.FETCHER, Role.OBJECT_SERVER)[F.KIND_FETCH] == 17 + 8 + 16
+    )  # the part, a token
     # A fetcher that asked for no part size yet takes parts of PART_SIZE.
     assert body_limits(Role.OBJECT_SERVER, Role.FETCHER)[F.KIND_PART] == 17 + 16 + F.PART_SIZE
 
@@ -186,7 +188,9 @@ def test_a_hello_one_byte_over_its_limit_is_refused(feed: str) -> None:
     head = Connection(Role.HEAD)
     data = header(F.KIND_HELLO, HELLO_LIMIT + 1) + bytes(HELLO_LIMIT + 1 - F.HEADER)
     FEEDS[feed](head, data, 1 << 16)
-    with pytest.raises(RemoteProtocolError, match=f"{HELLO_LIMIT + 1} bytes.*limit of {HELLO_LIMIT}"):
+    with pytest.raises(
+        RemoteProtocolError, match=f"{HELLO_LIMIT + 1} bytes.*limit of {HELLO_LIMIT}"
+    ):
         head.next_events()
 
 
