@@ -113,6 +113,7 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
+from ._grants import FETCH_GRANT_WAIT_NS
 from ._head import (
     HELLO_DEADLINE_NS,
     HELLO_IDLE_NS,
@@ -138,6 +139,7 @@ __all__ = [
     "ERROR_COVERED",
     "ERROR_NO_CHECKPOINT",
     "ERROR_WARNING",
+    "FETCH_GRANT_WAIT_NS",
     "FREE_STORE",
     "FREE_WITHDRAW",
     "HEAD_LINK",

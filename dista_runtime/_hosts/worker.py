@@ -21,7 +21,7 @@ from .._execution.execution import Execution
 from .._net.address import advertised_host, format_head
 from .._net.contract import Listener, Loop
 from .._net.latch import Latch
-from .._net.limits import Limits, limits_from_env
+from .._net.limits import Limits, fetch_grant_wait_ns, limits_from_env
 from .._session.context import Context, clear, install
 from .._session.session import Hooks
 from .._tls.config import PeerIdentity, check_bind, dial_failure, tls_for
@@ -261,6 +261,7 @@ def start_worker(
         allocate=buffers.allocate,
         heartbeat_ns=heartbeat_ns(),
         check_fetches=True,  # fetches only by the head's grant, or from a TLS member
+        fetch_wait_ns=fetch_grant_wait_ns(),
         wall_offset_ns=wall_offset_ns(),  # its spans' stamps, for people
     )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))
