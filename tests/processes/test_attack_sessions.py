@@ -35,7 +35,7 @@ _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 _WORKER = re.compile(r"^worker (\d+\.\d+\.\d+\.\d+):(\d+):", re.MULTILINE)
 _TASKS = "tests.processes.support.session_attacks"
 #: The wait of a fetch the head never granted, short for the test (5 s by default).
-_WAIT = "0.5"
+_WAIT = "0.3"
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +116,7 @@ def test_a_resume_or_fetch_as_another_driver_is_refused_under_tls(
     procs.wait_for("head", re.compile(rf"refused resume of driver {target.number} by .*team-b"))
     # Attack 2: fetch the victim's object (its first IDs) from the worker's object server.
     for context in (team_b, own):
-        for n in (1, 2):
+        for n in (1,):
             oid = target.number << dp.ID_BITS | n
             for token in (b"", secrets.token_bytes(dp.TOKEN_SIZE)):
                 served, why = A.fetch(server, context, oid, token)
@@ -135,7 +135,7 @@ def test_a_resume_or_fetch_as_another_driver_is_refused_on_plain_tcp(
     for secret in (b"", secrets.token_bytes(dp.SECRET_SIZE)):
         refused_resume(A.resume_as(head, None, target, secret=secret), target.number)
     server = worker_address(text)
-    for n in (1, 2):
+    for n in (1,):
         oid = target.number << dp.ID_BITS | n
         for token in (b"", secrets.token_bytes(dp.TOKEN_SIZE)):
             served, why = A.fetch(server, None, oid, token)
