@@ -160,3 +160,17 @@ def test_a_page_only_driver_is_granted_by_its_host() -> None:
     _, grants = stored_object(n, alice)
     (grant,) = [g for g in grants if isinstance(g, dp.Located)]
     assert grant.token == b"" and grant.address == dp.Address("10.0.0.9", 0)
+
+
+def test_status_hands_out_nothing_a_resume_needs() -> None:
+    n = net()
+    _, welcome = new_driver(n, ALICE)
+    observer = n.connect()
+    observer.send(dp.Hello(F.ROLE_OBSERVER, 0), dp.Status())
+    (reply,) = observer.take()
+    assert isinstance(reply, dp.Status) and reply.text is not None
+    assert f"driver {welcome.number}" in reply.text  # the number and epoch are no secret
+    for form in (welcome.secret.hex(), welcome.secret.hex().upper(), str(welcome.secret)):
+        assert form not in reply.text
+    token = dp.fetch_token(welcome.secret)
+    assert token.hex() not in reply.text
