@@ -20,6 +20,7 @@ from ._conventions import (
     FREE_WITHDRAW,
     HEAD_LINK,
     HELLO_ANY_REGISTRY,
+    HELLO_SECRET,
     ID_BITS,
     ID_MASK,
     KEPT_CALL_BYTES,
@@ -30,6 +31,7 @@ from ._conventions import (
     MIN_FETCH_PART,
     NUMBER_SPACE,
     RESTORE_NEWEST,
+    SECRET_SIZE,
     SPAN_ALIVE,
     SPAN_BLOCKED,
     SPAN_RESUMED,
@@ -37,11 +39,13 @@ from ._conventions import (
     STATS_NO_REPLY,
     TASK_ID_BITS,
     TASK_ID_MASK,
+    TOKEN_SIZE,
     driver_number,
     retry_limit,
     with_retry_limit,
 )
 from ._core import Core
+from ._credentials import RESUME_REFUSED, Credentials, fetch_token
 from ._decisions import (
     ActorWarning,
     Answered,
@@ -113,6 +117,7 @@ from ._events import (
     TimelineRecord,
     Welcome,
 )
+from ._grants import FETCH_GRANT_WAIT_NS
 from ._head import (
     HELLO_DEADLINE_NS,
     HELLO_IDLE_NS,
@@ -139,10 +144,12 @@ __all__ = [
     "ERROR_COVERED",
     "ERROR_NO_CHECKPOINT",
     "ERROR_WARNING",
+    "FETCH_GRANT_WAIT_NS",
     "FREE_STORE",
     "FREE_WITHDRAW",
     "HEAD_LINK",
     "HELLO_ANY_REGISTRY",
+    "HELLO_SECRET",
     "HELLO_DEADLINE_NS",
     "HELLO_IDLE_NS",
     "INLINE_CAP_BYTES",
@@ -158,6 +165,8 @@ __all__ = [
     "NUMBER_SPACE",
     "RECOVERY_GRACE_NS",
     "RESTORE_NEWEST",
+    "RESUME_REFUSED",
+    "SECRET_SIZE",
     "SPAN_ALIVE",
     "STATS_NO_REPLY",
     "SPAN_BLOCKED",
@@ -165,7 +174,9 @@ __all__ = [
     "SPAN_WITHDRAWN",
     "TASK_ID_BITS",
     "TASK_ID_MASK",
+    "TOKEN_SIZE",
     "driver_number",
+    "fetch_token",
     "with_retry_limit",
     "NEED_DATA",
     "TIMELINE_CAP",
@@ -216,6 +227,7 @@ __all__ = [
     "ConnectionState",
     "Core",
     "Covered",
+    "Credentials",
     "Drain",
     "Error",
     "Event",

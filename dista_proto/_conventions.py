@@ -15,6 +15,9 @@
 - **Hello marks** in the hello's task-ID field: a worker's `HELLO_ANY_REGISTRY`.
 - **Actor capabilities** are `ACTOR_CAPABILITY_SIZE` random bytes a creating driver draws
   per actor, sent in Dista's actor-open frame (kind 34).
+- **Driver secrets**: a hello marked `HELLO_SECRET` asks the head for a `SECRET_SIZE`-byte
+  secret (in a welcome with the same mark), which the driver's resumes carry; fetch tokens
+  of `TOKEN_SIZE` bytes derive from it (`dista_proto._credentials`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ __all__ = [
     "FREE_WITHDRAW",
     "HELLO_ANY_REGISTRY",
     "HEAD_LINK",
+    "HELLO_SECRET",
     "ID_BITS",
     "ID_MASK",
     "KEPT_CALL_BYTES",
@@ -43,12 +47,14 @@ __all__ = [
     "MIN_FETCH_PART",
     "NUMBER_SPACE",
     "RESTORE_NEWEST",
+    "SECRET_SIZE",
     "SPAN_ALIVE",
     "SPAN_BLOCKED",
     "SPAN_RESUMED",
     "SPAN_WITHDRAWN",
     "TASK_ID_BITS",
     "TASK_ID_MASK",
+    "TOKEN_SIZE",
     "driver_number",
     "kept_size",
     "retry_limit",
@@ -169,6 +175,15 @@ CANCEL_FORCE: Final = 1
 #: refused with an error frame (a 1-byte part size would mean a frame per byte).
 MIN_FETCH_PART: Final = 64 * 1024
 
+#: Hello mark, driver or client to head: give this driver a secret. The welcome answers
+#: with the same mark and the secret after number and epoch; a resume with the mark carries
+#: the secret after them, and the head takes it only if it matches. A peer that knows only
+#: the page reads the mark as nothing and gets the page's welcome.
+HELLO_SECRET: Final = 1
+#: A driver's secret: what proves, on a resume, that it is the driver the head numbered.
+SECRET_SIZE: Final = 16
+#: A fetch token: what a driver's fetch shows an object server that the head granted it.
+TOKEN_SIZE: Final = 16
 #: Hello mark, worker to head: this worker runs by-value code (functions and actor classes
 #: that travel pickled) from drivers of any registry, not only of its own
 #: (``dista worker --accept-by-value``). A head that knows only the page ignores the field:

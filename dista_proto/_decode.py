@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Final
 
 from . import frame as F
-from ._conventions import ACTOR_CAPABILITY_SIZE
+from ._conventions import ACTOR_CAPABILITY_SIZE, HELLO_SECRET, SECRET_SIZE, TOKEN_SIZE
 from ._errors import RemoteProtocolError
 from ._events import (
     ActorCall,
@@ -182,6 +182,13 @@ class _Reader:
         self.pos += n
         return self.buf[start : self.pos]
 
+    def raw(self, n: int, field: str) -> bytes:
+        """The next ``n`` bytes, as bytes."""
+        self.need(n, field)
+        start = self.pos
+        self.pos += n
+        return bytes(self.buf[start : self.pos])
+
     def rest(self) -> Bytes:
         start, self.pos = self.pos, len(self.buf)
         return self.buf[start:]
@@ -224,13 +231,21 @@ def hello(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     resume = None
     if role == F.ROLE_WORKER:
         address = r.address("address")
-    elif role == F.ROLE_DRIVER and len(p) - r.pos == 16:
-        resume = Resume(r.u64("resume.number"), r.u64("resume.epoch"))
+    elif role == F.ROLE_DRIVER and len(p) - r.pos >= 16:
+        number, epoch = r.u64("resume.number"), r.u64("resume.epoch")
+        # Our extension: a resume marked HELLO_SECRET carries the secret after the pair.
+        marked = tid & HELLO_SECRET and r.pos < len(p)
+        secret = r.raw(SECRET_SIZE, "resume.secret") if marked else b""
+        resume = Resume(number, epoch, secret)
     r.end()
     return Hello(role, registry, address, resume, tid)  # the task-ID field: Dista's marks
 
 
 def welcome(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+    if tid & HELLO_SECRET:
+        _exact(F.KIND_WELCOME, p, 16 + SECRET_SIZE)
+        number, epoch = _Q2.unpack_from(p)
+        return Welcome(number, epoch, bytes(p[16:]))
     _exact(F.KIND_WELCOME, p, 16)
     number, epoch = _Q2.unpack(p)
     return Welcome(number, epoch)
@@ -275,11 +290,15 @@ def stored(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
 def located(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     r = _Reader(F.KIND_LOCATED, p)
     address = r.address("address")
+    # Our extension: a grant to a driver's fetch token (head to worker).
+    token = r.raw(TOKEN_SIZE, "token") if r.pos < len(p) else b""
     r.end()
-    return Located(oid, address)
+    return Located(oid, address, token)
 
 
 def fetch(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+    if len(p) == 8 + TOKEN_SIZE:  # our extension: the part, then a driver's fetch token
+        return Fetch(oid, _U64.unpack_from(p)[0], bytes(p[8:]))
     try:
         part = F.fetch_part(p)
     except RemoteProtocolError as e:

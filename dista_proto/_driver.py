@@ -25,6 +25,7 @@ from . import frame as F
 from ._conventions import (
     CANCEL_FORCE,
     HEAD_LINK,
+    HELLO_SECRET,
     ID_BITS,
     ID_MASK,
     KILL_AFTER_CALLS,
@@ -32,6 +33,7 @@ from ._conventions import (
     MAX_RESULTS,
     STATS_NO_REPLY,
 )
+from ._credentials import fetch_token
 from ._decisions import (
     Decision,
     HeadLost,
@@ -93,6 +95,7 @@ class Driver:
         allocate: Callable[[int], bytearray | memoryview] = bytearray,
         keep_bytes: int = DEFAULT_KEEP_BYTES,
         keepalive_ns: int = 0,
+        ask_secret: bool = True,
     ) -> None:
         if role not in (Role.DRIVER, Role.CLIENT):
             raise ValueError(f"a Driver is a driver or a client, not {role.name.lower()}")
@@ -104,6 +107,12 @@ class Driver:
         #: that a quiet driver is not closed by the head's idle timeout.
         self.keepalive_ns = keepalive_ns
         self._keepalive_at = 0
+        #: Ask the head for a secret (`HELLO_SECRET`): it proves our resumes, and the fetch
+        #: token drawn from it our fetches. False speaks only the page.
+        self.ask_secret = ask_secret
+        #: The secret our welcome gave (b"" from a head that gives none), kept with the
+        #: number and epoch for our resumes.
+        self.secret = b""
         self._next = 1
         self._links = Links()
         self._fetcher = Fetcher(self._links, part, allocate)
@@ -167,13 +176,16 @@ class Driver:
         """The connection to the head is up: say hello. A driver the head numbered before
         resumes under its number (a client, which does not resume, is numbered anew)."""
         if resume is None and self.number and self.role == Role.DRIVER:
-            resume = Resume(self.number, self.epoch)
+            resume = Resume(self.number, self.epoch, self.secret)
         if self.role == Role.CLIENT and resume is None:
             self.number = 0
+            self.secret = self._fetcher.token = b""  # numbered anew: a new secret
         self._resuming = resume is not None
         self.connected_to_head = True
         self._links.open(self.role, HEAD_LINK)
-        self._links.send(HEAD_LINK, Hello(int(self.role), self.registry_hash, None, resume))
+        mark = HELLO_SECRET if self.ask_secret or (resume is not None and resume.secret) else 0
+        hello = Hello(int(self.role), self.registry_hash, None, resume, mark)
+        self._links.send(HEAD_LINK, hello)
 
     def connection_made(self, now: int) -> int:
         """A peer connected to us: a driver listens for nobody (it dials the head and the
@@ -507,6 +519,10 @@ class Driver:
 
     def _on_welcome(self, event: Welcome) -> None:
         queue = self._links.queue
+        if event.secret:
+            # Our fetches show the token drawn from it: the head grants by token, not host.
+            self.secret = event.secret
+            self._fetcher.token = fetch_token(event.secret)
         if self._resuming:
             self._resuming = False
             if event.number != self.number:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from . import frame as F
-from ._conventions import ACTOR_CAPABILITY_SIZE
+from ._conventions import ACTOR_CAPABILITY_SIZE, HELLO_SECRET, SECRET_SIZE, TOKEN_SIZE
 from ._errors import LocalProtocolError
 from ._events import (
     ActorCall,
@@ -137,6 +137,12 @@ def error(e: Error, from_head: bool) -> Encoded:
     return F.KIND_ERROR, e.object_id, e.mark, _EMPTY, _text(e.message)
 
 
+def _sized(kind: int, field: str, value: bytes, size: int) -> bytes:
+    if len(value) != size:
+        raise _bad(kind, field, f"must be {size} bytes, not {len(value)}")
+    return bytes(value)
+
+
 def hello(e: Hello, from_head: bool) -> Encoded:
     k = F.KIND_HELLO
     if e.role not in (F.ROLE_DRIVER, F.ROLE_WORKER, F.ROLE_CLIENT, F.ROLE_OBSERVER):
@@ -150,13 +156,20 @@ def hello(e: Hello, from_head: bool) -> Encoded:
         if e.role != F.ROLE_DRIVER:
             raise _bad(k, "resume", "only a driver resumes")
         out += _u64(k, "resume.number", e.resume.number) + _u64(k, "resume.epoch", e.resume.epoch)
+        if e.resume.secret:
+            if not e.mark & HELLO_SECRET:
+                raise _bad(k, "resume.secret", "a secret goes only in a hello marked HELLO_SECRET")
+            out += _sized(k, "resume.secret", e.resume.secret, SECRET_SIZE)
     # Dista's hello marks ride in the task-ID field, which the page leaves at 0 here.
     return k, 0, _mark(k, e.mark), out, None
 
 
 def welcome(e: Welcome, from_head: bool) -> Encoded:
     k = F.KIND_WELCOME
-    return k, 0, 0, _u64(k, "number", e.number) + _u64(k, "epoch", e.epoch), None
+    out = _u64(k, "number", e.number) + _u64(k, "epoch", e.epoch)
+    if not e.secret:
+        return k, 0, 0, out, None
+    return k, 0, HELLO_SECRET, out + _sized(k, "secret", e.secret, SECRET_SIZE), None
 
 
 def _flags_and_counts(
@@ -195,16 +208,22 @@ def stored(e: Stored, from_head: bool) -> Encoded:
 
 def located(e: Located, from_head: bool) -> Encoded:
     k = F.KIND_LOCATED
-    return k, e.object_id, 0, _addr(k, "address", e.address), None
+    out = _addr(k, "address", e.address)
+    if e.token:
+        out += _sized(k, "token", e.token, TOKEN_SIZE)
+    return k, e.object_id, 0, out, None
 
 
 def fetch(e: Fetch, from_head: bool) -> Encoded:
     k = F.KIND_FETCH
-    if e.part == 0:
+    if e.part == 0 and not e.token:
         return k, e.object_id, 0, _EMPTY, None
     if e.part < 0:
         raise _bad(k, "part", f"must be 0 (whole) or a positive size, not {e.part}")
-    return k, e.object_id, 0, _u64(k, "part", e.part), None
+    out = _u64(k, "part", e.part)
+    if e.token:
+        out += _sized(k, "token", e.token, TOKEN_SIZE)
+    return k, e.object_id, 0, out, None
 
 
 def task_inputs(e: TaskInputs, from_head: bool) -> Encoded:

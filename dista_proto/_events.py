@@ -78,6 +78,8 @@ class Resume(NamedTuple):
 
     number: int
     epoch: int
+    #: The secret the head gave the driver (`HELLO_SECRET`); b"" for a page-only resume.
+    secret: bytes = b""
 
 
 class HeadStats(NamedTuple):
@@ -175,17 +177,20 @@ class Hello(_EventBase):
     address: Address | None = None  # workers only
     resume: Resume | None = None  # resuming drivers only
     #: In the task-ID field (0 by the page): Dista's hello marks, such as a worker's
-    #: `HELLO_ANY_REGISTRY` (it runs by-value code from drivers of any registry).
+    #: `HELLO_ANY_REGISTRY` (it runs by-value code from drivers of any registry), or a
+    #: driver's or client's `HELLO_SECRET` (it asks for a secret).
     mark: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Welcome(_EventBase):
-    """The head's answer to a driver's hello: its number and the head's epoch."""
+    """The head's answer to a driver's hello: its number and the head's epoch, and the
+    driver's secret if its hello asked for one (`HELLO_SECRET`)."""
 
     kind: ClassVar[int] = F.KIND_WELCOME
     number: int
     epoch: int
+    secret: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,11 +217,14 @@ class Stored(_EventBase):
 
 @dataclass(frozen=True, slots=True)
 class Located(_EventBase):
-    """The result lives on the worker whose object server is at ``address``."""
+    """The result lives on the worker whose object server is at ``address``. Head to
+    worker, a fetch grant: to the fetcher at ``address``'s host, or to the one showing
+    ``token`` (docs/protocol.md, "Extensions: fetch grants")."""
 
     kind: ClassVar[int] = F.KIND_LOCATED
     object_id: int
     address: Address
+    token: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +234,7 @@ class Fetch(_EventBase):
     kind: ClassVar[int] = F.KIND_FETCH
     object_id: int
     part: int = F.PART_SIZE
+    token: bytes = b""  # a driver's fetch token, when it has one
 
 
 @dataclass(frozen=True, slots=True)

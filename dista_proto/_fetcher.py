@@ -41,6 +41,8 @@ class Fetcher:
     ) -> None:
         self._links = links
         self.part = part
+        #: A driver's fetch token (`dista_proto._credentials`), shown with every fetch.
+        self.token = b""
         self._allocate = allocate
         self._by_address: dict[Address, int] = {}
         self._address: dict[int, Address] = {}
@@ -65,7 +67,7 @@ class Fetcher:
         if oid in wanted:
             return  # already on its way
         wanted.add(oid)
-        self._links.send(link, Fetch(oid, self.part))
+        self._links.send(link, Fetch(oid, self.part, self.token))
 
     def receive(self, link: int, events: list[Event]) -> list[Fetched]:
         done: list[Fetched] = []

@@ -2,28 +2,33 @@
 
 Theory of operation
 -------------------
-Object-server links carry no hello, so a fetcher is known by its host (the binding reports
-it with `FetchGate.peer`) and, over TLS, by its certificate's roles (`authenticated`). A
-cluster member (a `worker` or `admin` certificate) may fetch anything this server holds;
-any other fetcher may fetch an object only once the head has granted it to its host: before
-the head tells a fetcher where an object lies (located, task-inputs, adopt) it sends the
-holding worker a located frame (`Grant`) naming the fetcher's host, port 0. A grant to a
-loopback host means "the head's own machine": the head host this worker sees, or loopback.
+Object-server links carry no hello, so a fetcher is known by the token its fetches show,
+its host (the binding reports it with `FetchGate.peer`) and, over TLS, its certificate's
+roles (`authenticated`). A cluster member (a `worker` or `admin` certificate) may fetch
+anything this server holds; any other fetcher may fetch an object only once the head has
+granted it: before the head tells a fetcher where an object lies (located, task-inputs,
+adopt) it sends the holding worker a located frame naming the fetcher's host, port 0, and,
+for a driver with a secret, its fetch token (`dista_proto._credentials`). A fetch showing a
+token is served only if that token was granted for that object, whatever its host (another
+process on the driver's machine has no token); a fetch without one only by a grant made
+without a token to its host, and never on a link whose certificate says ``driver`` (such a
+driver has a token). A grant to a loopback host means "the head's own machine": the head
+host this worker sees, or loopback.
 
 The grant races the fetch (they travel on different links), so a fetch the gate does not
 allow yet waits for one, up to ``wait_ns``; then it is refused with an error frame naming
 the object, and the link stays usable. Grants die with their object (`drop`). A link that
 sends no complete frame within ``idle_ns`` of connecting is closed (`expired`).
 
-Everything is bounded: grants only for objects in the store, at most `MAX_HOSTS` hosts per
-object, at most `MAX_WAITING_PER_LINK` waiting fetches per link and `MAX_WAITING` in all
+Everything is bounded: grants only for objects in the store, at most `MAX_HOSTS` hosts
+(and as many tokens) per object, at most `MAX_WAITING_PER_LINK` waiting fetches per link and `MAX_WAITING` in all
 (past them a fetch is refused at once).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, TypeVar
 
 from ._events import Fetch
 
@@ -50,13 +55,15 @@ MAX_HOSTS: Final = 4096
 #: Fetches waiting for a grant, per link and in all; past them a fetch is refused at once.
 MAX_WAITING_PER_LINK: Final = 256
 MAX_WAITING: Final = 16_384
+_K = TypeVar("_K", str, bytes)
+
 #: Marks a grant to the head's own machine (a loopback grant).
 _HEAD_MACHINE: Final = ""
 
 _WHY: Final = (
-    "only a peer the head told where the object lies (from the host the head saw it "
-    "connect from), or a cluster member (a worker or admin certificate over TLS), may "
-    "fetch it"
+    "only a peer the head told where the object lies (a driver by its fetch token, another "
+    "peer from the host the head saw it connect from), or a cluster member (a worker or "
+    "admin certificate over TLS), may fetch it"
 )
 
 
@@ -79,11 +86,12 @@ def is_loopback(host: str) -> bool:
 class _Link:
     """What the gate knows of one object-server link."""
 
-    __slots__ = ("heard", "host", "member", "waiting")
+    __slots__ = ("driver", "heard", "host", "member", "waiting")
 
     def __init__(self) -> None:
         self.host = ""  # canonical; "" until `peer`
         self.member = False
+        self.driver = False  # a driver certificate: it fetches with its token only
         self.waiting: set[int] = set()  # keys of its fetches waiting for a grant
         self.heard = False  # it sent a complete frame
 
@@ -101,6 +109,7 @@ class FetchGate:
         self._head_host = ""
         self._links: dict[int, _Link] = {}
         self._grants: dict[int, dict[str, None]] = {}  # object -> hosts, oldest first
+        self._tokens: dict[int, dict[bytes, None]] = {}  # object -> fetch tokens, oldest first
         # Waiting fetches in arrival order (so deadline order): key -> (link, fetch, until),
         # and by object, so that a grant or a closed link touches only its own.
         self._waiting: dict[int, tuple[int, Fetch, int]] = {}
@@ -133,7 +142,8 @@ class FetchGate:
         if names & MEMBER_ROLES:
             state.member = True
             return True
-        return bool(names & _GRANTED_ROLES)
+        state.driver = bool(names & _GRANTED_ROLES)
+        return state.driver
 
     def heard(self, link: int) -> None:
         """A complete frame came on ``link``: it is not a silent link."""
@@ -166,24 +176,26 @@ class FetchGate:
 
     # -- grants --------------------------------------------------------------------------
 
-    def grant(self, oid: int, host: str, held: bool) -> list[tuple[int, Fetch]]:
-        """The head grants ``oid`` to ``host``; ``held``: whether the store has it (a grant
-        for an object gone meanwhile is dropped). Returns the waiting fetches it lets in."""
+    def grant(
+        self, oid: int, host: str, held: bool, token: bytes = b""
+    ) -> list[tuple[int, Fetch]]:
+        """The head grants ``oid`` to the fetcher showing ``token`` or, without one, to
+        ``host``; ``held``: whether the store has it (a grant for an object gone meanwhile is
+        dropped). Returns the waiting fetches it lets in."""
         if not held:
             return []
-        name = _HEAD_MACHINE if is_loopback(host) else canonical_host(host)
-        hosts = self._grants.setdefault(oid, {})
-        hosts.pop(name, None)
-        hosts[name] = None
-        if len(hosts) > MAX_HOSTS:
-            del hosts[next(iter(hosts))]
+        if token:
+            _remember(self._tokens.setdefault(oid, {}), token)
+        else:
+            name = _HEAD_MACHINE if is_loopback(host) else canonical_host(host)
+            _remember(self._grants.setdefault(oid, {}), name)
         keys = self._waiting_for.get(oid)
         if not keys:
             return []
         let_in: list[tuple[int, Fetch]] = []
         for key in sorted(keys):  # in the order they came
             link, fetch, _ = self._waiting[key]
-            if self._allows(link, oid):
+            if self._allows(link, fetch):
                 self._unwait(key)
                 self._links[link].waiting.discard(key)
                 let_in.append((link, fetch))
@@ -192,13 +204,19 @@ class FetchGate:
     def drop(self, oid: int) -> None:
         """``oid`` left the store: its grants go with it."""
         self._grants.pop(oid, None)
+        self._tokens.pop(oid, None)
 
-    def _allows(self, link: int, oid: int) -> bool:
+    def _allows(self, link: int, fetch: Fetch) -> bool:
         state = self._links.get(link)
         if state is None:
             return False
         if state.member:
             return True
+        oid = fetch.object_id
+        if fetch.token:
+            return fetch.token in self._tokens.get(oid, ())
+        if state.driver:
+            return False  # a driver certificate's fetches show its token
         hosts = self._grants.get(oid)
         if not hosts or not state.host:
             return False
@@ -217,7 +235,7 @@ class FetchGate:
 
     def admit(self, link: int, fetch: Fetch, now: int) -> str | None:
         """None: serve ``fetch`` now. "": it waits for a grant. Else: refuse it with this."""
-        if not self.check or self._allows(link, fetch.object_id):
+        if not self.check or self._allows(link, fetch):
             return None
         state = self._links.get(link)
         if state is None:
@@ -236,6 +254,7 @@ class FetchGate:
         return ""
 
     def refusal(self, link: int, oid: int, waited: str) -> str:
+        """The error a fetch of ``oid`` on ``link`` gets (``waited``: how long it waited)."""
         state = self._links.get(link)
         who = state.host if state is not None and state.host else "this peer (host unknown)"
         return f"object {oid:#x} was not offered to {who} by the head{waited}: {_WHY}"
@@ -273,3 +292,11 @@ class FetchGate:
             del self._silent[link]
             silent.append(link)
         return refused, silent
+
+
+def _remember(granted: dict[_K, None], key: _K) -> None:
+    """Add ``key`` to ``granted`` as its newest, keeping at most `MAX_HOSTS` (the oldest go)."""
+    granted.pop(key, None)
+    granted[key] = None
+    if len(granted) > MAX_HOSTS:
+        del granted[next(iter(granted))]

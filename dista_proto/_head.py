@@ -34,6 +34,7 @@ from typing import Any, Final
 
 from . import frame as F
 from ._conventions import CANCEL_FORCE, STATS_NO_REPLY, TASK_ID_MASK
+from ._credentials import Credentials
 from ._decisions import Decision
 from ._events import (
     ActorCall,
@@ -141,6 +142,8 @@ class Head:
         min_rate: int = MIN_RATE,
         rate_grace_ns: int = RATE_GRACE_NS,
         max_observers: int = MAX_OBSERVERS,
+        resume_key: bytes = b"",
+        resume_key_stable: bool = False,
     ) -> None:
         self.epoch: Final = epoch
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
@@ -180,6 +183,9 @@ class Head:
             actors,
             holdings,
             scheduler.timeline,
+            # Drivers' secrets: the key is an argument (the core draws no randomness); an
+            # empty one (tests) makes secrets anyone who knows the epoch can compute.
+            Credentials(resume_key, epoch=epoch, stable=resume_key_stable),
             recovery_grace_ns=recovery_grace_ns,
             exit_without_drivers=exit_without_drivers,
         )
@@ -343,9 +349,13 @@ class Head:
         if peer is not None:
             peer.host = grant_host(host)
 
-    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
-        """The peer on ``link`` proved a certificate granting ``roles`` (`Guard`)."""
-        return self._guard.authenticated(link, roles)
+    def authenticated(
+        self, link: int, roles: frozenset[str], identity: bytes = b"", subject: str = ""
+    ) -> bool:
+        """The peer on ``link`` proved a certificate granting ``roles``, whose DER's SHA-256
+        is ``identity`` (a driver's secret is bound to it) and whose subject, for logs, is
+        ``subject`` (`Guard`)."""
+        return self._guard.authenticated(link, roles, identity, subject)
 
     def greeted(self, link: int) -> bool:
         """Whether ``link`` has said hello (`Guard`)."""

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._conventions import HELLO_ANY_REGISTRY, NUMBER_SPACE
+from ._conventions import HELLO_ANY_REGISTRY, HELLO_SECRET, NUMBER_SPACE
+from ._credentials import fetch_token
 from ._decisions import Exit
 from ._events import Error, Hello, Stop, Welcome
 from ._head_actors import Actors
@@ -100,10 +101,16 @@ class Membership:
             if number == 0:
                 return
             peer.number = number
+            asked = hello.mark & HELLO_SECRET
             if hello.resume is None:
                 peer.epoch = wire.epoch
+                if asked:
+                    credentials = self._resume.credentials
+                    peer.secret = credentials.secret(wire.epoch, number, peer.identity)
+            # A driver with a secret fetches by its token, not its host (`Wire.grant`).
+            peer.token = fetch_token(peer.secret)
             wire.numbers[number] = peer
-            wire.links.send(peer.link, Welcome(number, wire.epoch))
+            wire.links.send(peer.link, Welcome(number, wire.epoch, peer.secret if asked else b""))
 
     def _number(self, peer: Peer, hello: Hello) -> int:
         if hello.resume is not None:

@@ -43,6 +43,7 @@ class Peer:
         "heard",
         "holds",
         "host",
+        "identity",
         "idle",
         "link",
         "number",
@@ -52,7 +53,10 @@ class Peer:
         "role",
         "roles",
         "running",
+        "secret",
         "spare",
+        "subject",
+        "token",
         "unconfirmed",
         "why",
     )
@@ -89,6 +93,13 @@ class Peer:
         #: The role words of the peer's certificate (`Head.authenticated`); None: plain TCP,
         #: unrestricted.
         self.roles: frozenset[str] | None = None
+        #: The SHA-256 of its certificate, and its subject for logs (b"", "": plain TCP).
+        self.identity = b""
+        self.subject = ""
+        #: A driver's secret (`dista_proto._credentials`) and the fetch token drawn from
+        #: it; b"" for a driver that did not ask for one (it fetches by host grants).
+        self.secret = b""
+        self.token = b""
 
     @property
     def name(self) -> str:

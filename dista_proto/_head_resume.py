@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._conventions import ID_BITS, NUMBER_SPACE
+from ._conventions import HELLO_SECRET, ID_BITS, NUMBER_SPACE
+from ._credentials import RESUME_REFUSED, Credentials
 from ._events import ActorCall, ActorCreate, ActorOpen, Claim, Covered, Error, Hello, Result
 from ._head_actor_access import NO, WAIT, not_opened
 from ._head_actors import Actors
@@ -62,6 +63,7 @@ class Resume:
         actors: Actors,
         holdings: Holdings,
         timeline: TimelineLog,
+        credentials: Credentials,
         *,
         recovery_grace_ns: int,
         exit_without_drivers: bool,
@@ -71,6 +73,8 @@ class Resume:
         self._actors = actors
         self._holdings = holdings
         self._timeline = timeline
+        #: Drivers' secrets: what a resume must show (`dista_proto._credentials`).
+        self.credentials = credentials
         self.recovery_grace_ns = recovery_grace_ns
         self._exit_without_drivers = exit_without_drivers
         #: Drivers whose connection was lost, that may resume: link -> (driver, until when).
@@ -94,21 +98,50 @@ class Resume:
             self._wire.refuse(peer, f"driver number {number} is outside [1, 2**24)")
             return 0
         holder = self._wire.numbers.get(number)
+        if holder is not None and resume.epoch != holder.epoch:
+            # A driver of another head that drew the number one of ours has: giving it
+            # the number would give it the other driver's objects.
+            self._wire.refuse(
+                peer,
+                f"driver number {number} is in use by a driver of this head (epoch "
+                f"{self._wire.epoch:#x}); yours was given by the head of epoch "
+                f"{resume.epoch:#x}: start a new session",
+            )
+            return 0
+        if not self._proven(peer, hello, holder):
+            return 0
         if holder is not None:
-            if resume.epoch != holder.epoch:
-                # A driver of another head that drew the number one of ours has: giving it
-                # the number would give it the other driver's objects.
-                self._wire.refuse(
-                    peer,
-                    f"driver number {number} is in use by a driver of this head (epoch "
-                    f"{self._wire.epoch:#x}); yours was given by the head of epoch "
-                    f"{resume.epoch:#x}: start a new session",
-                )
-                return 0
             self._replace(holder, peer)
         peer.epoch = resume.epoch
         peer.resuming = True
         return number
+
+    def _proven(self, peer: Peer, hello: Hello, holder: Peer | None) -> bool:
+        """Whether ``peer``'s resume shows what only the driver it names holds: if not, it
+        is refused (an error frame, a line in the head's log naming its certificate) and
+        that driver keeps everything. On success ``peer`` keeps the secret."""
+        resume = hello.resume
+        assert resume is not None
+        credentials = self.credentials
+        held = None if holder is None else (holder.secret, holder.identity)
+        why = credentials.resume_refusal(
+            resume.number, resume.epoch, resume.secret, peer.identity, held
+        )
+        if why is not None:
+            text = f"cannot resume driver {resume.number}: {why}: only the driver the head "
+            text += "numbered may resume under its number (start a new session)"
+            who = f"certificate {peer.subject}" if peer.subject else "a peer without TLS"
+            self._wire.refuse(
+                peer, text, f"{RESUME_REFUSED} of driver {resume.number} by {who}: {why}"
+            )
+            return False
+        secret = resume.secret
+        if not secret and holder is not None:
+            secret = holder.secret
+        if not secret and hello.mark & HELLO_SECRET:
+            secret = credentials.secret(resume.epoch, resume.number, peer.identity)
+        peer.secret = secret
+        return True
 
     def went_away(self, peer: Peer) -> bool:
         """``peer``'s connection was lost: keep what it owns for it to resume, if it is a

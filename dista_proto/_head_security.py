@@ -102,10 +102,14 @@ class Guard:
 
     # -- roles and hello -------------------------------------------------------------------
 
-    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+    def authenticated(
+        self, link: int, roles: frozenset[str], identity: bytes = b"", subject: str = ""
+    ) -> bool:
         """The peer on ``link`` proved a certificate granting ``roles`` (call before reading
         any byte). False if those roles may do nothing at a head: the head has forgotten the
-        link and the binding closes it. Otherwise its hello and stop are bounded by them."""
+        link and the binding closes it. Otherwise its hello and stop are bounded by them,
+        and a driver's secret by ``identity`` (the certificate's SHA-256; ``subject`` names
+        it in the head's log)."""
         wire = self._wire
         peer = wire.peers.get(link)
         if peer is None:
@@ -116,6 +120,8 @@ class Guard:
             wire.links.forget(link)
             return False
         peer.roles = roles
+        peer.identity = identity
+        peer.subject = subject
         return True
 
     def greeted(self, link: int) -> bool:

@@ -32,6 +32,8 @@ from ._roles import Role
 __all__ = ["Wire", "grant_host", "not_given_text"]
 
 _LOOPBACK: Final = "127.0.0.1"
+#: The host a token grant names when the head does not know the fetcher's (it is not used).
+_ANY_HOST: Final = "0.0.0.0"
 _STORED: Final = ObjState.STORED
 
 
@@ -89,10 +91,11 @@ class Wire:
     def close(self, link: int, why: str) -> None:
         self.links.close(link, why)
 
-    def refuse(self, peer: Peer, why: str) -> None:
-        """Tell ``peer`` why, close its link, and forget it."""
+    def refuse(self, peer: Peer, why: str, log: str = "") -> None:
+        """Tell ``peer`` why, close its link (``log``: the reason for the head's log, if
+        other than ``why``), and forget it."""
         self.links.send(peer.link, Error(0, why))
-        self.links.close(peer.link, why)
+        self.links.close(peer.link, log or why)
         self.peers.pop(peer.link, None)
 
     def not_given(self, worker: Peer, oid: int) -> None:
@@ -108,7 +111,15 @@ class Wire:
         if holder is None or holder.link == fetcher_link:
             return
         fetcher = self.peers.get(fetcher_link)
-        if fetcher is None or not fetcher.host:
+        if fetcher is None:
+            return
+        if fetcher.token:
+            # A driver with a secret is granted by its token, whatever its host: another
+            # process on its machine (the host grant's weakness) has no token.
+            address = Address(fetcher.host or _ANY_HOST, 0)
+            self.links.send(holder.link, Located(oid, address, fetcher.token))
+            return
+        if not fetcher.host:
             return
         host = fetcher.host
         if is_loopback(holder.address.host):

@@ -36,7 +36,7 @@ from typing import Any, Final, NamedTuple
 from . import _decode as D
 from . import _encode as E
 from . import frame as F
-from ._conventions import ACTOR_CAPABILITY_SIZE
+from ._conventions import ACTOR_CAPABILITY_SIZE, SECRET_SIZE, TOKEN_SIZE
 from ._decode import Decoder
 from ._encode import Encoder
 from ._events import (
@@ -104,8 +104,15 @@ FETCHER: Final = Role.FETCHER
 #: The largest payload of a kind that carries a value, a text or a list.
 ANY: Final = F.MAX_PAYLOAD
 #: The largest hello payload: the role byte, the registry hash, then a worker's object
-#: server address (12 bytes) or a resuming driver's number and epoch (16 bytes): never both.
-HELLO_PAYLOAD: Final = 1 + 8 + max(F.ADDR_SIZE, 8 + 8)
+#: server address (12 bytes) or a resuming driver's number and epoch (16 bytes) and, in a
+#: hello marked `HELLO_SECRET`, its secret (16 bytes): never both.
+HELLO_PAYLOAD: Final = 1 + 8 + max(F.ADDR_SIZE, 8 + 8 + SECRET_SIZE)
+#: A welcome: number and epoch, then, marked `HELLO_SECRET`, the driver's secret.
+_WELCOME: Final = 8 + 8 + SECRET_SIZE
+#: A located frame: an address, then, in a grant to a driver, its fetch token.
+_LOCATED: Final = F.ADDR_SIZE + TOKEN_SIZE
+#: A fetch: none, the largest part, or the part and a driver's fetch token.
+_FETCH: Final = 8 + TOKEN_SIZE
 #: A stats reply: `HeadStats`' five u64 counts.
 _STATS_REPLY: Final = 5 * 8
 
@@ -132,7 +139,8 @@ _OPEN: Final = (
     '(docs/protocol.md, "Actors": who may call and kill an actor)'
 )
 _GRANT: Final = (
-    'our extension: a grant, "the fetcher at this host may fetch this object" '
+    'our extension: a grant, "the fetcher at this host (or showing this token) may fetch '
+    'this object" '
     '(docs/protocol.md, "Extensions: fetch grants")'
 )
 
@@ -191,15 +199,15 @@ KINDS: Final[tuple[Kind, ...]] = (
          sent=(Link(DRIVER, HEAD), Link(WORKER, HEAD), Link(OBSERVER, HEAD)),
          payload=HELLO_PAYLOAD),
     Kind(F.KIND_WELCOME,       "welcome",       Welcome,      E.welcome,       D.welcome,
-         sent=(Link(HEAD, DRIVER),), payload=16),  # number, epoch
+         sent=(Link(HEAD, DRIVER),), payload=_WELCOME),  # number, epoch (, secret)
     Kind(F.KIND_TASK_AFTER,    "task-after",    TaskAfter,    E.task_after,    D.task_after,
          sent=(Link(DRIVER, HEAD),)),
     Kind(F.KIND_STORED,        "stored",        Stored,       E.stored,        D.stored,
          sent=(Link(WORKER, HEAD),), payload=8),  # size
     Kind(F.KIND_LOCATED,       "located",       Located,      E.located,       D.located,
-         sent=(Link(HEAD, DRIVER), Link(HEAD, WORKER, _GRANT)), payload=F.ADDR_SIZE),
+         sent=(Link(HEAD, DRIVER), Link(HEAD, WORKER, _GRANT)), payload=_LOCATED),
     Kind(F.KIND_FETCH,         "fetch",         Fetch,        E.fetch,         D.fetch,
-         sent=(Link(FETCHER, SERVER),), payload=8),  # none, or the largest part
+         sent=(Link(FETCHER, SERVER),), payload=_FETCH),  # none, or the part (, token)
     Kind(F.KIND_TASK_INPUTS,   "task-inputs",   TaskInputs,   E.task_inputs,   D.task_inputs,
          sent=(Link(HEAD, WORKER),)),
     Kind(F.KIND_RELEASE,       "release",       Release,      E.id_only,       D.id_only(Release),

@@ -37,6 +37,7 @@ from ._roles import Role
 __all__ = ["IDLE_NS", "MAX_OBSERVERS", "MIN_RATE", "RATE_GRACE_NS", "PeerWatch"]
 
 _TICK_NS: Final = 1_000_000_000
+_NEVER: Final = 2**63
 #: A driver or observer that sends nothing this long after its hello is closed (drivers send
 #: a `STATS_NO_REPLY` keepalive well within it).
 IDLE_NS: Final = 60_000_000_000
@@ -83,7 +84,11 @@ class PeerWatch:
         self._observers: set[int] = set()
         self._frames: dict[int, _Frame] = {}  # link -> its frame in progress
         self._paused: set[int] = set()  # links whose reading the head paused
-        self._tick_at = 0
+        #: When the next idle link may be due (a look at `_idle` only then), and when the
+        #: frames in progress are looked at next: deadlines only for what can fall due, so
+        #: that a quiet head with drivers connected does not wake every tick.
+        self._idle_at = _NEVER
+        self._frames_at = _NEVER
 
     def refusal(self, role: int) -> str:
         """Why a hello as ``role`` is refused now ("" if it is not): past the observer cap."""
@@ -113,15 +118,11 @@ class PeerWatch:
             self._observers.add(link)
         if role != Role.WORKER and self.idle_ns:
             self._idle[link] = now
-            self._arm(now)
-
-    def _arm(self, now: int) -> None:
-        """Look again one tick from ``now``, unless a look is due already."""
-        if self._tick_at <= now:
-            self._tick_at = now + self._tick()
+            self._idle_at = min(self._idle_at, now + self.idle_ns)
 
     def _tick(self) -> int:
-        shortest = min(t for t in (self.idle_ns, self.grace_ns, _TICK_NS * 4) if t > 0)
+        """How often the frames in progress are looked at: a tick, or a quarter of the grace."""
+        shortest = min(t for t in (self.grace_ns, _TICK_NS * 4) if t > 0)
         return max(min(_TICK_NS, shortest // 4), 1_000_000)
 
     def heard(self, peer: Peer, nbytes: int) -> None:
@@ -140,7 +141,7 @@ class PeerWatch:
                 del self._frames[link]
         elif frame is None:
             frame = self._frames[link] = _Frame(now, nbytes)
-            self._arm(now)
+            self._frames_at = min(self._frames_at, now + self._tick())
             if link in self._paused:
                 frame.paused_at = now
         else:
@@ -180,26 +181,32 @@ class PeerWatch:
         return any(a.owner == link and a.state is not dead for a in self._actors.values())
 
     def next_deadline(self) -> int | None:
-        if not self._idle and not self._frames:
-            return None
-        return self._tick_at
+        at = min(
+            self._idle_at if self._idle else _NEVER, self._frames_at if self._frames else _NEVER
+        )
+        return None if at == _NEVER else at
 
     def due(self, now: int) -> None:
         """Close each link idle too long or dripping a frame, telling it why; its loss then
         comes as a lost connection's (a driver may resume)."""
-        if now < self._tick_at:
-            return
-        self._tick_at = now + self._tick()
         late: list[tuple[int, str]] = []
-        if self.idle_ns:
+        if self.idle_ns and now >= self._idle_at:
             since = now - self.idle_ns
             idle = self._idle
+            first = _NEVER  # the earliest a link left here may fall due
             for link, heard in idle.items():
                 if heard <= since:
                     if self._owns(link):
-                        idle[link] = now  # waits for its work: looked at again later
+                        heard = idle[link] = now  # waits for its work: looked at again later
                     else:
                         late.append((link, f"idle: nothing sent for {self.idle_ns / 1e9:g} s"))
+                        continue
+                first = min(first, heard + self.idle_ns)
+            self._idle_at = first
+        if now < self._frames_at:
+            self._finish(late)
+            return
+        self._frames_at = now + self._tick() if self._frames else _NEVER
         for link, frame in self._frames.items():
             spent = now - frame.began - frame.paused_ns
             if frame.paused_at >= 0:
@@ -210,6 +217,10 @@ class PeerWatch:
                     f"under the floor of {self.min_rate} bytes a second"
                 )
                 late.append((link, why))
+        self._finish(late)
+
+    def _finish(self, late: list[tuple[int, str]]) -> None:
+        """Close each link in ``late``, telling it why."""
         wire = self._wire
         for link, why in late:
             self.forget(link)

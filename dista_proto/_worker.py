@@ -369,9 +369,11 @@ class Worker:
         )
 
     def _on_grant(self, event: Located, now: int) -> None:
-        """The head is about to tell the fetcher at this host where the object lies."""
+        """The head is about to tell the fetcher at this host (or showing this token) where
+        the object lies."""
         held = event.object_id in self.store
-        for link, fetch in self._gate.grant(event.object_id, event.address.host, held):
+        grant = self._gate.grant(event.object_id, event.address.host, held, event.token)
+        for link, fetch in grant:
             self._serve(link, fetch)
 
     def _on_stop(self, event: Stop, now: int) -> None:

@@ -52,16 +52,17 @@ from .._net.contract import Loop, Secure, Stream
 from .._net.latch import Latch
 from .._net.limits import Limits
 from .._net.streams import PEER_LABEL, peer_ip, peer_name, write
-from .._tls.config import TLS, tls_for
+from .._tls.config import TLS, PeerIdentity, tls_for
 from .._tls.handshake import Handshakes
 from .._values.memory import ready
 from .timer import PulledTimer
 
 __all__ = ["CLOSE_GRACE_S", "DIAL_TIMEOUT_S", "Engine"]
 
-#: The starts of the reasons of a link a core closes for the peer's conduct (it broke the
-#: protocol, sat idle past its hello, dripped a frame): each one logged line.
-_PROTOCOL_ERROR: Final = ("protocol error", "idle:", "too slow:")
+#: The starts of the reasons of a core's `Close` that the host logs, one line each: the
+#: peer broke the protocol, sat idle past its hello, dripped a frame, or resumed without
+#: proving its driver (the line names the certificate).
+_LOGGED: Final = ("protocol error", "idle:", "too slow:", dp.RESUME_REFUSED)
 #: How long opening a connection the core asks for (`Connect`: an object server) may take.
 DIAL_TIMEOUT_S: Final = 10.0
 #: How long `Engine.close_all` lets its connections flush and close before aborting them:
@@ -288,7 +289,7 @@ class Engine:
         self.closing(d.link, d.reason)
         transport = self.transports.get(d.link)
         if transport is not None:
-            if d.reason.startswith(_PROTOCOL_ERROR):
+            if d.reason.startswith(_LOGGED):
                 self.refused(d.link, transport, d.reason)
             if d.link in self._backlog:
                 self._close_after.add(d.link)
@@ -330,9 +331,10 @@ class Engine:
         self._dialed.add(link)
         self.loop.dial(self, link, host, port, timeout, self.secure(dialing=True))
 
-    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+    def authenticated(self, link: int, roles: frozenset[str], identity: PeerIdentity) -> bool:
         """Whether the peer of ``link``, which came in and showed a certificate granting
-        ``roles``, may stay (its core says; a role that listens for nobody refuses)."""
+        ``roles`` (``identity``: which certificate), may stay (its core says; a role that
+        listens for nobody refuses)."""
         return False
 
     @staticmethod

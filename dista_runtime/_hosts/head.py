@@ -33,7 +33,7 @@ from .._net.address import socket_address
 from .._net.contract import Listener, Loop, Stream
 from .._net.latch import Latch
 from .._net.limits import Limits, inline_cap, limits_from_env
-from .._tls.config import check_bind, tls_for
+from .._tls.config import PeerIdentity, check_bind, resume_key, tls_for
 from .._values.memory import allocate
 from .._values.registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
 from .._values.trim import MemoryWatch, watch_memory
@@ -102,8 +102,8 @@ class HeadHost(Engine):
     def greeted(self, link: int) -> bool:
         return self.head.greeted(link)
 
-    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
-        return self.head.authenticated(link, roles)
+    def authenticated(self, link: int, roles: frozenset[str], identity: PeerIdentity) -> bool:
+        return self.head.authenticated(link, roles, identity.digest, identity.subject)
 
     def attached(self, link: int, host: str) -> None:
         self.head.peer(link, host)  # fetch grants to this peer name its host
@@ -228,6 +228,7 @@ def start_head(
     if limits is None:
         limits = limits_from_env()
     rng = random.SystemRandom()
+    key, stable = resume_key(tls_for("head"))
     head = dp.Head(
         epoch=rng.getrandbits(63),
         first_number=rng.randrange(1, 1 << 24),
@@ -249,6 +250,9 @@ def start_head(
         max_observers=limits.max_observers,
         inline_cap_bytes=inline_cap(),
         wall_offset_ns=wall_offset_ns(),  # its timeline's stamps, for people
+        # Drivers' secrets: from the TLS key, so that they resume across a restart.
+        resume_key=key,
+        resume_key_stable=stable,
     )
     host_ = HeadHost(loop, head, why_lost)
     host_.limit(limits)

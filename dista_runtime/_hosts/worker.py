@@ -22,10 +22,10 @@ from .._execution.execution import Execution
 from .._net.address import advertised_host, format_head
 from .._net.contract import Listener, Loop
 from .._net.latch import Latch
-from .._net.limits import Limits, limits_from_env
+from .._net.limits import Limits, fetch_grant_wait_ns, limits_from_env
 from .._session.context import Context, clear, install
 from .._session.session import Hooks
-from .._tls.config import check_bind, dial_failure, tls_for
+from .._tls.config import PeerIdentity, check_bind, dial_failure, tls_for
 from .._values.buffer_cache import BufferCache
 from .._values.registry import snapshot
 from .._values.trim import MemoryWatch, watch_memory
@@ -214,7 +214,7 @@ class WorkerHost(Engine):
     def greeted(self, link: int) -> bool:
         return self.core.greeted(link)  # a fetcher's greeting: a whole frame
 
-    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+    def authenticated(self, link: int, roles: frozenset[str], identity: PeerIdentity) -> bool:
         return self.core.authenticated(link, roles)
 
     def attached(self, link: int, host: str) -> None:
@@ -273,6 +273,7 @@ def start_worker(
         heartbeat_ns=heartbeat_ns(),
         check_fetches=True,  # fetches only by the head's grant, or from a TLS member
         accept_by_value=accept_by_value_env() if accept_by_value is None else accept_by_value,
+        fetch_wait_ns=fetch_grant_wait_ns(),
         wall_offset_ns=wall_offset_ns(),  # its spans' stamps, for people
     )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))

@@ -77,6 +77,7 @@ __all__ = [
     "MIN_RATE_ENV",
     "RATE_GRACE_ENV",
     "keepalive_interval",
+    "FETCH_GRANT_WAIT_ENV",
     "HELLO_IDLE_ENV",
     "HELLO_TIMEOUT_ENV",
     "INLINE_CAP_ENV",
@@ -87,6 +88,7 @@ __all__ = [
     "Limits",
     "add_limit_options",
     "default_max_connections",
+    "fetch_grant_wait_ns",
     "inline_cap",
     "limits_from_args",
     "limits_from_env",
@@ -454,3 +456,16 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
         os.environ[INLINE_CAP_ENV] = cap
     inline_cap()
     return limits_from_env()
+
+
+#: How long an object server lets a fetch wait for the head's grant before refusing it.
+FETCH_GRANT_WAIT_ENV: Final = "DISTA_FETCH_GRANT_WAIT"
+
+
+def fetch_grant_wait_ns() -> int:
+    """`FETCH_GRANT_WAIT_ENV` in nanoseconds (default 5 s: a grant races its fetch on
+    another link); ValueError naming it for a bad value."""
+    import dista_proto as dp
+
+    default = dp.FETCH_GRANT_WAIT_NS / 1e9
+    return int(_env_seconds(FETCH_GRANT_WAIT_ENV, default) * 1e9)

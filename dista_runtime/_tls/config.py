@@ -21,11 +21,14 @@ how to make one; nothing falls back to plain TCP once TLS is asked for.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ipaddress
 import os
+import secrets
 import ssl
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .roles import ADMIN, HEAD, WORKER, roles_of
 
@@ -37,7 +40,11 @@ __all__ = [
     "dialed_ok",
     "expected_role",
     "insecure",
+    "NO_IDENTITY",
+    "PeerIdentity",
+    "peer_identity",
     "peer_roles",
+    "resume_key",
     "refusal_hint",
     "tls_for",
 ]
@@ -60,6 +67,7 @@ class TLS:
     client: ssl.SSLContext
     where: str  # what the settings named, for messages
     ca: str = ""  # the CA file it verifies peers with, for messages
+    key: str = ""  # its private key file: a head derives its resume key from it
 
 
 _cache: dict[tuple[str, tuple[str | None, ...]], TLS | None] = {}
@@ -111,7 +119,7 @@ def _load(
         raise ValueError(
             f"TLS files for role {role} ({cert}, {key}, CA {ca}) are unusable: {e}"
         ) from None
-    return TLS(role, server, client, where, ca)
+    return TLS(role, server, client, where, ca, key)
 
 
 def _pair_in(directory: str, role: str) -> tuple[str, str, str]:
@@ -142,6 +150,49 @@ def peer_roles(transport: Any) -> frozenset[str]:
         return frozenset()
     cert: dict[str, Any] | None = tls.getpeercert()
     return roles_of(cert)
+
+
+class PeerIdentity(NamedTuple):
+    """Who a TLS peer is beyond its roles: the SHA-256 of its certificate (a driver's
+    secret is bound to it) and its subject, for log lines."""
+
+    digest: bytes
+    subject: str
+
+
+#: A peer without a certificate (plain TCP).
+NO_IDENTITY: Final = PeerIdentity(b"", "")
+
+
+def peer_identity(transport: Any) -> PeerIdentity:
+    """The identity of ``transport``'s peer's certificate (`NO_IDENTITY` without one)."""
+    tls = transport.get_extra_info("ssl_object")
+    if tls is None:
+        return NO_IDENTITY
+    der: bytes | None = tls.getpeercert(binary_form=True)
+    if not der:
+        return NO_IDENTITY
+    cert = tls.getpeercert() or {}
+    names = [f"{_SHORT.get(k, k)}={v}" for rdn in cert.get("subject", ()) for k, v in rdn]
+    return PeerIdentity(hashlib.sha256(der).digest(), ", ".join(names))
+
+
+_SHORT: Final = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O"}
+
+
+def resume_key(tls: TLS | None) -> tuple[bytes, bool]:
+    """The key a head computes drivers' secrets with, and whether it outlives the head:
+    under TLS, derived from the head's private key file (a head restarted with the same
+    key recomputes every secret, so its drivers resume); else drawn at random."""
+    if tls is not None and tls.key:
+        try:
+            with open(tls.key, "rb") as f:
+                material = f.read()
+        except OSError:
+            material = b""
+        if material:
+            return hmac.new(material, b"dista resume key", hashlib.sha256).digest(), True
+    return secrets.token_bytes(32), False
 
 
 def expected_role(head_link: bool) -> str:

@@ -38,7 +38,15 @@ from .._net.contract import Stream
 from .._net.limits import EVICTING, UNATTACHED, Limits
 from .._net.pending import PendingHandshakes
 from .._net.streams import peer_name
-from .config import HANDSHAKE_TIMEOUT_S, TLS, dialed_ok, expected_role, peer_roles
+from .config import (
+    HANDSHAKE_TIMEOUT_S,
+    TLS,
+    PeerIdentity,
+    dialed_ok,
+    expected_role,
+    peer_identity,
+    peer_roles,
+)
 
 __all__ = ["Handshakes", "Side"]
 
@@ -46,7 +54,8 @@ __all__ = ["Handshakes", "Side"]
 class Handshakes:
     """The TLS of an engine named ``name`` (its log lines go to ``log``): ``attached``
     says whether a link is still the engine's (one refused by a connection cap is not),
-    ``authenticated`` whether a peer that came in with ``roles`` may stay."""
+    ``authenticated`` whether a peer that came in with ``roles`` (and a certificate whose
+    identity it is given) may stay."""
 
     def __init__(
         self,
@@ -54,7 +63,7 @@ class Handshakes:
         name: str,
         log: logging.Logger,
         attached: Callable[[int], bool],
-        authenticated: Callable[[int, frozenset[str]], bool],
+        authenticated: Callable[[int, frozenset[str], PeerIdentity], bool],
     ) -> None:
         self.tls = tls
         self._name = name
@@ -89,7 +98,7 @@ class Handshakes:
             if dialed_ok(roles, head):
                 return
             why = f"it is not a {expected_role(head)}"
-        elif self._authenticated(link, roles):
+        elif self._authenticated(link, roles, peer_identity(stream)):
             return
         else:
             why = f"that role may not connect to a {self._name}"

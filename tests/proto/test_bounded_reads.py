@@ -45,7 +45,7 @@ GIB = 1 << 30
 #: Anything allocated while refusing a header must stay far below the announced size.
 MOST_ALLOCATED = 2 << 20
 DRIVER_HELLO = encode_event(Hello(F.ROLE_DRIVER, 0xABC))
-HELLO_LIMIT = F.HEADER + 1 + 8 + 16  # role, registry, a resuming driver's number and epoch
+HELLO_LIMIT = F.HEADER + 1 + 8 + 16 + 16  # role, registry, a resume pair and its secret
 SERVER = Address("10.0.0.1", 7000)
 
 
@@ -114,16 +114,18 @@ def refusal(conn: Connection, data: bytes, feed: str, step: int) -> RemoteProtoc
 
 
 def test_the_limits_are_the_pages_payloads() -> None:
-    assert HELLO_PAYLOAD == 25
+    # The page's 25-byte resume hello, and our extension's secret after it.
+    assert HELLO_PAYLOAD == 25 + 16
     to_head = body_limits(Role.DRIVER, Role.HEAD)
     from_head = body_limits(Role.HEAD, Role.DRIVER)
-    assert to_head[F.KIND_HELLO] == HELLO_LIMIT == 42
-    assert from_head[F.KIND_WELCOME] == 17 + 16
+    assert to_head[F.KIND_HELLO] == HELLO_LIMIT == 58
+    assert from_head[F.KIND_WELCOME] == 17 + 16 + 16
     for kind in (F.KIND_RELEASE, F.KIND_CLAIM, F.KIND_RESUMED, F.KIND_CANCEL, F.KIND_STATS):
         assert to_head[kind] == 17, F.kind_name(kind)
     assert to_head[F.KIND_CHECKPOINT] == 17 + 8
     assert from_head[F.KIND_STATS] == 17 + 40
-    assert from_head[F.KIND_LOCATED] == from_head[F.KIND_COVERED] + 4 == 17 + 12
+    # A located frame, and a grant's fetch token after it.
+    assert from_head[F.KIND_LOCATED] == from_head[F.KIND_COVERED] + 4 + 16 == 17 + 12 + 16
     for kind in (F.KIND_TASK, F.KIND_TASK_AFTER, F.KIND_TASK_MANY, F.KIND_ACTOR_CALL):
         assert to_head[kind] == F.MAX_FRAME, F.kind_name(kind)
     assert to_head[F.KIND_WELCOME] == to_head[F.KIND_FREE] == to_head[0] == to_head[255] == 0
@@ -133,7 +135,9 @@ def test_the_limits_are_the_pages_payloads() -> None:
     observer = body_limits(Role.OBSERVER, Role.HEAD)
     assert observer[F.KIND_STATUS] == observer[F.KIND_STOP] == 17
     assert body_limits(Role.HEAD, Role.OBSERVER)[F.KIND_STATUS] == F.MAX_FRAME
-    assert body_limits(Role.FETCHER, Role.OBJECT_SERVER)[F.KIND_FETCH] == 17 + 8
+    assert (
+        body_limits(Role.FETCHER, Role.OBJECT_SERVER)[F.KIND_FETCH] == 17 + 8 + 16
+    )  # the part, a token
     # A fetcher that asked for no part size yet takes parts of PART_SIZE.
     assert body_limits(Role.OBJECT_SERVER, Role.FETCHER)[F.KIND_PART] == 17 + 16 + F.PART_SIZE
 
@@ -184,7 +188,9 @@ def test_a_hello_one_byte_over_its_limit_is_refused(feed: str) -> None:
     head = Connection(Role.HEAD)
     data = header(F.KIND_HELLO, HELLO_LIMIT + 1) + bytes(HELLO_LIMIT + 1 - F.HEADER)
     FEEDS[feed](head, data, 1 << 16)
-    with pytest.raises(RemoteProtocolError, match=f"{HELLO_LIMIT + 1} bytes.*limit of 42"):
+    with pytest.raises(
+        RemoteProtocolError, match=f"{HELLO_LIMIT + 1} bytes.*limit of {HELLO_LIMIT}"
+    ):
         head.next_events()
 
 
@@ -241,7 +247,7 @@ def test_a_driver_awaiting_welcome_takes_only_a_welcome_sized_one() -> None:
     driver.send(Hello(F.ROLE_DRIVER, 1))
     with allocates_little():
         error = refusal(driver, header(F.KIND_WELCOME, GIB), "into", 4)
-    assert "welcome" in str(error) and "limit of 33" in str(error)
+    assert "welcome" in str(error) and "limit of 49" in str(error)  # with a secret
     driver = Connection(Role.DRIVER)
     driver.send(Hello(F.ROLE_DRIVER, 1))
     feed_into(driver, encode_event(Welcome(3, 4), from_head=True), 9)

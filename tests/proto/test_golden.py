@@ -704,7 +704,7 @@ MALFORMED: list[tuple[str, str, bool, int, str]] = [
         8,
         "address",
     ),
-    ("located-trailing", "1e000000 08" + O + Z + W7000_HEX + "00", True, 8, "payload"),
+    ("located-trailing", "1e000000 08" + O + Z + W7000_HEX + "00", True, 8, "token"),
     ("fetch-four-bytes", "15000000 09" + O + Z + "00000004", False, 9, "part"),
     ("fetch-nine-bytes", "1a000000 09" + O + Z + "0000000400000000 00", False, 9, "part"),
     (

@@ -52,16 +52,16 @@ OLD_EVENTS: Final = {
 }  # fmt: skip
 #: (sender, receiver): {kind: largest body} for every kind the sender may send.
 OLD_LIMITS: Final = {
-    (D, H): {1: ANY, 2: ANY, 3: ANY, 4: 42, 6: ANY, 11: 17, 13: 17, 15: 17, 16: 17, 18: 17,
+    (D, H): {1: ANY, 2: ANY, 3: ANY, 4: 58, 6: ANY, 11: 17, 13: 17, 15: 17, 16: 17, 18: 17,
              19: ANY, 20: ANY, 21: 17, 22: 25, 28: ANY, 32: 17, 34: 33},
-    (W, H): {2: ANY, 3: ANY, 4: 42, 7: 25, 14: ANY, 17: 41, 23: ANY, 29: 17, 31: ANY},
-    (O, H): {4: 42, 18: 17, 26: 17, 27: 17},
-    (H, D): {2: ANY, 3: ANY, 5: 33, 8: 29, 13: 57, 18: ANY, 25: 25},
-    (H, W): {1: ANY, 3: ANY, 8: 29, 10: ANY, 12: 17, 19: ANY, 20: ANY, 21: 17, 22: 25, 24: 25,
+    (W, H): {2: ANY, 3: ANY, 4: 58, 7: 25, 14: ANY, 17: 41, 23: ANY, 29: 17, 31: ANY},
+    (O, H): {4: 58, 18: 17, 26: 17, 27: 17},
+    (H, D): {2: ANY, 3: ANY, 5: 49, 8: 45, 13: 57, 18: ANY, 25: 25},
+    (H, W): {1: ANY, 3: ANY, 8: 45, 10: ANY, 12: 17, 19: ANY, 20: ANY, 21: 17, 22: 25, 24: 25,
              27: 17, 28: ANY, 30: 29},
     (H, O): {3: ANY, 18: ANY, 26: ANY},
     (S, F): {2: ANY, 3: ANY, 33: 17 + 16 + frame.PART_SIZE},
-    (F, S): {9: 25},
+    (F, S): {9: 41},
 }  # fmt: skip
 OLD_LIMITS[C, H] = OLD_LIMITS[D, H]  # a client is a driver inside a worker
 OLD_LIMITS[H, C] = OLD_LIMITS[H, D]
@@ -69,11 +69,11 @@ _P: Final = frame.MAX_PAYLOAD
 #: The largest payload of every kind, whatever the link: to the head (or between a fetcher
 #: and an object server), and from the head.
 OLD_PAYLOADS: Final = {
-    False: {1: _P, 2: _P, 3: _P, 4: 25, 5: 16, 6: _P, 7: 8, 8: 12, 9: 8, 10: _P, 11: 0, 12: 0,
+    False: {1: _P, 2: _P, 3: _P, 4: 41, 5: 32, 6: _P, 7: 8, 8: 28, 9: 24, 10: _P, 11: 0, 12: 0,
             13: 0, 14: _P, 15: 0, 16: 0, 17: 24, 18: 0, 19: _P, 20: _P, 21: 0, 22: 8, 23: _P,
             24: 8, 25: 8, 26: 0, 27: 0, 28: _P, 29: 0, 30: 12, 31: _P, 32: 0,
             33: 16 + frame.PART_SIZE},
-    True: {1: _P, 2: _P, 3: _P, 4: 25, 5: 16, 6: _P, 7: 8, 8: 12, 9: 8, 10: _P, 11: 0, 12: 0,
+    True: {1: _P, 2: _P, 3: _P, 4: 41, 5: 32, 6: _P, 7: 8, 8: 28, 9: 24, 10: _P, 11: 0, 12: 0,
            13: 40, 14: _P, 15: 0, 16: 0, 17: 24, 18: _P, 19: _P, 20: _P, 21: 0, 22: 8, 23: _P,
            24: 8, 25: 8, 26: _P, 27: 0, 28: _P, 29: 0, 30: 12, 31: _P, 32: 0,
            33: 16 + frame.PART_SIZE},

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from dista_proto import (
+    HELLO_SECRET,
     NEED_DATA,
     ActorCall,
     ActorCreate,
@@ -74,6 +75,9 @@ ids = st.one_of(st.integers(0, 1 << 20), u64)
 blobs = st.binary(max_size=40)
 texts = st.text(max_size=30)
 
+#: A secret or a fetch token (16 bytes), or none.
+secrets = st.just(b"") | st.binary(min_size=16, max_size=16)
+
 addresses = st.builds(
     lambda a, b, c, d, port: Address(f"{a}.{b}.{c}.{d}", port),
     *(st.integers(0, 255) for _ in range(4)),
@@ -87,10 +91,14 @@ def hellos(draw: st.DrawFn) -> Hello:
     registry = draw(u64)
     if role == frame.ROLE_WORKER:
         return Hello(role, registry, address=draw(addresses))
+    # Our extension: a driver or client may ask for a secret (HELLO_SECRET), and a
+    # driver's resume so marked may carry its secret.
+    mark = draw(st.sampled_from([0, HELLO_SECRET])) if role != frame.ROLE_OBSERVER else 0
     if role == frame.ROLE_DRIVER:
-        resume = draw(st.none() | st.builds(Resume, u64, u64))
-        return Hello(role, registry, resume=resume)
-    return Hello(role, registry)
+        secret = draw(secrets) if mark else b""
+        resume = draw(st.none() | st.builds(Resume, u64, u64, st.just(secret)))
+        return Hello(role, registry, resume=resume, mark=mark)
+    return Hello(role, registry, mark=mark)
 
 
 def _inputs(item: st.SearchStrategy[Any]) -> Callable[[bool], st.SearchStrategy[Any]]:
@@ -149,11 +157,11 @@ def strategy(kind: int, from_head: bool) -> st.SearchStrategy[Any]:
         frame.KIND_RESULT: lambda: st.builds(Result, ids, blobs),
         frame.KIND_ERROR: lambda: st.builds(Error, ids, texts),
         frame.KIND_HELLO: hellos,
-        frame.KIND_WELCOME: lambda: st.builds(Welcome, u64, u64),
+        frame.KIND_WELCOME: lambda: st.builds(Welcome, u64, u64, secrets),
         frame.KIND_TASK_AFTER: task_afters,
         frame.KIND_STORED: lambda: st.builds(Stored, ids, u64),
-        frame.KIND_LOCATED: lambda: st.builds(Located, ids, addresses),
-        frame.KIND_FETCH: lambda: st.builds(Fetch, ids, st.sampled_from([0, 1]) | u64),
+        frame.KIND_LOCATED: lambda: st.builds(Located, ids, addresses, secrets),
+        frame.KIND_FETCH: lambda: st.builds(Fetch, ids, st.sampled_from([0, 1]) | u64, secrets),
         frame.KIND_TASK_INPUTS: task_inputs,
         frame.KIND_RELEASE: lambda: st.builds(Release, ids),
         frame.KIND_FREE: lambda: st.builds(Free, ids),

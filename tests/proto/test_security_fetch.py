@@ -73,8 +73,8 @@ class Server:
         self.pump()
         assert dp.Stored(oid, len(value)) in frames(self.written.pop(dp.HEAD_LINK))
 
-    def grant(self, host: str, oid: int = OID, now: int = 0) -> None:
-        self.from_head(dp.Located(oid, dp.Address(host, 0)), now=now)
+    def grant(self, host: str, oid: int = OID, now: int = 0, token: bytes = b"") -> None:
+        self.from_head(dp.Located(oid, dp.Address(host, 0), token), now=now)
 
     def fetcher(self, host: str | None, now: int = 0) -> int:
         link = self.core.connection_made(now)
@@ -82,8 +82,10 @@ class Server:
             self.core.peer(link, host)
         return link
 
-    def fetch(self, link: int, oid: int = OID, now: int = 0, part: int = 0) -> None:
-        self.core.receive_data(link, dp.encode_event(dp.Fetch(oid, part)), now)
+    def fetch(
+        self, link: int, oid: int = OID, now: int = 0, part: int = 0, token: bytes = b""
+    ) -> None:
+        self.core.receive_data(link, dp.encode_event(dp.Fetch(oid, part, token)), now)
         self.pump()
 
     def tick(self, now: int) -> None:
@@ -196,14 +198,20 @@ def test_a_tls_member_fetches_anything_without_a_grant(role: str) -> None:
     assert s.got(link) == dp.encode_event(dp.Result(OID, VALUE))
 
 
-def test_a_driver_certificate_still_needs_a_grant() -> None:
+def test_a_driver_certificate_needs_its_own_token_granted() -> None:
     s = Server()
     s.store()
     link = s.fetcher("10.0.0.8")
     assert s.core.authenticated(link, frozenset({"driver"}))
     s.fetch(link)
+    s.grant("10.0.0.8")  # a host grant: another driver on that host has no token
     assert s.got(link) == b""
-    s.grant("10.0.0.8")
+    s.tick(FETCH_GRANT_WAIT_NS)
+    assert the_error(s.got(link)).message.startswith(refusal("10.0.0.8"))
+    token = dp.fetch_token(b"s" * dp.SECRET_SIZE)
+    s.fetch(link, token=token, now=FETCH_GRANT_WAIT_NS)
+    assert s.got(link) == b""
+    s.grant("10.0.0.8", token=token)
     assert s.got(link) == dp.encode_event(dp.Result(OID, VALUE))
 
 

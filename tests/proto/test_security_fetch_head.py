@@ -189,10 +189,12 @@ def test_an_adopted_object_moves_and_its_driver_fetches_it_from_the_adopter() ->
 
 
 def test_a_fetch_the_head_never_grants_fails_for_the_driver_naming_the_object() -> None:
-    # The head does not know driver 1's host (its binding never said): no grant can go.
+    # The head does not know driver 1's host (its binding never said), and driver 1 fetches
+    # as a page-only driver would, without its token: no grant can name it.
     sim = SecureSim(seed=6, workers=1, drivers=2)
     sim.settle()
     d = sim.drivers[1]
+    d.core._fetcher.token = b""
     for link, peer in sim.head._wire.peers.items():
         if peer.number == d.core.number:
             sim.head.peer(link, "fe80::1")  # IPv6: an address cannot carry it

@@ -242,6 +242,7 @@ class RecoverySim(Sim):
             recovery_grace_ns=old.recovery_grace_ns,
             actor_keep_bytes=old.actor_keep_bytes,
             no_worker_grace_ns=old.no_worker_grace_ns,
+            idle_ns=old.watch.idle_ns,
         )
         self.note(f"the head restarts (epoch {epoch:#x})")
         self.heads.append(new)
