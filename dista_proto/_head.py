@@ -20,7 +20,8 @@ them by its kind and the sender's role (one table per role, `_routes`):
 - `Holdings` (`_head_holdings`): claims and holdings, lost workers' objects, stale copies,
   drains;
 - `Resume` (`_head_resume`): drivers resuming and away, calls parked for actors;
-- `Guard` (`_head_security`): what peers may name, and links before their hello.
+- `Guard` (`_head_security`): what peers may name, and links before their hello;
+- `Answers` (`_head_answers`): stats, status and timeline, in passes bounded per peer.
 
 Every record's state moves through `_lifecycle`'s tables, which keep the counters. The head
 itself keeps the routes; peers joining and leaving, and stopping, are `Membership`'s, and
@@ -62,9 +63,9 @@ from ._events import (
     TaskAfter,
     TaskMany,
     Timeline,
-    TimelineRecord,
 )
 from ._head_actors import Actors
+from ._head_answers import ANSWER_BOUND, Answers
 from ._head_checkpoints import DEFAULT_ACTOR_KEEP_BYTES
 from ._head_counts import Counts
 from ._head_holdings import Holdings
@@ -105,8 +106,6 @@ LIVENESS_NS: Final = 30_000_000_000
 #: driver to claim it, a silent worker's objects for it to come back, and an away driver
 #: to resume.
 RECOVERY_GRACE_NS: Final = 30_000_000_000
-#: How often the head looks for silent workers and expired waits, at most.
-_TICK_NS: Final = 1_000_000_000
 
 #: What the head does with an event of one kind from a peer of one role.
 _Route = Callable[[Peer, Any], None]
@@ -135,6 +134,7 @@ class Head:
         hello_idle_ns: int = HELLO_IDLE_NS,
         inline_cap_bytes: int = INLINE_CAP_BYTES,
         wall_offset_ns: int = 0,
+        answer_bound: int = ANSWER_BOUND,
     ) -> None:
         self.epoch: Final = epoch
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
@@ -196,6 +196,7 @@ class Head:
             liveness_ns=liveness_ns,
             exit_without_drivers=exit_without_drivers,
         )
+        self._answers = answers = Answers(wire, scheduler, self.stats, self.status, answer_bound)
         objects.bind(scheduler.enqueue, holdings)
         scheduler.bind(holdings, actors.kept_for)
         # h2's `_frame_dispatch_table`: one route per event kind, per sender role. (A
@@ -214,8 +215,8 @@ class Head:
             Error: resume.on_driver_answer,
             Claim: self._on_claim,
             Resumed: self._on_resumed,
-            Stats: self._on_stats,
-            Timeline: self._on_timeline,
+            Stats: answers.on_stats,
+            Timeline: answers.on_timeline,
         }
         #: A worker hosting an actor (started, or starting) runs nothing else: what these
         #: routes do not take is the actor's (`Actors.on_worker_event`).
@@ -232,8 +233,8 @@ class Head:
             Span: scheduler.on_span,
         }
         self._observer_routes: dict[type[Event], _Route] = {
-            Status: self._on_status,
-            Timeline: self._on_all_timeline,
+            Status: answers.on_status,
+            Timeline: answers.on_all_timeline,
             Stop: self._on_stop,
         }
 
@@ -371,10 +372,21 @@ class Head:
         wire.now = now
         peer = wire.peers.get(link)
         wire.links.forget(link)
+        self._answers.forget(link)  # its held requests: nothing more is built for it
         self._guard.hello_watch.done(link)
         if peer is None:
             return
         self._members.connection_lost(peer, why)
+
+    def holding(self, link: int) -> bool:
+        """Whether ``link``'s frames wait for its answers to be written (`Answers`)."""
+        return self._answers.holding(link)
+
+    def writable(self, link: int, now: int) -> None:
+        """``link``'s answers were written: handle its held frames (`Answers`)."""
+        self._wire.now = now
+        if self._answers.holding(link):
+            self._received(link, self._answers.take(link), None)
 
     def decisions(self) -> list[Decision]:
         """What to do now: writes, closes, exit; in order."""
@@ -412,9 +424,10 @@ class Head:
         return HeadStats(objects, counts.held_bytes, counts.pending, counts.running, workers)
 
     def status(self) -> str:
-        return status_text(
-            self._wire, self.stats(), self._scheduler, self._actors.records.values()
-        )
+        actors = self._actors.records.values()
+        text = status_text(self._wire, self.stats(), self._scheduler, actors)
+        heavy = self._answers.heavy_lines()
+        return text + "".join(f"{line}\n" for line in heavy)
 
     def actors(self) -> list[ActorRecord]:
         """The actors the head knows, live and dead (for status and tests)."""
@@ -449,10 +462,24 @@ class Head:
         peer.heard = wire.now
         if peer.role is None:
             self._guard.hello_watch.heard(link, wire.now)
-        for event in events:
+        answers = self._answers
+        if answers.holding(link):  # frames it sent before come first
+            if not answers.hold(peer, events):
+                return
+            events = answers.take(link)
+        answers.begin()
+        for i, event in enumerate(events):
             if peers.get(link) is not peer:
                 return  # refused mid-batch: the rest of its frames are moot
             self._route(peer, event)
+            if answers.over:
+                if error is not None:
+                    break  # the link closes: what is past the bound is moot
+                # This pass's answers reached the bound: the rest wait until the binding
+                # has written them (`writable`), and it stops reading the peer meanwhile.
+                if i + 1 < len(events):
+                    answers.hold(peer, events[i + 1 :])
+                return
         if error is not None:
             self._members.lose(peer, f"protocol error: {error}")
             wire.close(link, f"protocol error: {error}")
@@ -550,16 +577,6 @@ class Head:
     def _on_resumed(self, peer: Peer, event: Event) -> None:
         self._resume.on_resumed(peer)
 
-    def _on_stats(self, peer: Peer, event: Event) -> None:
-        self._wire.links.send(peer.link, Stats(self.stats()))
-
-    def _on_timeline(self, peer: Peer, event: Event) -> None:
-        self._wire.links.send(peer.link, Timeline(self._take_timeline(peer.number)))
-
-    def _take_timeline(self, number: int) -> tuple[TimelineRecord, ...]:
-        peer = self._wire.numbers.get(number)
-        return self._scheduler.timeline.take(peer.link) if peer is not None else ()
-
     # -- workers ---------------------------------------------------------------------------
 
     def _on_drain(self, worker: Peer, event: Event) -> None:
@@ -572,12 +589,6 @@ class Head:
         self._holdings.recheck(worker)
 
     # -- observers -------------------------------------------------------------------------
-
-    def _on_status(self, peer: Peer, event: Event) -> None:
-        self._wire.links.send(peer.link, Status(self.status()))
-
-    def _on_all_timeline(self, peer: Peer, event: Event) -> None:
-        self._wire.links.send(peer.link, Timeline(self._scheduler.timeline.all()))
 
     def _on_stop(self, peer: Peer, event: Event) -> None:
         refusal = may_stop(peer.roles)

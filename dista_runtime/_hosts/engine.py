@@ -254,6 +254,10 @@ class Engine:
             if transport is not None and not transport.is_closing():
                 transport.resume_reading()
 
+    def blocked(self, link: int) -> bool:
+        """Whether ``link`` is not read because a peer its input writes to reads slowly."""
+        return any(link in readers for readers in self._blocked.values())
+
     def closing(self, link: int, reason: str) -> None:
         """The core closes ``link`` for ``reason`` (a role may act on it: the head ends a
         force-stopped worker's process)."""
