@@ -122,12 +122,15 @@ from ._head import (
     WORKER_SLOTS,
     Head,
 )
+from ._head_answers import ANSWER_BOUND
 from ._kinds import allowed_kinds
 from ._observer import Observer
+from ._partials import PARTIAL_CAP_BYTES
 from ._roles import Role
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
 __all__ = [
+    "ANSWER_BOUND",
     "CANCEL_FORCE",
     "DEFAULT_INLINE_THRESHOLD",
     "DEFAULT_KEEP_BYTES",
@@ -140,6 +143,7 @@ __all__ = [
     "HELLO_DEADLINE_NS",
     "HELLO_IDLE_NS",
     "INLINE_CAP_BYTES",
+    "PARTIAL_CAP_BYTES",
     "ID_BITS",
     "ID_MASK",
     "KEPT_CALL_BYTES",

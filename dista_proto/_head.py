@@ -77,6 +77,7 @@ from ._head_scheduling import Scheduler
 from ._head_security import Guard, may_stop
 from ._head_status import status_text
 from ._head_wire import Wire, grant_host
+from ._partials import PARTIAL_CAP_BYTES
 from ._roles import Role
 from .frame import Bytes
 
@@ -135,12 +136,13 @@ class Head:
         inline_cap_bytes: int = INLINE_CAP_BYTES,
         wall_offset_ns: int = 0,
         answer_bound: int = ANSWER_BOUND,
+        partial_cap_bytes: int = PARTIAL_CAP_BYTES,
     ) -> None:
         self.epoch: Final = epoch
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
         self._allocate = allocate
         self._counts = counts = Counts()
-        self._wire = wire = Wire(epoch)
+        self._wire = wire = Wire(epoch, partial_cap_bytes)
         actor_records: dict[int, ActorRecord] = {}
         self._objects = objects = Objects(
             wire, counts, actor_ids=actor_records, inline_cap_bytes=inline_cap_bytes
@@ -320,9 +322,10 @@ class Head:
         """A peer connected: the link number to use for it from now on."""
         wire = self._wire
         link = wire.links.open(Role.HEAD)
+        conn = wire.links.conn(link)
+        assert conn is not None
+        conn.share_partials(wire.partials)
         if self._allocate is not None:
-            conn = wire.links.conn(link)
-            assert conn is not None
             conn.land(None, self._allocate)
         wire.peers[link] = Peer(link)
         self._guard.hello_watch.opened(link, now)
@@ -464,9 +467,7 @@ class Head:
             self._guard.hello_watch.heard(link, wire.now)
         answers = self._answers
         if answers.holding(link):  # frames it sent before come first
-            if not answers.hold(peer, events):
-                return
-            events = answers.take(link)
+            events = answers.take(link) if answers.hold(peer, events) else []
         answers.begin()
         for i, event in enumerate(events):
             if peers.get(link) is not peer:

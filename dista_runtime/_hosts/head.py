@@ -38,7 +38,7 @@ from .._clock import now, wall_offset_ns
 from .._net.address import socket_address
 from .._net.contract import Listener, Loop, Stream
 from .._net.latch import Latch
-from .._net.limits import Limits, inline_cap, limits_from_env
+from .._net.limits import Limits, inline_cap, limits_from_env, partial_cap
 from .._tls.config import check_bind, tls_for
 from .._values.memory import allocate
 from .._values.registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
@@ -280,6 +280,7 @@ def start_head(
         hello_deadline_ns=int(limits.hello_timeout * 1e9),
         hello_idle_ns=int(limits.hello_idle_timeout * 1e9),
         inline_cap_bytes=inline_cap(),
+        partial_cap_bytes=partial_cap(),
         wall_offset_ns=wall_offset_ns(),  # its timeline's stamps, for people
     )
     host_ = HeadHost(loop, head, why_lost)

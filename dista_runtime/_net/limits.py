@@ -32,6 +32,10 @@ Defaults, and why:
   for one driver (the head's core enforces it, `dista_proto.INLINE_CAP_BYTES`): past it
   that driver's results stay on workers, so a driver that never releases cannot fill the
   head. A size in bytes, or with a unit (``64MiB``, ``1GiB``, ``500MB``); 0 turns it off.
+- ``DISTA_HEAD_PARTIAL_CAP`` / ``--partial-cap``: 1 GiB (`dista_proto.PARTIAL_CAP_BYTES`,
+  the largest frame) of large frames (1 MiB or more) the head's connections hold partly
+  received, all together; a frame that would pass it is refused from its header. A size as
+  above; 0 turns it off.
 
 A timeout of 0 turns it off; a cap is a whole number of at least 1.
 """
@@ -53,6 +57,7 @@ __all__ = [
     "HELLO_IDLE_ENV",
     "HELLO_TIMEOUT_ENV",
     "INLINE_CAP_ENV",
+    "PARTIAL_CAP_ENV",
     "MAX_CONNECTIONS_CEILING",
     "UNATTACHED",
     "MAX_CONNECTIONS_ENV",
@@ -61,6 +66,7 @@ __all__ = [
     "add_limit_options",
     "default_max_connections",
     "inline_cap",
+    "partial_cap",
     "limits_from_args",
     "limits_from_env",
     "size",
@@ -71,6 +77,7 @@ MAX_PER_HOST_ENV: Final = "DISTA_MAX_CONNECTIONS_PER_HOST"
 HELLO_TIMEOUT_ENV: Final = "DISTA_HELLO_TIMEOUT"
 HELLO_IDLE_ENV: Final = "DISTA_HELLO_IDLE_TIMEOUT"
 INLINE_CAP_ENV: Final = "DISTA_HEAD_INLINE_CAP"
+PARTIAL_CAP_ENV: Final = "DISTA_HEAD_PARTIAL_CAP"
 _UNITS: Final = {
     "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
     "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30,
@@ -220,6 +227,20 @@ def inline_cap() -> int:
         raise ValueError(f"{INLINE_CAP_ENV} {e}") from None
 
 
+def partial_cap() -> int:
+    """Bytes of large frames the head's connections may hold partly received (0: no cap),
+    from ``DISTA_HEAD_PARTIAL_CAP``; ValueError naming it for a bad value."""
+    import dista_proto as dp
+
+    raw = os.environ.get(PARTIAL_CAP_ENV, "")
+    if not raw:
+        return dp.PARTIAL_CAP_BYTES
+    try:
+        return size(raw)
+    except ValueError as e:
+        raise ValueError(f"{PARTIAL_CAP_ENV} {e}") from None
+
+
 def _flag(parse: type[int | float]) -> Callable[[str], int | float]:
     """An argparse ``type`` whose error argparse prints as one line naming the flag."""
 
@@ -295,4 +316,12 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
             raise ValueError(f"--inline-cap {e}") from None
         os.environ[INLINE_CAP_ENV] = cap
     inline_cap()
+    partial = getattr(args, "partial_cap", None)
+    if partial is not None:
+        try:
+            size(partial)
+        except ValueError as e:
+            raise ValueError(f"--partial-cap {e}") from None
+        os.environ[PARTIAL_CAP_ENV] = partial
+    partial_cap()
     return limits_from_env()
