@@ -12,8 +12,8 @@ engine's high-water mark): every answer costs its bytes, and at least `REQUEST_F
 work of a request whose answer is small: a status walk). Once a pass has spent the budget,
 the rest of the frames the peer sent are *held*, unhandled, and the binding stops reading
 the peer (`Head.holding`). When the binding has written those answers (`Head.writable`),
-the next pass takes the held frames, up to the budget again. A peer's next read starts a
-pass of its own only after what it sent before. So what a peer can make the head hold for
+the next pass takes the held frames, up to the budget again. A read that still arrives
+joins the held frames, behind them, and starts a pass. So what a peer can make the head hold for
 it is one pass of answers plus what the binding keeps for a slow reader, and the work the
 head does for it follows what it reads; a peer that goes takes its held frames along
 (`forget`): nothing more is built for it.
