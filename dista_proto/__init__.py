@@ -118,7 +118,9 @@ from ._events import (
     Welcome,
 )
 from ._grants import FETCH_GRANT_WAIT_NS
-from ._head import (
+from ._head import Head
+from ._head_answers import ANSWER_BOUND
+from ._head_defaults import (
     HELLO_DEADLINE_NS,
     HELLO_IDLE_NS,
     INLINE_CAP_BYTES,
@@ -129,15 +131,16 @@ from ._head import (
     RECOVERY_GRACE_NS,
     TIMELINE_CAP,
     WORKER_SLOTS,
-    Head,
 )
 from ._kinds import allowed_kinds
 from ._observer import Observer
+from ._partials import PARTIAL_CAP_BYTES
 from ._roles import Role
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
 __all__ = [
     "ACTOR_CAPABILITY_SIZE",
+    "ANSWER_BOUND",
     "CANCEL_FORCE",
     "DEFAULT_INLINE_THRESHOLD",
     "DEFAULT_KEEP_BYTES",
@@ -153,6 +156,7 @@ __all__ = [
     "HELLO_DEADLINE_NS",
     "HELLO_IDLE_NS",
     "INLINE_CAP_BYTES",
+    "PARTIAL_CAP_BYTES",
     "ID_BITS",
     "ID_MASK",
     "KEPT_CALL_BYTES",

@@ -41,6 +41,7 @@ from ._errors import LocalProtocolError, RemoteProtocolError
 from ._events import ConnectionClosed, Error, Event, Fetch, Hello
 from ._incoming import NOT_OFFERED, READ_SIZE, Incoming, ReceiveInto, feed_into
 from ._kinds import DECODERS, part_limit
+from ._partials import PartialCap
 from ._roles import Role
 from ._sinks import Allocate, PartSink, sink_decoders
 from ._state import (
@@ -105,6 +106,9 @@ class Connection:
         self._incoming = Incoming()
         self._into: ReceiveInto | None = None
         self._outgoing = Outgoing()
+        # The head's cap on partly received large frames, and what this link reserved.
+        self._partials: PartialCap | None = None
+        self._reserved = 0
 
     # -- receiving ----------------------------------------------------------------------------
 
@@ -120,6 +124,33 @@ class Connection:
         self._allocate = allocate
         self._decoders = DECODERS if parts is None else sink_decoders(parts)
 
+    def share_partials(self, cap: PartialCap) -> None:
+        """Count this link's large frames in progress against ``cap`` (`dista_proto._partials`)."""
+        self._partials = cap
+
+    def forget_partial(self) -> None:
+        """The frame in progress, if reserved, is whole or gone: its bytes leave the cap."""
+        if self._reserved:
+            assert self._partials is not None
+            self._partials.release(self._reserved)
+            self._reserved = 0
+
+    def _partial(self, kind: int, length: int) -> bool:
+        """A frame announcing ``length`` bytes (`BIG_FRAME` or more) is in progress: reserve
+        it under the shared cap, or fail the connection saying so (False)."""
+        partials = self._partials
+        if partials is None:
+            return True
+        self.forget_partial()
+        refusal = partials.reserve(length)
+        if refusal is None:
+            self._reserved = length
+            return True
+        self._fail(
+            RemoteProtocolError(f"{F.kind_name(kind)}: {refusal}", kind=kind, field="length")
+        )
+        return False
+
     def receive_data(self, data: Bytes) -> None:
         """Buffer bytes read from the peer; ``b""`` means the peer closed its side."""
         if self._eof:
@@ -133,6 +164,8 @@ class Connection:
         if self._error is not None:
             return  # the stream is already broken: don't buffer what follows
         self._incoming.add(data)
+        if self._reserved and not self._incoming.in_pieces():
+            self.forget_partial()  # the large frame is whole
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """A writable view for the next bytes read from the peer (the receive-into path).

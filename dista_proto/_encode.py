@@ -296,9 +296,11 @@ def span(e: Span, from_head: bool) -> Encoded:
 def timeline(e: Timeline, from_head: bool) -> Encoded:
     k = F.KIND_TIMELINE
     if not from_head:
-        if e.records is not None:
+        if e.records is not None or e.packed is not None:
             raise _bad(k, "records", "only the head's reply carries records")
         return k, 0, 0, _EMPTY, None
+    if e.packed is not None:
+        return k, 0, 0, _EMPTY, e.packed  # packed by the head's timeline log: as it lies
     if e.records is None:
         raise _bad(k, "records", "the head's reply carries the records (maybe none)")
     out = bytearray(_U64.pack(len(e.records)))

@@ -9,7 +9,7 @@ everything it builds, and decoding is the hot path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, NamedTuple
 
 from . import frame as F
@@ -321,6 +321,9 @@ class Timeline(_EventBase):
 
     kind: ClassVar[int] = F.KIND_TIMELINE
     records: tuple[TimelineRecord, ...] | None = None
+    #: The head's reply already encoded (count, then the records), sent as it lies instead
+    #: of ``records``: how the head answers an observer (`dista_proto._timeline`).
+    packed: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

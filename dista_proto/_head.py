@@ -20,7 +20,8 @@ them by its kind and the sender's role (one table per role, `_routes`):
 - `Holdings` (`_head_holdings`): claims and holdings, lost workers' objects, stale copies,
   drains;
 - `Resume` (`_head_resume`): drivers resuming and away, calls parked for actors;
-- `Guard` (`_head_security`): what peers may name, and links before their hello.
+- `Guard` (`_head_security`): what peers may name, and links before their hello;
+- `Answers` (`_head_answers`): stats, status and timeline, in passes bounded per peer.
 
 Every record's state moves through `_lifecycle`'s tables, which keep the counters. The head
 itself keeps the routes; peers joining and leaving, and stopping, are `Membership`'s, and
@@ -33,7 +34,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from . import frame as F
-from ._conventions import CANCEL_FORCE, STATS_NO_REPLY, TASK_ID_MASK
+from ._conventions import CANCEL_FORCE, TASK_ID_MASK
 from ._credentials import Credentials
 from ._decisions import Decision
 from ._events import (
@@ -64,11 +65,23 @@ from ._events import (
     TaskAfter,
     TaskMany,
     Timeline,
-    TimelineRecord,
 )
 from ._head_actors import Actors
+from ._head_answers import ANSWER_BOUND, Answers
 from ._head_checkpoints import DEFAULT_ACTOR_KEEP_BYTES
 from ._head_counts import Counts
+from ._head_defaults import (
+    HELLO_DEADLINE_NS,
+    HELLO_IDLE_NS,
+    INLINE_CAP_BYTES,
+    LIVENESS_NS,
+    MAX_RETRIES,
+    NO_WORKER_GRACE_NS,
+    PREFETCH,
+    RECOVERY_GRACE_NS,
+    TIMELINE_CAP,
+    WORKER_SLOTS,
+)
 from ._head_holdings import Holdings
 from ._head_objects import Objects
 from ._head_peers import Membership
@@ -78,38 +91,12 @@ from ._head_scheduling import Scheduler
 from ._head_security import Guard, may_stop
 from ._head_status import status_text
 from ._head_wire import Wire, grant_host
+from ._partials import PARTIAL_CAP_BYTES
 from ._peer_watch import IDLE_NS, MAX_OBSERVERS, MIN_RATE, RATE_GRACE_NS, PeerWatch
 from ._roles import Role
 from .frame import Bytes
 
-__all__ = ["Head"]
-
-#: The default cap on timeline records the head keeps; the oldest are dropped first.
-TIMELINE_CAP: Final = 100_000
-#: How long tasks wait for a worker with their driver's registry before they fail.
-NO_WORKER_GRACE_NS: Final = 10_000_000_000
-#: Tasks each worker gets at once: more than one hides the round trip between a result and
-#: the next task.
-WORKER_SLOTS: Final = 2
-#: Extra tasks a worker may get when they are known to be short (see `_durations`).
-PREFETCH: Final = 32
-#: Times a task is retried after losing its worker (a task ID may carry its own limit).
-MAX_RETRIES: Final = 3
-#: A link that has not said hello this long after connecting is closed.
-HELLO_DEADLINE_NS: Final = 10_000_000_000
-#: A link that has not said hello and read nothing this long is closed.
-HELLO_IDLE_NS: Final = 5_000_000_000
-#: Bytes of inline results the head keeps for one driver; past it, its results are stored on
-#: workers (DISTA_HEAD_INLINE_CAP).
-INLINE_CAP_BYTES: Final = 256 << 20
-#: A worker the head has not heard from for this long is lost (workers beat every 5 s).
-LIVENESS_NS: Final = 30_000_000_000
-#: How long a claim waits for the worker holding its object to rejoin, a holding for its
-#: driver to claim it, a silent worker's objects for it to come back, and an away driver
-#: to resume.
-RECOVERY_GRACE_NS: Final = 30_000_000_000
-#: How often the head looks for silent workers and expired waits, at most.
-_TICK_NS: Final = 1_000_000_000
+__all__ = ["Head"]  # its defaults are `_head_defaults`'s
 
 #: What the head does with an event of one kind from a peer of one role.
 _Route = Callable[[Peer, Any], None]
@@ -144,12 +131,14 @@ class Head:
         max_observers: int = MAX_OBSERVERS,
         resume_key: bytes = b"",
         resume_key_stable: bool = False,
+        answer_bound: int = ANSWER_BOUND,
+        partial_cap_bytes: int = PARTIAL_CAP_BYTES,
     ) -> None:
         self.epoch: Final = epoch
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
         self._allocate = allocate
         self._counts = counts = Counts()
-        self._wire = wire = Wire(epoch)
+        self._wire = wire = Wire(epoch, partial_cap_bytes)
         actor_records: dict[int, ActorRecord] = {}
         self._objects = objects = Objects(
             wire, counts, actor_ids=actor_records, inline_cap_bytes=inline_cap_bytes
@@ -210,6 +199,7 @@ class Head:
             liveness_ns=liveness_ns,
             exit_without_drivers=exit_without_drivers,
         )
+        self._answers = answers = Answers(wire, scheduler, self.stats, self.status, answer_bound)
         objects.bind(scheduler.enqueue, holdings)
         scheduler.bind(holdings, actors.kept_for)
         # h2's `_frame_dispatch_table`: one route per event kind, per sender role. (A
@@ -229,8 +219,8 @@ class Head:
             Error: resume.on_driver_answer,
             Claim: self._on_claim,
             Resumed: self._on_resumed,
-            Stats: self._on_stats,
-            Timeline: self._on_timeline,
+            Stats: answers.on_stats,
+            Timeline: answers.on_timeline,
         }
         #: A worker hosting an actor (started, or starting) runs nothing else: what these
         #: routes do not take is the actor's (`Actors.on_worker_event`).
@@ -247,8 +237,8 @@ class Head:
             Span: scheduler.on_span,
         }
         self._observer_routes: dict[type[Event], _Route] = {
-            Status: self._on_status,
-            Timeline: self._on_all_timeline,
+            Status: answers.on_status,
+            Timeline: answers.on_all_timeline,
             Stop: self._on_stop,
         }
 
@@ -334,9 +324,10 @@ class Head:
         """A peer connected: the link number to use for it from now on."""
         wire = self._wire
         link = wire.links.open(Role.HEAD)
+        conn = wire.links.conn(link)
+        assert conn is not None
+        conn.share_partials(wire.partials)
         if self._allocate is not None:
-            conn = wire.links.conn(link)
-            assert conn is not None
             conn.land(None, self._allocate)
         wire.peers[link] = Peer(link)
         self._guard.hello_watch.opened(link, now)
@@ -390,11 +381,22 @@ class Head:
         wire.now = now
         peer = wire.peers.get(link)
         wire.links.forget(link)
+        self._answers.forget(link)  # its held requests: nothing more is built for it
         self._guard.hello_watch.done(link)
         self.watch.forget(link)
         if peer is None:
             return
         self._members.connection_lost(peer, why)
+
+    def holding(self, link: int) -> bool:
+        """Whether ``link``'s frames wait for its answers to be written (`Answers`)."""
+        return self._answers.holding(link)
+
+    def writable(self, link: int, now: int) -> None:
+        """``link``'s answers were written: handle its held frames (`Answers`)."""
+        self._wire.now = now
+        if self._answers.holding(link):
+            self._received(link, self._answers.take(link), None, 0)
 
     def decisions(self) -> list[Decision]:
         """What to do now: writes, closes, exit; in order."""
@@ -402,17 +404,8 @@ class Head:
 
     def next_deadline(self) -> int | None:
         """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
-        times = [
-            t
-            for t in (
-                self._actors.next_deadline(),
-                self._scheduler.next_deadline(),
-                self._members.next_deadline(),
-                self._guard.hello_watch.next_deadline(),
-                self.watch.next_deadline(),
-            )
-            if t is not None
-        ]
+        parts = (self._actors, self._scheduler, self._members, self._guard.hello_watch, self.watch)
+        times = [t for t in (part.next_deadline() for part in parts) if t is not None]
         return min(times) if times else None
 
     def on_timer(self, now: int) -> None:
@@ -434,9 +427,10 @@ class Head:
         return HeadStats(objects, counts.held_bytes, counts.pending, counts.running, workers)
 
     def status(self) -> str:
-        return status_text(
-            self._wire, self.stats(), self._scheduler, self._actors.records.values()
-        )
+        actors = self._actors.records.values()
+        text = status_text(self._wire, self.stats(), self._scheduler, actors)
+        heavy = self._answers.heavy_lines()
+        return text + "".join(f"{line}\n" for line in heavy)
 
     def actors(self) -> list[ActorRecord]:
         """The actors the head knows, live and dead (for status and tests)."""
@@ -472,10 +466,22 @@ class Head:
         if peer.role is None:
             self._guard.hello_watch.heard(link, wire.now)
         self.watch.heard(peer, nbytes)
-        for event in events:
+        answers = self._answers
+        if answers.holding(link):  # frames it sent before come first
+            events = answers.take(link) if answers.hold(peer, events) else []
+        answers.begin()
+        for i, event in enumerate(events):
             if peers.get(link) is not peer:
                 return  # refused mid-batch: the rest of its frames are moot
             self._route(peer, event)
+            if answers.over:
+                if error is not None:
+                    break  # the link closes: what is past the bound is moot
+                # This pass's answers reached the bound: the rest wait until the binding
+                # has written them (`writable`), and it stops reading the peer meanwhile.
+                if i + 1 < len(events):
+                    answers.hold(peer, events[i + 1 :])
+                return
         if error is not None:
             self._members.lose(peer, f"protocol error: {error}")
             wire.close(link, f"protocol error: {error}")
@@ -571,18 +577,6 @@ class Head:
     def _on_resumed(self, peer: Peer, event: Event) -> None:
         self._resume.on_resumed(peer)
 
-    def _on_stats(self, peer: Peer, event: Event) -> None:
-        assert isinstance(event, Stats)
-        if event.mark != STATS_NO_REPLY:  # a keepalive asks nothing
-            self._wire.links.send(peer.link, Stats(self.stats()))
-
-    def _on_timeline(self, peer: Peer, event: Event) -> None:
-        self._wire.links.send(peer.link, Timeline(self._take_timeline(peer.number)))
-
-    def _take_timeline(self, number: int) -> tuple[TimelineRecord, ...]:
-        peer = self._wire.numbers.get(number)
-        return self._scheduler.timeline.take(peer.link) if peer is not None else ()
-
     # -- workers ---------------------------------------------------------------------------
 
     def _on_drain(self, worker: Peer, event: Event) -> None:
@@ -595,12 +589,6 @@ class Head:
         self._holdings.recheck(worker)
 
     # -- observers -------------------------------------------------------------------------
-
-    def _on_status(self, peer: Peer, event: Event) -> None:
-        self._wire.links.send(peer.link, Status(self.status()))
-
-    def _on_all_timeline(self, peer: Peer, event: Event) -> None:
-        self._wire.links.send(peer.link, Timeline(self._scheduler.timeline.all()))
 
     def _on_stop(self, peer: Peer, event: Event) -> None:
         refusal = may_stop(peer.roles)

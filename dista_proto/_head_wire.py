@@ -27,6 +27,7 @@ from ._events import Address, Error, Located
 from ._grants import canonical_host, is_loopback
 from ._head_records import ObjState, Peer, TrackedObject
 from ._links import Links
+from ._partials import PARTIAL_CAP_BYTES, PartialCap
 from ._roles import Role
 
 __all__ = ["Wire", "grant_host", "not_given_text"]
@@ -61,9 +62,11 @@ def not_given_text(oid: int) -> str:
 class Wire:
     """The head's links and peers, and the time of the input being handled."""
 
-    def __init__(self, epoch: int) -> None:
+    def __init__(self, epoch: int, partial_cap_bytes: int = PARTIAL_CAP_BYTES) -> None:
         self.epoch: Final = epoch
         self.links = Links()
+        #: The cap every link's large frames in progress share (`dista_proto._partials`).
+        self.partials = PartialCap(partial_cap_bytes)
         self.peers: dict[int, Peer] = {}  # link -> its peer, from connect until lost
         self.numbers: dict[int, Peer] = {}  # driver number -> its peer
         self.now = 0

@@ -120,9 +120,13 @@ class Incoming:
         if isinstance(data, bytearray):
             # Only partial frames and double feeds land here: one copy, so events hold bytes.
             data, pos = bytes(memoryview(data)[pos:]), 0
-        self._keep_rest(data, decode_frames(conn, data, pos, out))
+        self._keep_rest(conn, data, decode_frames(conn, data, pos, out))
 
-    def _keep_rest(self, data: bytes, pos: int) -> None:
+    def in_pieces(self) -> bool:
+        """Whether a large frame is being collected in pieces."""
+        return self._pieces is not None
+
+    def _keep_rest(self, conn: Receiver, data: bytes, pos: int) -> None:
         """Move an incomplete frame's bytes into the partial buffer, or its pieces list."""
         self._data, self._pos = b"", 0
         if pos >= len(data):
@@ -140,6 +144,8 @@ class Incoming:
             return
         self._need = F.PREFIX + length
         if self._need >= BIG_FRAME:
+            if not conn._partial(rest[4], length):
+                return  # refused under the head's cap: nothing kept
             self._pieces = [rest]
             self._pieces_size = len(rest)
         else:
@@ -316,6 +322,7 @@ class ReceiveInto:
 
     def _parse(self, conn: Receiver) -> None:
         """Decode the whole frames in the reused buffer; see where the next one lands."""
+        conn.forget_partial()  # a large frame growing this buffer is whole now
         start, end = self._rstart, self._rend
         data = bytes(self._rview[start:end])  # one copy: events own their bytes
         out: list[Event] = []
@@ -350,6 +357,10 @@ class ReceiveInto:
                 return
             if self._land_part(sink, data, pos, length, object_id):
                 return
+        if F.PREFIX + length >= BIG_FRAME and not conn._partial(kind, length):
+            self._rstart = self._rend = 0  # refused under the head's cap: nothing kept
+            self._rneed = F.PREFIX
+            return
         allocate = conn._allocate
         if (
             F.PREFIX + length >= BIG_FRAME
@@ -408,6 +419,7 @@ class ReceiveInto:
         view = self._dest
         assert view is not None
         self._dest = None
+        conn.forget_partial()
         kind, object_id, task_id, size, offset = self._dest_frame
         if kind == _LANDED_PART:
             event: Event = Part(object_id, size, offset, view)

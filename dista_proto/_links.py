@@ -117,6 +117,7 @@ class Links:
         conn = self._conns.pop(link, None)
         if conn is None:
             return
+        conn.forget_partial()
         if link not in self._connecting:
             self._flush(link, conn)
         self._connecting.discard(link)
@@ -125,7 +126,9 @@ class Links:
 
     def forget(self, link: int) -> None:
         """The binding lost the link: drop it without a close decision."""
-        self._conns.pop(link, None)
+        conn = self._conns.pop(link, None)
+        if conn is not None:
+            conn.forget_partial()  # a frame announced and never finished leaves the cap
         self._dirty.pop(link, None)
         self._connecting.discard(link)
 

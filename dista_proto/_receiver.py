@@ -62,6 +62,12 @@ class Receiver(Protocol):
     def _refuse(self, kind: int, length: int) -> None:
         """Raise the error a header announcing ``length`` bytes of ``kind`` deserves."""
 
+    def _partial(self, kind: int, length: int) -> bool:
+        """A large frame is in progress: reserve it under the head's cap (False: refused)."""
+
+    def forget_partial(self) -> None:
+        """The large frame in progress is whole: its reservation ends."""
+
     def _handshake(self, event: Event) -> None:
         """A hello or welcome arrived: open their side and take the limits that follow."""
 

@@ -7,6 +7,11 @@ way). Each record is kept here as one 84-byte string instead (its owner's link, 
 object and task IDs, the seven stamps, and an index into a table of worker addresses),
 about 120 bytes in all: a quarter. Records are unpacked only when asked for.
 
+Answering is bounded too (docs/protocol.md, "Bounded answers"): a driver's request with no
+records left is answered from a count per owner, without a scan; an observer's reply (count
+then records, up to the cap: 8.4 MB for 100,000) is packed straight from the kept strings,
+once, and the same bytes answer every request until a record comes or goes.
+
 The head's four stamps come in on its monotonic clock (its ``now``) and are kept as wall-clock
 nanoseconds: ``wall_offset_ns`` (wall minus monotonic, read once by the runtime) is added
 here, once. The worker's three came converted by the worker (`Worker`'s spans).
@@ -18,6 +23,7 @@ import struct
 from collections import deque
 from typing import Final
 
+from . import frame as F
 from ._core import to_wall
 from ._events import Address, TimelineRecord
 
@@ -27,19 +33,26 @@ __all__ = ["TimelineLog"]
 #: started, ended, the worker address's index.
 _RECORD: Final = struct.Struct("<qQQqqqqqqqI")
 _OWNER: Final = struct.Struct("<q")
+_INDEX: Final = struct.Struct("<I")
+_COUNT: Final = struct.Struct("<Q")
+#: Where a kept record's wire part (object ID, task ID, the seven stamps) lies in it.
+_WIRE_PART: Final = slice(8, 80)
 
 
 class TimelineLog:
     """At most ``cap`` records, the oldest dropped first, each with the link of its
     driver (the owner); the head's stamps moved to the wall clock by ``wall_offset_ns``."""
 
-    __slots__ = ("_addresses", "_index", "_offset", "_records")
+    __slots__ = ("_addresses", "_index", "_offset", "_owned", "_packed", "_records", "_wire")
 
     def __init__(self, cap: int, wall_offset_ns: int = 0) -> None:
         self._records: deque[bytes] = deque(maxlen=cap)
         self._addresses: list[Address] = []
         self._index: dict[Address, int] = {}
+        self._wire: dict[bytes, bytes] = {}  # a record's index bytes -> its address's 12
         self._offset = wall_offset_ns
+        self._owned: dict[int, int] = {}  # owner link -> how many records it has here
+        self._packed: bytes | None = None  # the observer's reply payload, until a change
 
     def __len__(self) -> int:
         return len(self._records)
@@ -65,25 +78,59 @@ class TimelineLog:
         if index is None:
             index = self._index[address] = len(self._addresses)
             self._addresses.append(address)
-        self._records.append(_RECORD.pack(owner, *stamps, index))
+            self._wire[_INDEX.pack(index)] = F.encode_addr(address.host, address.port)
+        records = self._records
+        if len(records) == records.maxlen and records:
+            self._drop_owner(_OWNER.unpack_from(records[0])[0])  # the oldest goes
+        records.append(_RECORD.pack(owner, *stamps, index))
+        owned = self._owned
+        owned[owner] = owned.get(owner, 0) + 1
+        self._packed = None
+
+    def _drop_owner(self, owner: int, n: int = 1) -> None:
+        left = self._owned.get(owner, 0) - n
+        if left > 0:
+            self._owned[owner] = left
+        else:
+            self._owned.pop(owner, None)
 
     def all(self) -> tuple[TimelineRecord, ...]:
         """Every record, oldest first (an observer's timeline)."""
         return tuple(self._unpack(r) for r in self._records)
 
+    def packed(self) -> bytes:
+        """Every record as the timeline reply's payload (count, then 84 bytes each, oldest
+        first): what `all` gives, encoded; made once per change of the log."""
+        packed = self._packed
+        if packed is None:
+            wire = self._wire
+            part = _WIRE_PART
+            body = b"".join([r[part] + wire[r[80:]] for r in self._records])
+            packed = self._packed = _COUNT.pack(len(self._records)) + body
+        return packed
+
+    def count(self, owner: int) -> int:
+        """How many of ``owner``'s records are kept."""
+        return self._owned.get(owner, 0)
+
     def take(self, owner: int) -> tuple[TimelineRecord, ...]:
         """``owner``'s records, oldest first, which are then forgotten."""
+        if owner not in self._owned:
+            return ()  # nothing of its: no scan (a driver asking again and again)
+        del self._owned[owner]
         mine = [r for r in self._records if _OWNER.unpack_from(r)[0] == owner]
-        if mine:
-            kept = [r for r in self._records if _OWNER.unpack_from(r)[0] != owner]
-            self._records.clear()
-            self._records.extend(kept)
+        kept = [r for r in self._records if _OWNER.unpack_from(r)[0] != owner]
+        self._records.clear()
+        self._records.extend(kept)
+        self._packed = None
         return tuple(self._unpack(r) for r in mine)
 
     def rename(self, was: int, now: int) -> None:
         """``was``'s records are ``now``'s (a driver on a new connection)."""
-        if not any(_OWNER.unpack_from(r)[0] == was for r in self._records):
+        n = self._owned.pop(was, 0)
+        if not n:
             return
+        self._owned[now] = self._owned.get(now, 0) + n
         renamed = _OWNER.pack(now)
         kept = [renamed + r[8:] if _OWNER.unpack_from(r)[0] == was else r for r in self._records]
         self._records.clear()

@@ -164,6 +164,12 @@ def parser() -> argparse.ArgumentParser:
         help="inline results the head keeps for one driver; past it, that driver's results "
         "stay on workers (default: DISTA_HEAD_INLINE_CAP, else 256MiB; 0 turns it off)",
     )
+    p.add_argument(
+        "--partial-cap",
+        metavar="SIZE",
+        help="large frames (1 MiB or more) all connections may hold partly received; a new "
+        "one past it is refused (default: DISTA_HEAD_PARTIAL_CAP, else 1GiB; 0 turns it off)",
+    )
     _loop_option(p)
     p.set_defaults(func=cmd_head)
 

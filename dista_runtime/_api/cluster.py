@@ -12,7 +12,7 @@ from .._errors import DistaError
 from .._hosts.join import Cluster, connect_blocking, connect_local
 from .._local.local_cluster import LocalCluster
 from .._net.address import parse_head
-from .._net.limits import inline_cap, limits_from_env
+from .._net.limits import inline_cap, limits_from_env, partial_cap
 from .._session import context as _context
 from .._tls.config import tls_for
 from .._values import registry as _registry
@@ -53,6 +53,7 @@ def init(
     if address is None:
         limits_from_env()  # a bad DISTA_MAX_CONNECTIONS (...) raises here, not in the head
         inline_cap()
+        partial_cap()
         tls_for("head")  # and missing TLS files (DISTA_TLS_DIR ...) before workers start
         tls_for("worker")
         names, _ = _registry.snapshot()

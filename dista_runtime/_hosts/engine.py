@@ -263,6 +263,10 @@ class Engine:
         """``link`` stops (or starts again) being read for a slow peer (a head's core
         does not count that time against the link's rate floor)."""
 
+    def blocked(self, link: int) -> bool:
+        """Whether ``link`` is not read because a peer its input writes to reads slowly."""
+        return any(link in readers for readers in self._blocked.values())
+
     def closing(self, link: int, reason: str) -> None:
         """The core closes ``link`` for ``reason`` (a role may act on it: the head ends a
         force-stopped worker's process)."""

@@ -4,6 +4,12 @@ Links read into place: small frames into each connection's reused buffer, a fram
 or more (a large argument) straight into one buffer from `allocate`, which the head then
 forwards to a worker as it lies.
 
+A peer's requests are answered in passes bounded by the core (`dista_proto._head_answers`):
+when the core holds a peer's frames until its answers are written (`Head.holding`), the
+host stops reading that peer, and tells the core (`Head.writable`) once the stream has
+taken them: at its `resume_writing`, or on the loop's next turn if they went out at once
+(so other peers' input is handled between two passes of one peer's).
+
 The core's pulled timer (`next_deadline` / `on_timer`, aioquic's shape) is kept armed as
 one loop timer by the engine (`Engine.transmit`). A head that supervises its workers' processes (a local cluster's) passes
 ``why_lost``: it learns each Unix-socket link's peer PID (``SO_PEERCRED``) and, when a
@@ -32,7 +38,7 @@ from .._clock import now, wall_offset_ns
 from .._net.address import socket_address
 from .._net.contract import Listener, Loop, Stream
 from .._net.latch import Latch
-from .._net.limits import Limits, inline_cap, limits_from_env
+from .._net.limits import Limits, inline_cap, limits_from_env, partial_cap
 from .._tls.config import PeerIdentity, check_bind, resume_key, tls_for
 from .._values.memory import allocate
 from .._values.registry import ACTOR_BY_VALUE_ID, BY_VALUE_ID, PUT_ID
@@ -86,6 +92,8 @@ class HeadHost(Engine):
         self.listener: Listener | None = None
         self.closed: Latch[str] = Latch()
         self._pids: dict[int, int] = {}  # link -> its peer's PID, when why_lost is given
+        self._holding: set[int] = set()  # links not read while the core holds their frames
+        self._soon: set[int] = set()  # links whose next pass is asked for the next turn
         #: Told how many actors are alive whenever that grows (a local cluster starts a
         #: worker for each, so that actors never take the workers tasks run on).
         self.on_actors: Callable[[int], object] | None = None
@@ -117,6 +125,7 @@ class HeadHost(Engine):
 
     def on_updated(self, link: int, nbytes: int) -> None:
         super().on_updated(link, nbytes)
+        self._check_held(link)
         alive = self.head.actors_alive
         if alive != self._actors_seen:
             grew = alive > self._actors_seen
@@ -124,7 +133,40 @@ class HeadHost(Engine):
             if grew and self.on_actors is not None:
                 self.on_actors(alive)
 
+    def resume_writing(self, link: int) -> None:
+        super().resume_writing(link)
+        if self.head.holding(link):
+            self._answer_held(link)
+
+    def _check_held(self, link: int) -> None:
+        """Stop reading ``link`` while the core holds its frames, read it again after."""
+        transport = self.transports.get(link)
+        if transport is None or transport.is_closing():
+            return
+        if not self.head.holding(link):
+            if link in self._holding:
+                self._holding.discard(link)
+                if not self.blocked(link):
+                    transport.resume_reading()
+            return
+        self._holding.add(link)
+        transport.pause_reading()  # again: the engine may have resumed it for its drain
+        if link not in self.paused and link not in self._soon:
+            # Its answers went to the stream at once: the next pass on the next turn.
+            self._soon.add(link)
+            self.loop.call_soon(self._answer_held, link)
+
+    def _answer_held(self, link: int) -> None:
+        self._soon.discard(link)
+        if link in self.paused or link not in self.transports:
+            return  # `resume_writing` comes once its stream drains; or it is gone
+        self.head.writable(link, now())
+        self.transmit(link)
+        self._check_held(link)
+
     def lost(self, link: int) -> None:
+        self._holding.discard(link)
+        self._soon.discard(link)
         pid = self._pids.pop(link, None)
         head = self.head
         if pid is not None and not head.stopping and head.worker_address(link) is not None:
@@ -249,6 +291,7 @@ def start_head(
         rate_grace_ns=int(limits.rate_grace * 1e9),
         max_observers=limits.max_observers,
         inline_cap_bytes=inline_cap(),
+        partial_cap_bytes=partial_cap(),
         wall_offset_ns=wall_offset_ns(),  # its timeline's stamps, for people
         # Drivers' secrets: from the TLS key, so that they resume across a restart.
         resume_key=key,

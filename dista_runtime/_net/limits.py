@@ -50,6 +50,10 @@ Defaults, and why:
   for one driver (the head's core enforces it, `dista_proto.INLINE_CAP_BYTES`): past it
   that driver's results stay on workers, so a driver that never releases cannot fill the
   head. A size in bytes, or with a unit (``64MiB``, ``1GiB``, ``500MB``); 0 turns it off.
+- ``DISTA_HEAD_PARTIAL_CAP`` / ``--partial-cap``: 1 GiB (`dista_proto.PARTIAL_CAP_BYTES`,
+  the largest frame) of large frames (1 MiB or more) the head's connections hold partly
+  received, all together; a frame that would pass it is refused from its header. A size as
+  above; 0 turns it off.
 
 A timeout of 0 turns it off; a cap is a whole number of at least 1.
 """
@@ -81,6 +85,7 @@ __all__ = [
     "HELLO_IDLE_ENV",
     "HELLO_TIMEOUT_ENV",
     "INLINE_CAP_ENV",
+    "PARTIAL_CAP_ENV",
     "MAX_CONNECTIONS_CEILING",
     "UNATTACHED",
     "MAX_CONNECTIONS_ENV",
@@ -90,6 +95,7 @@ __all__ = [
     "default_max_connections",
     "fetch_grant_wait_ns",
     "inline_cap",
+    "partial_cap",
     "limits_from_args",
     "limits_from_env",
     "size",
@@ -108,6 +114,7 @@ KEEPALIVE_ENV: Final = "DISTA_KEEPALIVE_INTERVAL"
 MAX_OBSERVERS_ENV: Final = "DISTA_MAX_OBSERVERS"
 MIN_RATE_ENV: Final = "DISTA_MIN_RATE"
 RATE_GRACE_ENV: Final = "DISTA_RATE_GRACE"
+PARTIAL_CAP_ENV: Final = "DISTA_HEAD_PARTIAL_CAP"
 _UNITS: Final = {
     "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
     "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30,
@@ -315,6 +322,20 @@ def inline_cap() -> int:
         raise ValueError(f"{INLINE_CAP_ENV} {e}") from None
 
 
+def partial_cap() -> int:
+    """Bytes of large frames the head's connections may hold partly received (0: no cap),
+    from ``DISTA_HEAD_PARTIAL_CAP``; ValueError naming it for a bad value."""
+    import dista_proto as dp
+
+    raw = os.environ.get(PARTIAL_CAP_ENV, "")
+    if not raw:
+        return dp.PARTIAL_CAP_BYTES
+    try:
+        return size(raw)
+    except ValueError as e:
+        raise ValueError(f"{PARTIAL_CAP_ENV} {e}") from None
+
+
 def _flag(parse: type[int | float]) -> Callable[[str], int | float]:
     """An argparse ``type`` whose error argparse prints as one line naming the flag."""
 
@@ -455,6 +476,14 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
             raise ValueError(f"--inline-cap {e}") from None
         os.environ[INLINE_CAP_ENV] = cap
     inline_cap()
+    partial = getattr(args, "partial_cap", None)
+    if partial is not None:
+        try:
+            size(partial)
+        except ValueError as e:
+            raise ValueError(f"--partial-cap {e}") from None
+        os.environ[PARTIAL_CAP_ENV] = partial
+    partial_cap()
     return limits_from_env()
 
 
