@@ -15,8 +15,10 @@ Theory of operation
   any lost connection does, and it may resume within the recovery grace.
 - **Rate floor.** A frame begun must keep arriving at ``min_rate`` bytes a second on
   average once ``grace_ns`` has passed since its first byte; time the head itself paused
-  reading the link (backpressure: `paused`, `resumed`) does not count. Bytes are counted
-  from the read the frame began in until a read ends between frames.
+  reading the link (backpressure: `paused`, `resumed`) does not count; nor may a frame
+  stop arriving for ``grace_ns`` (a peer that sent fast, then stopped, would keep a high
+  average for hours while it holds its partial frame). Bytes are counted from the read the
+  frame began in until a read ends between frames.
 - **Observers.** At most ``max_observers`` at once; a hello past it is refused.
 
 The head looks at most once per tick (a second, or less for short limits): the scan is
@@ -51,11 +53,12 @@ MAX_OBSERVERS: Final = 64
 
 
 class _Frame:
-    __slots__ = ("began", "got", "paused_at", "paused_ns")
+    __slots__ = ("began", "got", "last", "paused_at", "paused_ns")
 
     def __init__(self, now: int, got: int) -> None:
         self.began = now
         self.got = got
+        self.last = now  # when its last byte came, or reading it was last resumed
         self.paused_ns = 0
         self.paused_at = -1  # when reading it was paused, if it is now
 
@@ -146,6 +149,7 @@ class PeerWatch:
                 frame.paused_at = now
         else:
             frame.got += nbytes
+            frame.last = now
 
     def paused(self, link: int, now: int) -> None:
         """The head stopped reading ``link`` (a peer it feeds reads slowly)."""
@@ -160,6 +164,7 @@ class PeerWatch:
         if frame is not None and frame.paused_at >= 0:
             frame.paused_ns += now - frame.paused_at
             frame.paused_at = -1
+            frame.last = max(frame.last, now)
 
     def forget(self, link: int) -> None:
         """``link`` is gone, or closed."""
@@ -216,6 +221,12 @@ class PeerWatch:
                     f"too slow: {frame.got} bytes of a frame in {spent / 1e9:.1f} s, "
                     f"under the floor of {self.min_rate} bytes a second"
                 )
+                late.append((link, why))
+            elif frame.paused_at < 0 and now - frame.last > self.grace_ns:
+                # Fast, then stopped: an average would keep it for hours, holding its
+                # frame's reservation (`PartialCap`) and its place.
+                stalled = (now - frame.last) / 1e9
+                why = f"too slow: no byte of a frame begun for {stalled:.1f} s"
                 late.append((link, why))
         self._finish(late)
 

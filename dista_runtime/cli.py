@@ -168,7 +168,7 @@ def parser() -> argparse.ArgumentParser:
         "--partial-cap",
         metavar="SIZE",
         help="large frames (1 MiB or more) all connections may hold partly received; a new "
-        "one past it is refused (default: DISTA_HEAD_PARTIAL_CAP, else 1GiB; 0 turns it off)",
+        "one past it is refused (default: DISTA_HEAD_PARTIAL_CAP, else a quarter of memory, at least 2GiB; 0 turns it off)",
     )
     _loop_option(p)
     p.set_defaults(func=cmd_head)

@@ -50,10 +50,10 @@ Defaults, and why:
   for one driver (the head's core enforces it, `dista_proto.INLINE_CAP_BYTES`): past it
   that driver's results stay on workers, so a driver that never releases cannot fill the
   head. A size in bytes, or with a unit (``64MiB``, ``1GiB``, ``500MB``); 0 turns it off.
-- ``DISTA_HEAD_PARTIAL_CAP`` / ``--partial-cap``: 1 GiB (`dista_proto.PARTIAL_CAP_BYTES`,
-  the largest frame) of large frames (1 MiB or more) the head's connections hold partly
-  received, all together; a frame that would pass it is refused from its header. A size as
-  above; 0 turns it off.
+- ``DISTA_HEAD_PARTIAL_CAP`` / ``--partial-cap``: a quarter of the machine's memory, at
+  least 2 GiB (twice `dista_proto.PARTIAL_CAP_BYTES`, the largest frame), of large frames
+  (1 MiB or more) the head's connections hold partly received, all together; a frame that
+  would pass it is refused from its header. A size as above; 0 turns it off.
 
 A timeout of 0 turns it off; a cap is a whole number of at least 1.
 """
@@ -329,7 +329,11 @@ def partial_cap() -> int:
 
     raw = os.environ.get(PARTIAL_CAP_ENV, "")
     if not raw:
-        return dp.PARTIAL_CAP_BYTES
+        # A quarter of the machine's memory: the largest frame (1 GiB) alone must not
+        # fill the cap, or one peer announcing it would make the head refuse every other
+        # large frame until its link is closed.
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return max(2 * dp.PARTIAL_CAP_BYTES, ram // 4)
     try:
         return size(raw)
     except ValueError as e:

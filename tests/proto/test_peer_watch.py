@@ -119,6 +119,27 @@ def test_time_the_head_paused_reading_is_not_counted() -> None:
     assert d.closed is not None and d.closed.startswith("too slow")
 
 
+def test_a_frame_sent_fast_then_stopped_is_closed_once_silent_for_the_grace() -> None:
+    net = Net(min_rate=1024, rate_grace_ns=10 * S, idle_ns=0)
+    d = net.driver()
+    frame = dp.encode_event(dp.Task(d.oid(1), 9, b"x" * 2_000_000))
+    net.head.receive_data(d.link, frame[:1_500_000], 0)  # fast: its average stays high
+    net.head.on_timer(10 * S)
+    net.pump()
+    assert d.closed is None  # silent for the grace, not past it
+    net.head.watch.paused(d.link, 10 * S)
+    net.head.on_timer(30 * S)  # the head stopped reading it: its silence is the head's
+    net.pump()
+    assert d.closed is None
+    net.head.watch.resumed(d.link, 30 * S)
+    net.head.on_timer(39 * S)
+    net.pump()
+    assert d.closed is None
+    net.head.on_timer(41 * S)
+    net.pump()
+    assert d.closed is not None and d.closed.startswith("too slow: no byte of a frame begun")
+
+
 def test_a_whole_frame_ends_the_count_and_zero_turns_the_floor_off() -> None:
     net = Net(min_rate=1024, rate_grace_ns=10 * S, idle_ns=0)
     d = net.driver()
