@@ -212,13 +212,17 @@ def lines(log: list[str], pattern: str) -> list[str]:
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_per_host_cap_refuses_before_reading_and_logs_once(loop: str) -> None:
-    """The 5th connection from one address is refused with an error frame saying why, none
-    of its bytes read (a 1 GiB header would be a logged protocol error); 30 refusals are
-    two lines: the first at once, then how many followed in that second."""
+    """With 4 connections from one address that said hello, the 5th is refused with an error
+    frame saying why, none of its bytes read (a 1 GiB header would be a logged protocol
+    error); 30 refusals are two lines: the first at once, then how many followed in that
+    second. (Silent connections would be closed for the newcomers instead: the eviction
+    tests below.)"""
     socks: list[socket.socket] = []
     h = Head(loop=loop, DISTA_MAX_CONNECTIONS_PER_HOST="4", **NO_HELLO_TIMEOUTS)
     try:
         socks = [h.connect() for _ in range(4)]
+        for sock in socks:
+            sock.sendall(dp.encode_event(dp.Hello(F.ROLE_OBSERVER, 0)))
         time.sleep(0.2)
         refused = []
         for i in range(30):
@@ -233,7 +237,7 @@ def test_per_host_cap_refuses_before_reading_and_logs_once(loop: str) -> None:
         for data in refused:
             assert refusal(data) == (
                 "the head refused the connection: over the cap of 4 from 127.0.0.1 "
-                "(DISTA_MAX_CONNECTIONS_PER_HOST)"
+                "(DISTA_MAX_CONNECTIONS_PER_HOST), all of them past their hello"
             )
         assert all(closed_with(s) is None for s in socks[:4])
         time.sleep(1.3)  # the second line comes at the end of the second
@@ -242,7 +246,7 @@ def test_per_host_cap_refuses_before_reading_and_logs_once(loop: str) -> None:
             sock.close()
         log = h.close()
     assert lines(log, "refused peer") == [], log  # nothing of theirs was read
-    why = "over the cap of 4 from 127.0.0.1 (DISTA_MAX_CONNECTIONS_PER_HOST)"
+    why = "over the cap of 4 from 127.0.0.1 (DISTA_MAX_CONNECTIONS_PER_HOST), all of them past their hello"
     assert lines(log, "connections? refused") == [
         f"dista head: 1 connection refused: {why}",
         f"dista head: 29 connections refused in the last second: {why}",

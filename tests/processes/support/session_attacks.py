@@ -47,11 +47,15 @@ class Tally:
 
 
 def victim(address: str, go: str) -> int:
+    # Run as ``python -m``, this module is ``__main__``, whose tasks travel by value and so
+    # run only on workers that accept by-value code: use the ones the workers import.
+    from tests.processes.support import session_attacks as me
+
     with dista.init(address=address):
-        ref = blob.remote(SIZE)
+        ref = me.blob.remote(SIZE)
         want = blob_bytes(SIZE)
         assert ref.get(timeout=30) == want
-        tally = Tally.remote()  # type: ignore[attr-defined]
+        tally = me.Tally.remote()  # type: ignore[attr-defined]
         assert tally.add.remote(1).get(timeout=30) == 1
         print("victim ready", flush=True)
         while not os.path.exists(go):
