@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import random
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -491,6 +493,12 @@ def test_a_tls_round_trip(make_rig: Callable[..., Rig], tls_dir: Path) -> None:
     assert rig.received(1).count == len(up) and rig.received(1).digest() == digest(up)
     assert rig.received(100).digest() == digest(down)
     assert rig.tls_failures() == []
+    # The core is told which certificate the accepted link showed (a driver's secret is
+    # bound to it): the SHA-256 of the dialer's DER, and its subject for log lines.
+    der = ssl.PEM_cert_to_DER_cert((tls_dir / "worker.pem").read_text())
+    (identity,) = rig.identities().values()
+    assert identity.digest == hashlib.sha256(der).digest()
+    assert "worker" in identity.subject
     rig.close(100)
     until(lambda: sorted(rig.lost()) == [1, 100])
 

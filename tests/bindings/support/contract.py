@@ -37,7 +37,7 @@ from dista_runtime import loops
 from dista_runtime._hosts.engine import CLOSE_GRACE_S, Engine
 from dista_runtime._net.contract import Backend, Background, Listener, Loop
 from dista_runtime._net.latch import Latch
-from dista_runtime._tls.config import TLS, tls_for
+from dista_runtime._tls.config import TLS, PeerIdentity, tls_for
 from tests.bindings.support.bare_engine import BareCore, ends
 
 __all__ = [
@@ -288,6 +288,7 @@ class ContractEngine(Engine):
         super().__init__(loop, self.bare)
         self.dials: dict[int, str] = {}
         self.tls_failures: list[str] = []
+        self.identities: dict[int, PeerIdentity] = {}  # link -> the certificate it showed
         self.use_tls(tls)
         if self.handshakes is not None:  # every failed handshake is recorded, then logged
             log_failure = self.handshakes.failed
@@ -304,7 +305,8 @@ class ContractEngine(Engine):
         self.dials[link] = error
         super().dialed(link, error)
 
-    def authenticated(self, link: int, roles: frozenset[str]) -> bool:
+    def authenticated(self, link: int, roles: frozenset[str], identity: PeerIdentity) -> bool:
+        self.identities[link] = identity
         return bool(roles)
 
 
@@ -406,6 +408,10 @@ class Rig:
     def tls_failures(self) -> list[str]:
         """Why each TLS handshake that failed failed, in order."""
         return self.call(lambda: list(self.engine.tls_failures))
+
+    def identities(self) -> dict[int, PeerIdentity]:
+        """The certificate each accepted TLS link showed, by link."""
+        return self.call(lambda: dict(self.engine.identities))
 
     def counted(self) -> int:
         """How many connections the core was told of (`connection_made`)."""
