@@ -10,6 +10,7 @@ from types import FrameType
 
 from .._errors import DistaError
 from .._hosts.join import Cluster, connect_blocking, connect_local
+from .._hosts.liveness import check_all
 from .._local.local_cluster import LocalCluster
 from .._net.address import parse_head
 from .._net.limits import inline_cap, limits_from_env, partial_cap
@@ -49,6 +50,7 @@ def init(
 
     address = address or os.environ.get("DISTA_ADDRESS") or None
     tls_for("driver")  # missing TLS files (DISTA_TLS_DIR ...) raise here, saying which
+    check_all()  # and a bad DISTA_DRIVER_INFLIGHT_BYTES (...), before anything starts
     local: LocalCluster | None = None
     if address is None:
         limits_from_env()  # a bad DISTA_MAX_CONNECTIONS (...) raises here, not in the head

@@ -77,9 +77,15 @@ def check_liveness(seconds: float) -> float:
 def check_all() -> None:
     """Read every setting now, so that a bad one is a clear error at start, not a
     traceback when it is first needed (a drain, a lost head)."""
+    from .._net.limits import fetch_grant_wait_ns, keepalive_interval
+    from .._session.budget import inflight_budget
+
     check_liveness(liveness_s())
     drain_timeout()
     reconnect_timeout()
+    keepalive_interval()
+    fetch_grant_wait_ns()
+    inflight_budget()  # a task's session is a driver: workers read it too
 
 
 def reconnect_timeout() -> float:

@@ -457,12 +457,25 @@ def test_a_bad_variable_is_one_error_naming_it(
         limits_from_env()
 
 
-def test_init_with_a_bad_variable_raises_before_starting(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("env", "value", "address"),
+    [
+        ("DISTA_MAX_CONNECTIONS_PER_HOST", "-3", None),
+        # Driver-side settings, read on the driver's loop: a bad one must raise from init,
+        # for a local cluster and for a head elsewhere alike, not hang it.
+        ("DISTA_DRIVER_INFLIGHT_BYTES", "lots", None),
+        ("DISTA_DRIVER_INFLIGHT_BYTES", "-5MiB", "127.0.0.1:9"),
+        ("DISTA_KEEPALIVE_INTERVAL", "often", "127.0.0.1:9"),
+    ],
+)
+def test_init_with_a_bad_variable_raises_before_starting(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str, address: str | None
+) -> None:
     import dista_runtime as dista
 
-    monkeypatch.setenv("DISTA_MAX_CONNECTIONS_PER_HOST", "-3")
-    with pytest.raises(ValueError, match="DISTA_MAX_CONNECTIONS_PER_HOST must be a whole"):
-        dista.init(workers=1)
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ValueError, match=f"{env} must be"):
+        dista.init(address, workers=1)
 
 
 def test_flags_override_the_variables_and_check_their_values(

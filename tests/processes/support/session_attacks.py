@@ -10,6 +10,7 @@ frames by hand: what it gets is counted frame by frame (`Loot`).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 import socket
@@ -49,7 +50,7 @@ class Tally:
 def victim(address: str, go: str) -> int:
     # Run as ``python -m``, this module is ``__main__``, whose tasks travel by value and so
     # run only on workers that accept by-value code: use the ones the workers import.
-    from tests.processes.support import session_attacks as me
+    me = importlib.import_module(__spec__.name if __spec__ else __name__)
 
     with dista.init(address=address):
         ref = me.blob.remote(SIZE)
