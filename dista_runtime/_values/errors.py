@@ -13,6 +13,7 @@ import importlib.util
 import os
 import pickle
 import re
+import sys
 import traceback
 from typing import Final
 
@@ -229,6 +230,8 @@ _NO_WORKER: Final = re.compile(r"no worker can run task 0x([0-9a-f]+): ")
 def _advise(summary: str) -> str:
     """The head's "no worker can run task 0x..." in the driver's words: which module its
     workers are missing, and the flag that adds it."""
+    if _NO_BY_VALUE in summary:
+        return _advise_by_value(summary)
     found = _NO_WORKER.search(summary)
     if found is None:
         return summary
@@ -245,6 +248,26 @@ def _advise(summary: str) -> str:
         "its own)"
     )
     return f"{summary[: found.start()]}{advice}; {summary[found.start() :]}"
+
+
+_NO_BY_VALUE: Final = "no worker may run by-value "
+
+
+def _advise_by_value(summary: str) -> str:
+    """The head's "no worker may run by-value ...", for the case that puzzles people: a
+    script run as ``python -m m`` whose workers import ``m``. Its tasks are ``__main__``'s
+    here, so they travel by value, and workers importing ``m`` do not count for them."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    module = getattr(spec, "name", None)
+    if not module or module == "__main__":
+        return summary
+    advice = (
+        f"this script runs as `python -m {module}`, so its tasks and actors are defined in "
+        f"__main__ and travel by value, even to workers that --import {module}: in the "
+        f"script, use them from the module (`import {module}`, then `{module}.f.remote()`), "
+        "or start workers with --accept-by-value"
+    )
+    return f"{advice}; {summary}"
 
 
 _DUAL: dict[type[BaseException], type[TaskError]] = {}

@@ -100,6 +100,50 @@ def test_tasks_no_worker_imports_fail_after_the_grace_naming_the_module(tmp_path
     assert "STATUS 0" in out, out  # the second task failed too: nothing waits
 
 
+SCRIPT_TASKS = """
+import sys, time
+import dista_runtime as dista
+
+@dista.task
+def twice(x: int) -> int:
+    return 2 * x
+
+if __name__ == "__main__":
+    dista.init(sys.argv[1])
+    began = time.monotonic()
+    ref = twice.remote(21)
+""" + textwrap.indent(REPORT, "    ")
+
+
+def test_a_script_run_as_python_m_is_told_its_tasks_travel_by_value(tmp_path: Path) -> None:
+    """Its workers import the script's module, but run as ``python -m``, its tasks are
+    ``__main__``'s: by value. The error says so and what to do, not "import the same
+    modules" (which the workers do)."""
+    (tmp_path / "script_tasks.py").write_text(SCRIPT_TASKS)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    with head_process("--no-worker-grace", str(GRACE_S), env=env) as address:
+        argv = [*CLI, "worker", "--head", address, "--import", "script_tasks"]
+        worker = subprocess.Popen(argv, env=env, cwd=tmp_path)
+        try:
+            driver = subprocess.run(
+                [sys.executable, "-m", "script_tasks", address],
+                check=False,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=90,
+                cwd=tmp_path,
+            )
+        finally:
+            stop_process(worker)
+    out = driver.stdout
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    assert (
+        "ERROR this script runs as `python -m script_tasks`, so its tasks and actors are "
+        "defined in __main__ and travel by value, even to workers that --import script_tasks"
+    ) in out, out
+
+
 LOST = """
 import sys, time
 import dista_runtime as dista
