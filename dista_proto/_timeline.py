@@ -35,8 +35,6 @@ _RECORD: Final = struct.Struct("<qQQqqqqqqqI")
 _OWNER: Final = struct.Struct("<q")
 _INDEX: Final = struct.Struct("<I")
 _COUNT: Final = struct.Struct("<Q")
-#: Where a kept record's wire part (object ID, task ID, the seven stamps) lies in it.
-_WIRE_PART: Final = slice(8, 80)
 
 
 class TimelineLog:
@@ -104,8 +102,10 @@ class TimelineLog:
         packed = self._packed
         if packed is None:
             wire = self._wire
-            part = _WIRE_PART
-            body = b"".join([r[part] + wire[r[80:]] for r in self._records])
+            # A kept record's wire part (object ID, task ID, the seven stamps) is [8:80],
+            # its worker address's index [80:]. (Literal slices: mypyc's compiled core takes
+            # a slice held in a name for an integer index.)
+            body = b"".join([r[8:80] + wire[r[80:]] for r in self._records])
             packed = self._packed = _COUNT.pack(len(self._records)) + body
         return packed
 
