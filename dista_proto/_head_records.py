@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
+from ._durations import PREFETCH_NS
 from ._events import ActorCreate, Address, Task, TaskMany
 from ._lifecycle import ActorState, CallState, ObjState, Slot, TaskState
 from ._roles import Role
@@ -108,6 +109,15 @@ class Peer:
         if self.role == Role.WORKER:
             return f"worker {self.address}"
         return f"peer {self.link}"
+
+    def fits_prefetch(self, cost: int | None) -> bool:
+        """Whether a task of estimated ``cost`` (None: not short) fits a prefetch slot."""
+        return cost is not None and self.spare > 0 and self.prefetched + cost <= PREFETCH_NS
+
+    def fits(self, cost: int | None) -> bool:
+        """Whether this worker has room for a task of estimated ``cost``: a slot or a
+        prefetch one."""
+        return self.free > 0 or self.fits_prefetch(cost)
 
 
 class TrackedObject:

@@ -37,7 +37,7 @@ from ._conventions import (
     TASK_ID_MASK,
     retry_limit,
 )
-from ._durations import PREFETCH_NS, Durations
+from ._durations import Durations
 from ._events import (
     Error,
     Free,
@@ -118,7 +118,7 @@ class Scheduler:
     def registry_of(self, task_id: int, peer: Peer) -> int:
         """The registry whose workers run ``task_id`` for ``peer``."""
         by_value = task_id & TASK_ID_MASK in self.portable
-        return by_value_key(peer.registry) if by_value else peer.registry
+        return peer.registry | BY_VALUE if by_value else peer.registry  # (`by_value_key`)
 
     def served(self, key: int) -> bool:
         """Whether a connected worker may run the tasks queued under ``key``."""
@@ -358,10 +358,15 @@ class Scheduler:
         now = self._wire.now
         self._counts.move_task(task, TaskCause.READY)
         task.queued = now
-        if not self.served(task.registry):
-            self.orphaned.setdefault(task.registry, now)
-        self._queue_of(task.registry).push(task)
-        self._pump_for(task.registry)
+        key = task.registry
+        # (`served`, inline for plain tasks: the hot path)
+        if (key not in self.workers_of) if key < BY_VALUE else not self.served(key):
+            self.orphaned.setdefault(key, now)
+        self._queue_of(key).push(task)
+        if key < BY_VALUE:
+            self.pump(key)
+        else:
+            self._pump_for(key)
 
     def _pump_for(self, key: int) -> None:
         registry = home_registry(key)
@@ -410,7 +415,7 @@ class Scheduler:
     def pump(self, registry: int) -> None:
         """Dispatch ready tasks of ``registry`` and by-value ones its workers may run."""
         queue = self.ready.get(registry)
-        own = self.ready.get(by_value_key(registry))
+        own = self.ready.get(registry | BY_VALUE)  # its by-value queue (`by_value_key`)
         idle = self.idle.get(registry)
         if not idle:
             return
@@ -430,7 +435,12 @@ class Scheduler:
                 idle.popleft()
                 worker.idle = False
                 continue
-            task, source = oldest([queue, own, *others] if worker.any_registry else [queue, own])
+            if own is None and not (others and worker.any_registry):
+                task, source = (queue.peek() if queue is not None else None), queue
+            else:
+                task, source = oldest(
+                    [queue, own, *others] if worker.any_registry else [queue, own]
+                )
             if task is None or source is None:
                 return
             cost = short_ids.short_estimate(task.task_id)
@@ -442,7 +452,7 @@ class Scheduler:
                     # A real slot anywhere before a prefetch slot here: a task never waits
                     # behind another worker's work while this registry has an idle slot.
                     target = self._with_slot(idle)
-                    if target is None and _fits_prefetch(worker, cost):
+                    if target is None and worker.fits_prefetch(cost):
                         target = worker
                     if target is None:
                         return  # only prefetch slots are free: the task waits for a slot
@@ -474,7 +484,7 @@ class Scheduler:
             if obj.state is _STORED and obj.size > size and obj.holder is not None:
                 holder = obj.holder
                 if (
-                    _fits(holder, cost)
+                    holder.fits(cost)
                     and not holder.draining
                     and holder.actor is None
                     and self.may_run(holder, task.registry)
@@ -505,7 +515,7 @@ class Scheduler:
             frame = event
         counts = self._counts
         # A short task takes a prefetch slot while one fits, keeping slots for the rest.
-        if _fits_prefetch(worker, cost):
+        if worker.fits_prefetch(cost):
             assert cost is not None
             task.spare_ns = cost
             counts.move_slot(task, worker, SlotCause.TAKE_SPARE)
@@ -543,8 +553,9 @@ class Scheduler:
             or worker.registry not in self.workers_of
         ):
             return
-        if _has_work(self.ready.get(worker.registry)) or _has_work(
-            self.ready.get(by_value_key(worker.registry))
+        ready = self.ready
+        if _has_work(ready.get(worker.registry)) or _has_work(
+            ready.get(worker.registry | BY_VALUE)
         ):
             return
         for _ in range(worker.free):
@@ -585,13 +596,3 @@ def _has_work(queue: FairQueue[TaskRecord] | None) -> bool:
     """Whether ``queue`` holds a live task. (Not ``bool(queue)``: compiled by mypyc, a
     native class is always true, whatever its ``__len__``.)"""
     return queue is not None and queue.peek() is not None
-
-
-def _fits_prefetch(worker: Peer, cost: int | None) -> bool:
-    """Whether a task of estimated ``cost`` (None: not short) fits a prefetch slot."""
-    return cost is not None and worker.spare > 0 and worker.prefetched + cost <= PREFETCH_NS
-
-
-def _fits(worker: Peer, cost: int | None) -> bool:
-    """Whether ``worker`` has room for a task of estimated ``cost``: a slot or a prefetch one."""
-    return worker.free > 0 or _fits_prefetch(worker, cost)
