@@ -32,12 +32,13 @@ from ._net.limits import UNATTACHED
 from ._net.sockets import Steps, TaskLoop, Wait, connect_socket, running
 from ._net.streams import ACCEPT_LATER, Link, peer_of
 from ._net.threads import LoopThread
-from ._tls.config import HANDSHAKE_TIMEOUT_S
+from ._tls.config import HANDSHAKE_TIMEOUT_S, SHUTDOWN_TIMEOUT_S
 from ._tls.stream import SocketListener, serve_socket
 
 __all__ = [
     "ACCEPT_LATER",
     "HANDSHAKE_TIMEOUT_S",
+    "SHUTDOWN_TIMEOUT_S",
     "AcceptErrors",
     "AsyncBackend",
     "Backend",

@@ -18,6 +18,7 @@ from typing import Any
 from dista_runtime.binding import (
     ACCEPT_LATER,
     HANDSHAKE_TIMEOUT_S,
+    SHUTDOWN_TIMEOUT_S,
     UNATTACHED,
     AcceptErrors,
     Connections,
@@ -129,6 +130,7 @@ class _Listener:
             # 0 is no deadline: asyncio has no such value (None is its 60 s), a year is one.
             timeout = secure.timeout or _NO_DEADLINE_S
             tls = {"ssl": secure.context, "ssl_handshake_timeout": timeout}
+            tls["ssl_shutdown_timeout"] = SHUTDOWN_TIMEOUT_S
         peer = peer_of(conn) if secure else None  # named in the log if its handshake fails
         try:
             await self._loop.connect_accepted_socket(

@@ -174,11 +174,6 @@ class HeadHost(Engine):
         else:
             super().lost(link)
 
-    def refused(self, link: int, transport: Stream, reason: str) -> None:
-        super().refused(link, transport, reason)
-        if self.memory is not None:
-            self.memory.collect_soon()  # the core's error left a cycle (`_trim`)
-
     def reading_paused(self, link: int, paused: bool) -> None:
         if paused:
             self.core.watch.paused(link, now())
@@ -186,6 +181,11 @@ class HeadHost(Engine):
             self.core.watch.resumed(link, now())
 
     def closing(self, link: int, reason: str) -> None:
+        if self.memory is not None:
+            # A link the core closes (a refused hello, an idle peer) leaves its transport
+            # in cycles: a TLS one holds 256 KiB, and an idle head allocates too little
+            # for the collector to run by itself (2,000 refused observers kept 460 MiB).
+            self.memory.collect_soon()
         pid = self._pids.get(link)
         if pid is not None and reason.startswith(_FORCED):
             # A force-cancel or force-kill: the task or method may hold the GIL in C code,

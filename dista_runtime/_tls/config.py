@@ -55,6 +55,10 @@ TLS_ENV: Final = ("DISTA_TLS_DIR", "DISTA_TLS_CA", "DISTA_TLS_CERT", "DISTA_TLS_
 INSECURE_ENV: Final = "DISTA_INSECURE"
 #: How long a TLS handshake may take before the connection is dropped.
 HANDSHAKE_TIMEOUT_S: Final = 10.0
+#: How long a closing TLS connection waits for its peer's close_notify. A peer that never
+#: answers (a refused flood, a dead client) keeps the transport's buffers (asyncio's are
+#: 256 KiB each) until then: asyncio's own default is 30 s.
+SHUTDOWN_TIMEOUT_S: Final = 2.0
 
 
 @dataclass(frozen=True)

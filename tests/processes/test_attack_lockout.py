@@ -250,3 +250,28 @@ def read_all(sock: socket.socket, within: float = 10.0) -> bytes:
         if not chunk:
             return got
         got += chunk
+
+
+def test_refused_tls_observers_leave_no_memory_behind(procs: Procs, tls_dir: Path) -> None:
+    """(c) A flood of TLS observers past the cap: each refused link's transport (asyncio's
+    keeps a 256 KiB buffer) is freed once its client goes, not kept until a collection the
+    idle head would never make (300 of them kept 75 MiB)."""
+    import psutil
+
+    head = Head(procs, tls_dir)
+    wait_driver_joined(head)
+    rss = psutil.Process(procs.procs["head"].pid).memory_info
+    before = rss().rss
+    kept = [head.connect("observer") for _ in range(4)]  # the cap
+    for sock in kept:
+        sock.sendall(_hello(F.ROLE_OBSERVER))
+    for _ in range(300):
+        with head.connect("observer") as sock:
+            sock.sendall(_hello(F.ROLE_OBSERVER))
+            assert errors_in(read_all(sock))[0].startswith("too many observers")
+    for sock in kept:
+        sock.close()
+    deadline = time.monotonic() + 8.0
+    while rss().rss > before + (24 << 20) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert rss().rss <= before + (24 << 20), (before >> 20, rss().rss >> 20)
