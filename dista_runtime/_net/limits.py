@@ -94,6 +94,7 @@ __all__ = [
     "add_limit_options",
     "default_max_connections",
     "fetch_grant_wait_ns",
+    "env_size",
     "inline_cap",
     "partial_cap",
     "limits_from_args",
@@ -313,13 +314,7 @@ def inline_cap() -> int:
     ``DISTA_HEAD_INLINE_CAP``; ValueError naming it for a bad value."""
     import dista_proto as dp
 
-    raw = os.environ.get(INLINE_CAP_ENV, "")
-    if not raw:
-        return dp.INLINE_CAP_BYTES
-    try:
-        return size(raw)
-    except ValueError as e:
-        raise ValueError(f"{INLINE_CAP_ENV} {e}") from None
+    return env_size(INLINE_CAP_ENV, dp.INLINE_CAP_BYTES)
 
 
 def partial_cap() -> int:
@@ -327,17 +322,23 @@ def partial_cap() -> int:
     from ``DISTA_HEAD_PARTIAL_CAP``; ValueError naming it for a bad value."""
     import dista_proto as dp
 
-    raw = os.environ.get(PARTIAL_CAP_ENV, "")
+    # A quarter of the machine's memory: the largest frame (1 GiB) alone must not fill the
+    # cap, or one peer announcing it would make the head refuse every other large frame
+    # until its link is closed.
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return env_size(PARTIAL_CAP_ENV, max(2 * dp.PARTIAL_CAP_BYTES, ram // 4))
+
+
+def env_size(env: str, default: int) -> int:
+    """Bytes from the variable ``env`` (`size`'s forms), or ``default`` when it is unset;
+    ValueError naming it for a bad value."""
+    raw = os.environ.get(env, "")
     if not raw:
-        # A quarter of the machine's memory: the largest frame (1 GiB) alone must not
-        # fill the cap, or one peer announcing it would make the head refuse every other
-        # large frame until its link is closed.
-        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        return max(2 * dp.PARTIAL_CAP_BYTES, ram // 4)
+        return default
     try:
         return size(raw)
     except ValueError as e:
-        raise ValueError(f"{PARTIAL_CAP_ENV} {e}") from None
+        raise ValueError(f"{env} {e}") from None
 
 
 def _flag(parse: type[int | float]) -> Callable[[str], int | float]:
@@ -472,21 +473,15 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
         value = getattr(args, flag, None)
         if value is not None:
             os.environ[name] = str(value)
-    cap = getattr(args, "inline_cap", None)
-    if cap is not None:
-        try:
-            size(cap)
-        except ValueError as e:
-            raise ValueError(f"--inline-cap {e}") from None
-        os.environ[INLINE_CAP_ENV] = cap
+    for flag, name in (("inline_cap", INLINE_CAP_ENV), ("partial_cap", PARTIAL_CAP_ENV)):
+        cap = getattr(args, flag, None)
+        if cap is not None:
+            try:
+                size(cap)
+            except ValueError as e:
+                raise ValueError(f"--{flag.replace('_', '-')} {e}") from None
+            os.environ[name] = cap
     inline_cap()
-    partial = getattr(args, "partial_cap", None)
-    if partial is not None:
-        try:
-            size(partial)
-        except ValueError as e:
-            raise ValueError(f"--partial-cap {e}") from None
-        os.environ[PARTIAL_CAP_ENV] = partial
     partial_cap()
     return limits_from_env()
 

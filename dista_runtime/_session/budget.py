@@ -23,12 +23,11 @@ seen within one.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from typing import Final
 
-from .._net.limits import size
+from .._net.limits import env_size
 
 __all__ = ["DEFAULT_INFLIGHT_BYTES", "INFLIGHT_BYTES_ENV", "InflightBudget", "inflight_budget"]
 
@@ -43,13 +42,7 @@ DEFAULT_INFLIGHT_BYTES: Final = 256 << 20
 def inflight_budget() -> int:
     """The budget from ``DISTA_DRIVER_INFLIGHT_BYTES`` (default 256 MiB; 0: none);
     ValueError naming the variable for a bad value."""
-    raw = os.environ.get(INFLIGHT_BYTES_ENV, "")
-    if not raw:
-        return DEFAULT_INFLIGHT_BYTES
-    try:
-        return size(raw)
-    except ValueError as e:
-        raise ValueError(f"{INFLIGHT_BYTES_ENV} {e}") from None
+    return env_size(INFLIGHT_BYTES_ENV, DEFAULT_INFLIGHT_BYTES)
 
 
 class InflightBudget:

@@ -50,6 +50,24 @@ later = lonely_tasks.lonely.remote()
 """
 
 
+def _one_worker_then(
+    tmp_path: Path, worker: list[str], driver: list[str]
+) -> subprocess.CompletedProcess[str]:
+    """A head with the short no-worker grace and one worker (``worker``: its flags), then a
+    driver (``driver``: this interpreter's arguments, then the head's address), run in
+    ``tmp_path`` with it on the path; the driver's run, once the worker is stopped."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    with head_process("--no-worker-grace", str(GRACE_S), env=env) as address:
+        process = subprocess.Popen([*CLI, "worker", "--head", address, *worker], env=env)
+        try:
+            return subprocess.run(
+                [sys.executable, *driver, address], check=False, capture_output=True,
+                text=True, env=env, timeout=90, cwd=tmp_path,
+            )  # fmt: skip
+        finally:
+            stop_process(process)
+
+
 def test_tasks_no_worker_imports_fail_after_the_grace_naming_the_module(tmp_path: Path) -> None:
     (tmp_path / "lonely_tasks.py").write_text(
         textwrap.dedent(
@@ -63,32 +81,11 @@ def test_tasks_no_worker_imports_fail_after_the_grace_naming_the_module(tmp_path
         )
     )
     (tmp_path / "driver.py").write_text(DRIVER + REPORT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
-    with head_process("--no-worker-grace", str(GRACE_S), env=env) as address:
-        worker = subprocess.Popen(
-            [
-                *CLI,
-                "worker",
-                "--head",
-                address,
-                "--import",
-                "tests.support.tasks",
-                "--accept-by-value",
-            ],
-            env=env,
-        )
-        try:
-            driver = subprocess.run(
-                [sys.executable, str(tmp_path / "driver.py"), address],
-                check=False,
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=90,
-                cwd=tmp_path,
-            )
-        finally:
-            stop_process(worker)
+    driver = _one_worker_then(
+        tmp_path,
+        ["--import", "tests.support.tasks", "--accept-by-value"],
+        [str(tmp_path / "driver.py")],
+    )
     out = driver.stdout
     assert driver.returncode == 0, driver.stderr[-3000:]
     assert (
@@ -120,22 +117,7 @@ def test_a_script_run_as_python_m_is_told_its_tasks_travel_by_value(tmp_path: Pa
     ``__main__``'s: by value. The error says so and what to do, not "import the same
     modules" (which the workers do)."""
     (tmp_path / "script_tasks.py").write_text(SCRIPT_TASKS)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
-    with head_process("--no-worker-grace", str(GRACE_S), env=env) as address:
-        argv = [*CLI, "worker", "--head", address, "--import", "script_tasks"]
-        worker = subprocess.Popen(argv, env=env, cwd=tmp_path)
-        try:
-            driver = subprocess.run(
-                [sys.executable, "-m", "script_tasks", address],
-                check=False,
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=90,
-                cwd=tmp_path,
-            )
-        finally:
-            stop_process(worker)
+    driver = _one_worker_then(tmp_path, ["--import", "script_tasks"], ["-m", "script_tasks"])
     out = driver.stdout
     assert driver.returncode == 0, driver.stderr[-3000:]
     assert (
