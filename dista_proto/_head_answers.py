@@ -70,6 +70,7 @@ class Answers:
         self.spent = 0
         self.over = False
         self._held: dict[int, list[Event]] = {}  # link -> frames not handled yet
+        self._packed: bytes | None = None  # everyone's timeline, for this pass's requests
         self._tally: dict[int, list[int]] = {}  # link -> [requests, bytes answered]
 
     # -- passes ----------------------------------------------------------------------------
@@ -78,6 +79,7 @@ class Answers:
         """A pass over one peer's frames begins."""
         self.spent = 0
         self.over = False
+        self._packed = None
 
     def holding(self, link: int) -> bool:
         """Whether ``link``'s peer has frames waiting for its answers to be written."""
@@ -139,7 +141,9 @@ class Answers:
 
     def on_all_timeline(self, peer: Peer, event: Event) -> None:
         """Everyone's records, left in place: an observer's (`TimelineLog.packed`)."""
-        packed = self._scheduler.timeline.packed()
+        packed = self._packed
+        if packed is None:
+            packed = self._packed = self._scheduler.timeline.packed()
         self._answer(peer, Timeline(packed=packed), len(packed))
 
     # -- the tally -------------------------------------------------------------------------

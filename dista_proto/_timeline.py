@@ -9,8 +9,9 @@ about 120 bytes in all: a quarter. Records are unpacked only when asked for.
 
 Answering is bounded too (docs/protocol.md, "Bounded answers"): a driver's request with no
 records left is answered from a count per owner, without a scan; an observer's reply (count
-then records, up to the cap: 8.4 MB for 100,000) is packed straight from the kept strings,
-once, and the same bytes answer every request until a record comes or goes.
+then records, up to the cap: 8.4 MB for 100,000) is packed straight from the kept strings;
+the requests of one pass share it (`Answers`), and it is not kept past the pass: 8 MB
+held for an observer long gone would be the head's largest object.
 
 The head's four stamps come in on its monotonic clock (its ``now``) and are kept as wall-clock
 nanoseconds: ``wall_offset_ns`` (wall minus monotonic, read once by the runtime) is added
@@ -41,7 +42,7 @@ class TimelineLog:
     """At most ``cap`` records, the oldest dropped first, each with the link of its
     driver (the owner); the head's stamps moved to the wall clock by ``wall_offset_ns``."""
 
-    __slots__ = ("_addresses", "_index", "_offset", "_owned", "_packed", "_records", "_wire")
+    __slots__ = ("_addresses", "_index", "_offset", "_owned", "_records", "_wire")
 
     def __init__(self, cap: int, wall_offset_ns: int = 0) -> None:
         self._records: deque[bytes] = deque(maxlen=cap)
@@ -50,7 +51,6 @@ class TimelineLog:
         self._wire: dict[bytes, bytes] = {}  # a record's index bytes -> its address's 12
         self._offset = wall_offset_ns
         self._owned: dict[int, int] = {}  # owner link -> how many records it has here
-        self._packed: bytes | None = None  # the observer's reply payload, until a change
 
     def __len__(self) -> int:
         return len(self._records)
@@ -83,7 +83,6 @@ class TimelineLog:
         records.append(_RECORD.pack(owner, *stamps, index))
         owned = self._owned
         owned[owner] = owned.get(owner, 0) + 1
-        self._packed = None
 
     def _drop_owner(self, owner: int, n: int = 1) -> None:
         left = self._owned.get(owner, 0) - n
@@ -98,16 +97,13 @@ class TimelineLog:
 
     def packed(self) -> bytes:
         """Every record as the timeline reply's payload (count, then 84 bytes each, oldest
-        first): what `all` gives, encoded; made once per change of the log."""
-        packed = self._packed
-        if packed is None:
-            wire = self._wire
-            # A kept record's wire part (object ID, task ID, the seven stamps) is [8:80],
-            # its worker address's index [80:]. (Literal slices: mypyc's compiled core takes
-            # a slice held in a name for an integer index.)
-            body = b"".join([r[8:80] + wire[r[80:]] for r in self._records])
-            packed = self._packed = _COUNT.pack(len(self._records)) + body
-        return packed
+        first): what `all` gives, encoded, straight from the kept strings."""
+        wire = self._wire
+        # A kept record's wire part (object ID, task ID, the seven stamps) is [8:80], its
+        # worker address's index [80:]. (Literal slices: mypyc's compiled core takes a
+        # slice held in a name for an integer index.)
+        body = b"".join([r[8:80] + wire[r[80:]] for r in self._records])
+        return _COUNT.pack(len(self._records)) + body
 
     def count(self, owner: int) -> int:
         """How many of ``owner``'s records are kept."""
@@ -122,7 +118,6 @@ class TimelineLog:
         kept = [r for r in self._records if _OWNER.unpack_from(r)[0] != owner]
         self._records.clear()
         self._records.extend(kept)
-        self._packed = None
         return tuple(self._unpack(r) for r in mine)
 
     def rename(self, was: int, now: int) -> None:
