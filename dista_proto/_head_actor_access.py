@@ -66,6 +66,11 @@ class ActorAccess:
         self._early: dict[int, dict[int, bytes]] = {}
         self._early_count = 0
 
+    @property
+    def early(self) -> int:
+        """How many capabilities are kept for actors not known yet."""
+        return self._early_count
+
     def verdict(self, peer: Peer, actor: ActorRecord) -> int:
         """May ``peer`` call or kill ``actor`` (`MAY`), not (`NO`), or not known yet (`WAIT`)?"""
         number = peer.number

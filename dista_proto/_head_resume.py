@@ -321,7 +321,16 @@ class Resume:
             self._unpark_calls(actor)
 
     def on_actor_open(self, peer: Peer, event: ActorOpen) -> None:
-        """An actor's capability: the creator's decides the calls held for it."""
+        """An actor's capability: the creator's decides the calls held for it. One for an
+        actor this head does not know is kept only while its creator may still create it,
+        the recovery grace at most, as calls to it are (`_park_call`)."""
+        actor_id = event.object_id
+        if actor_id not in self._actors.records and actor_id >> ID_BITS != peer.number:
+            wire = self._wire
+            owner = wire.numbers.get(actor_id >> ID_BITS)
+            if owner is not None and not owner.resuming and wire.alive(owner):
+                return  # its creator is here and has resumed: no such actor
+            self.parked.setdefault(actor_id, (wire.now + self.recovery_grace_ns, []))
         if self._actors.access.open(peer, event):
             self._unpark_calls(self._actors.records[event.object_id])
 

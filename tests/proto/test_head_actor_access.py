@@ -149,3 +149,22 @@ def test_opens_are_sent_again_after_a_head_restart_before_the_creator_resumes() 
         owner.send(dp.Resumed())
         (record,) = net.head.actors()
         assert (5 in record.opened) is taken
+
+
+def test_opens_for_unknown_actors_are_kept_only_while_their_creator_may_come() -> None:
+    net = Net(recovery_grace_ns=GRACE)
+    owner, other = net.driver(), net.driver()
+    access = net.head._actors.access
+    # Its creator is here and resumed: no such actor, and nothing is kept for it.
+    other.send(dp.ActorOpen(owner.oid(9), CAP))
+    assert access.early == 0
+    # A creator not connected (a head restart: it may still resume) holds them for the
+    # recovery grace, then they go, so a peer naming made-up actors keeps nothing.
+    absent = (other.number + 1) % (1 << 24) or 1
+    for i in range(1, 101):
+        other.send(dp.ActorOpen((absent << dp.ID_BITS) | i, CAP))
+    assert access.early == 100
+    net.head.on_timer(GRACE + 10)
+    net.pump()
+    assert access.early == 0
+    assert other.closed is None
