@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import dista_runtime as dista
+from benchmarks.head_memory import Cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
@@ -72,32 +73,10 @@ def _env(budget: str | None) -> dict[str, str]:
 
 
 def run(tasks: int, mib: int, workers: int, budget: str | None) -> dict[str, float]:
-    env = _env(None)
-    cli = [sys.executable, "-m", "dista_runtime.cli"]
-    head = subprocess.Popen(
-        [*cli, "head", "--port", "0"], stderr=subprocess.PIPE, text=True, env=env
-    )
-    procs = [head]
+    cluster = Cluster(MODULE, workers, _env(None))
     try:
-        assert head.stderr is not None
-        line = head.stderr.readline()
-        assert "listening on" in line, line
-        address = line.rsplit(" ", 1)[1].strip()
-        for _ in range(workers):
-            r, w = os.pipe()
-            procs.append(
-                subprocess.Popen(
-                    [*cli, "worker", "--head", address, "--import", MODULE, "--ready-fd", str(w)],
-                    env=env,
-                    pass_fds=(w,),
-                    cwd=ROOT,
-                )
-            )
-            os.close(w)
-            with os.fdopen(r, "rb") as ready:
-                assert ready.read(1), "a worker did not join"
         out = subprocess.run(
-            [sys.executable, "-c", DRIVER, address, str(tasks), str(mib)],
+            [sys.executable, "-c", DRIVER, cluster.address, str(tasks), str(mib)],
             check=False,
             env=_env(budget),
             cwd=ROOT,
@@ -109,17 +88,7 @@ def run(tasks: int, mib: int, workers: int, budget: str | None) -> dict[str, flo
         figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
         return figures
     finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        if head.stderr is not None:
-            head.stderr.close()
+        cluster.close()
 
 
 def main() -> None:

@@ -64,39 +64,40 @@ def _rss(pid: int) -> int:
 
 
 class Cluster:
-    def __init__(self) -> None:
-        env = _env()
+    """A `dista head` and ``workers`` `dista worker`s importing ``module``, as processes
+    (benchmarks/driver_memory.py's too); `close` ends them."""
+
+    def __init__(
+        self,
+        module: str = "benchmarks.head_memory",
+        workers: int = 2,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        env = _env() if env is None else env
         cli = [sys.executable, "-m", "dista_runtime.cli"]
         self.head = subprocess.Popen(
             [*cli, "head", "--port", "0"], stderr=subprocess.PIPE, text=True, env=env
         )
-        assert self.head.stderr is not None
-        line = self.head.stderr.readline()
-        assert "listening on" in line, line
-        self.address = line.rsplit(" ", 1)[1].strip()
-        self.workers = []
-        for _ in range(2):
-            r, w = os.pipe()
-            self.workers.append(
-                subprocess.Popen(
-                    [
-                        *cli,
-                        "worker",
-                        "--head",
-                        self.address,
-                        "--import",
-                        "benchmarks.head_memory",
-                        "--ready-fd",
-                        str(w),
-                    ],
-                    env=env,
-                    pass_fds=(w,),
-                    cwd=ROOT,
+        self.workers: list[subprocess.Popen[bytes]] = []
+        try:
+            assert self.head.stderr is not None
+            line = self.head.stderr.readline()
+            assert "listening on" in line, line
+            self.address = line.rsplit(" ", 1)[1].strip()
+            for _ in range(workers):
+                r, w = os.pipe()
+                argv = [*cli, "worker", "--head", self.address, "--import", module]
+                self.workers.append(
+                    subprocess.Popen(
+                        [*argv, "--ready-fd", str(w)], env=env, pass_fds=(w,), cwd=ROOT
+                    )
                 )
-            )
-            os.close(w)
-            with os.fdopen(r, "rb") as ready:
-                assert ready.read(1), "a worker did not join"
+                os.close(w)
+                with os.fdopen(r, "rb") as ready:
+                    assert ready.read(1), "a worker did not join"
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         for p in [*self.workers, self.head]:

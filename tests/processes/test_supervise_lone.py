@@ -137,26 +137,19 @@ def test_ctrl_c_stops_a_plain_worker_with_its_code(workdir: Path, head: str) -> 
 
 
 def test_a_plain_worker_that_cannot_start_exits_with_the_reason_once(workdir: Path) -> None:
-    out = subprocess.run(
-        [*CLI, "worker", "--head", "127.0.0.1:9", "--import", "nowhere"],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env_for(workdir),
-        cwd=workdir,
-        timeout=60,
-    )
+    out = _lone_worker(workdir, "--import", "nowhere")
     assert out.returncode == 2, out.stderr
     assert out.stderr.count("cannot import the task modules") == 1, out.stderr
     assert "restarting" not in out.stderr, out.stderr
-    out = subprocess.run(
-        [*CLI, "worker", "--head", "127.0.0.1:9"],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env_for(workdir),
-        cwd=workdir,
-        timeout=60,
-    )
+    out = _lone_worker(workdir)
     assert out.returncode == 69, out.stderr
     assert out.stderr.count("cannot reach the head") == 1, out.stderr
+
+
+def _lone_worker(workdir: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """A plain `dista worker` of a head nobody runs, with ``flags``: how it ended."""
+    return subprocess.run(
+        [*CLI, "worker", "--head", "127.0.0.1:9", *flags],
+        check=False, capture_output=True, text=True, env=env_for(workdir), cwd=workdir,
+        timeout=60,
+    )  # fmt: skip
