@@ -1,11 +1,7 @@
-"""The head's actors: placement, calls in order, answers, restore, and their end.
+"""The head's actors: calls in order, answers, restore, and their end.
 
-An actor takes a whole worker: "An actor lives on one worker, which runs nothing else while
-it hosts it." It goes to a worker of its registry with nothing running; if every such
-worker is busy, the least busy one is kept for it (no new tasks) until its tasks finish;
-if none is free at all (each hosts an actor, or none has its registry) it waits, and status
-says why. A waiting actor whose registry no worker has fails after the no-worker grace, as
-tasks do.
+Where an actor goes (a free worker of its registry, a busy one kept for it, or a wait) is
+`Placement`'s choice (`_head_actor_placement.py`); this starts it there.
 
 Calls are numbered 1, 2, ... in the order they reach the head (so each caller's stay in
 the order it sent them) and sent to the actor's worker at once: the worker runs them one at
@@ -52,11 +48,11 @@ from ._events import (
     Stored,
 )
 from ._head_actor_access import MAY, ActorAccess, not_opened
+from ._head_actor_placement import Placement
 from ._head_checkpoints import Checkpoints
 from ._head_counts import Counts
 from ._head_objects import Copies, Objects
 from ._head_records import ActorRecord, ActorState, CallRecord, Peer
-from ._head_registries import BY_VALUE
 from ._head_scheduling import Scheduler
 from ._head_wire import Wire
 from ._lifecycle import ActorCause, CallCause
@@ -102,7 +98,7 @@ class Actors:
         self.max_retries = max_retries
         self.checkpoints = Checkpoints(wire, keep_bytes)
         self.access = ActorAccess(wire, records)  # who may call and kill which actor
-        self._waiting: deque[ActorRecord] = deque()
+        self.placement = Placement(wire, counts, scheduler)
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
 
     @property
@@ -215,62 +211,27 @@ class Actors:
         else:
             self.checkpoints.ask(actor, (peer.link, oid))
 
-    # -- placement -------------------------------------------------------------------------
-
-    def _candidates(self, actor: ActorRecord) -> list[Peer]:
-        scheduler = self._scheduler
-        serving = scheduler.workers_of.get(actor.registry, set())
-        if actor.registry >= BY_VALUE:
-            # A class sent by value: on its driver's registry's workers, or those that
-            # accept by-value code of any registry.
-            serving = scheduler.workers_of.get(actor.registry - BY_VALUE, set())
-            serving = serving | scheduler.accepting
-        alive = self._wire.alive
-        return [w for w in serving if w.actor is None and not w.draining and alive(w)]
+    # -- placement (`Placement` chooses) ----------------------------------------------------
 
     def _place(self, actor: ActorRecord) -> None:
         """Start ``actor`` on a free worker, keep the least busy one for it, or wait."""
-        actor.worker = None
-        self._counts.move_actor(actor, ActorCause.PLACE)
-        actor.since = self._wire.now
-        free = self._candidates(actor)
-        if not free:
-            if self._scheduler.served(actor.registry):
-                actor.why = "every worker of its registry hosts an actor: start another worker"
-            elif actor.registry >= BY_VALUE:
-                actor.why = (
-                    f"no connected worker may host a by-value class of registry "
-                    f"{actor.registry - BY_VALUE:#018x}: start workers importing the same "
-                    "modules as the driver, or with --accept-by-value"
-                )
-            else:
-                actor.why = f"no connected worker has its driver's registry {actor.registry:#018x}"
-            if actor not in self._waiting:
-                self._waiting.append(actor)
-            return
-        worker = min(free, key=lambda w: (len(w.running), str(w.address)))
-        worker.actor = actor
-        actor.worker = worker
-        if worker.running:
-            actor.why = f"{worker.name} finishes its {len(worker.running)} tasks first"
-            return  # `kept_for` starts it once they are done
-        self._start_on(actor, worker)
+        worker = self.placement.choose(actor)
+        if worker is not None:
+            self._start_on(actor, worker)
 
     def place_waiting(self) -> None:
         """A worker came or was freed: place the actors that wait, oldest first."""
-        waiting = self._waiting
-        for _ in range(len(waiting)):
-            actor = waiting.popleft()
-            if actor.state is _WAITING and actor.worker is None:
-                self._place(actor)  # waits again (appended) if there is still no worker
+        placement = self.placement
+        for actor, worker in placement.due():
+            self._start_on(actor, worker)
         for actor in list(self.records.values()):
             kept = actor.worker
             if actor.state is _WAITING and kept is not None and kept.running:
                 # Kept a busy worker for it: a worker with nothing to do is better.
-                free = [w for w in self._candidates(actor) if not w.running]
-                if free:
+                free = placement.better(actor)
+                if free is not None:
                     kept.actor = None
-                    self._start_on(actor, min(free, key=lambda w: str(w.address)))
+                    self._start_on(actor, free)
                     self._scheduler.make_idle(kept)
                     self._scheduler.pump(kept.registry)
 
@@ -546,31 +507,13 @@ class Actors:
 
     # -- the pulled timer: actors no worker can host ---------------------------------------
 
-    def _orphaned(self, actor: ActorRecord) -> bool:
-        return actor.state is _WAITING and not self._scheduler.served(actor.registry)
-
     def next_deadline(self) -> int | None:
-        starts = [a.since for a in self._waiting if self._orphaned(a)]
-        return min(starts) + self._scheduler.no_worker_grace_ns if starts else None
+        return self.placement.next_deadline()
 
     def on_timer(self, now: int) -> None:
         """Actors no worker of their registry came for within the grace fail."""
-        grace = self._scheduler.no_worker_grace_ns
-        for actor in list(self._waiting):
-            if self._orphaned(actor) and now >= actor.since + grace:
-                self._waiting.remove(actor)
-                lost = f" after losing its worker ({actor.lost})" if actor.lost else ""
-                self.end(
-                    actor,
-                    f"no worker can host actor {actor.actor_id:#x}{lost} (type "
-                    f"{actor.type_id:#x}): {_unhosted(actor)} (waited {grace / 1e9:g} s for one)",
-                )
-
-
-def _unhosted(actor: ActorRecord) -> str:
-    if actor.registry >= BY_VALUE:
-        return actor.why  # (which names the fix)
-    return f"none of the connected workers has its driver's registry {actor.registry:#018x}"
+        for actor, why in self.placement.expired(now):
+            self.end(actor, why)
 
 
 def _actor_of(worker: Peer) -> ActorRecord | None:

@@ -1,0 +1,131 @@
+"""Where an actor goes: a free worker of its registry, a busy one kept for it, or a wait.
+
+An actor takes a whole worker: "An actor lives on one worker, which runs nothing else while
+it hosts it." It goes to a worker of its registry with nothing running; if every such
+worker is busy, the least busy one is kept for it (no new tasks) until its tasks finish;
+if none is free at all (each hosts an actor, or none has its registry) it waits, oldest
+first, and status says why. A waiting actor whose registry no worker has fails after the
+no-worker grace, as tasks do.
+
+`Placement` decides and says which worker to start an actor on; `Actors` (which holds it)
+starts it there. It never starts, ends or sends anything itself.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+from ._head_counts import Counts
+from ._head_records import ActorRecord, ActorState, Peer
+from ._head_registries import BY_VALUE
+from ._head_scheduling import Scheduler
+from ._head_wire import Wire
+from ._lifecycle import ActorCause
+
+__all__ = ["Placement"]
+
+_WAITING: Final = ActorState.WAITING
+
+
+class Placement:
+    """The actors waiting for a worker, and the choice of one."""
+
+    def __init__(self, wire: Wire, counts: Counts, scheduler: Scheduler) -> None:
+        self._wire = wire
+        self._counts = counts
+        self._scheduler = scheduler
+        self.waiting: deque[ActorRecord] = deque()
+
+    def candidates(self, actor: ActorRecord) -> list[Peer]:
+        """The connected workers that may host ``actor`` now (hosting none, not draining)."""
+        scheduler = self._scheduler
+        serving = scheduler.workers_of.get(actor.registry, set())
+        if actor.registry >= BY_VALUE:
+            # A class sent by value: on its driver's registry's workers, or those that
+            # accept by-value code of any registry.
+            serving = scheduler.workers_of.get(actor.registry - BY_VALUE, set())
+            serving = serving | scheduler.accepting
+        alive = self._wire.alive
+        return [w for w in serving if w.actor is None and not w.draining and alive(w)]
+
+    def choose(self, actor: ActorRecord) -> Peer | None:
+        """Place ``actor``: the worker to start it on now; None if it waits (queued, its
+        ``why`` says for what) or a busy worker is kept for it (`kept_for` starts it)."""
+        actor.worker = None
+        self._counts.move_actor(actor, ActorCause.PLACE)
+        actor.since = self._wire.now
+        free = self.candidates(actor)
+        if not free:
+            actor.why = self._why_none(actor)
+            if actor not in self.waiting:
+                self.waiting.append(actor)
+            return None
+        worker = min(free, key=lambda w: (len(w.running), str(w.address)))
+        worker.actor = actor
+        actor.worker = worker
+        if worker.running:
+            actor.why = f"{worker.name} finishes its {len(worker.running)} tasks first"
+            return None
+        return worker
+
+    def _why_none(self, actor: ActorRecord) -> str:
+        if self._scheduler.served(actor.registry):
+            return "every worker of its registry hosts an actor: start another worker"
+        if actor.registry >= BY_VALUE:
+            return (
+                f"no connected worker may host a by-value class of registry "
+                f"{actor.registry - BY_VALUE:#018x}: start workers importing the same "
+                "modules as the driver, or with --accept-by-value"
+            )
+        return f"no connected worker has its driver's registry {actor.registry:#018x}"
+
+    def due(self) -> list[tuple[ActorRecord, Peer]]:
+        """A worker came or was freed: the waiting actors that can start now, oldest
+        first, each with its worker (the rest wait on, or keep a busy worker)."""
+        starts = []
+        waiting = self.waiting
+        for _ in range(len(waiting)):
+            actor = waiting.popleft()
+            if actor.state is _WAITING and actor.worker is None:
+                worker = self.choose(actor)  # waits again (appended) if there is none
+                if worker is not None:
+                    starts.append((actor, worker))
+        return starts
+
+    def better(self, actor: ActorRecord) -> Peer | None:
+        """For an actor that keeps a busy worker: a worker with nothing to do, if any."""
+        free = [w for w in self.candidates(actor) if not w.running]
+        return min(free, key=lambda w: str(w.address)) if free else None
+
+    # -- the pulled timer: actors no worker can host ---------------------------------------
+
+    def _orphaned(self, actor: ActorRecord) -> bool:
+        return actor.state is _WAITING and not self._scheduler.served(actor.registry)
+
+    def next_deadline(self) -> int | None:
+        starts = [a.since for a in self.waiting if self._orphaned(a)]
+        return min(starts) + self._scheduler.no_worker_grace_ns if starts else None
+
+    def expired(self, now: int) -> list[tuple[ActorRecord, str]]:
+        """Actors no worker of their registry came for within the grace, and why they
+        end (taken off the queue)."""
+        grace = self._scheduler.no_worker_grace_ns
+        ended = []
+        for actor in list(self.waiting):
+            if self._orphaned(actor) and now >= actor.since + grace:
+                self.waiting.remove(actor)
+                lost = f" after losing its worker ({actor.lost})" if actor.lost else ""
+                why = (
+                    f"no worker can host actor {actor.actor_id:#x}{lost} (type "
+                    f"{actor.type_id:#x}): {_unhosted(actor)} (waited {grace / 1e9:g} s "
+                    "for one)"
+                )
+                ended.append((actor, why))
+        return ended
+
+
+def _unhosted(actor: ActorRecord) -> str:
+    if actor.registry >= BY_VALUE:
+        return actor.why  # (which names the fix)
+    return f"none of the connected workers has its driver's registry {actor.registry:#018x}"
