@@ -29,12 +29,14 @@ __all__ = [
     "ACTOR_CAPABILITY_SIZE",
     "CANCEL_FORCE",
     "ERROR_COVERED",
+    "ERROR_HOSTS_ACTOR",
     "ERROR_NO_CHECKPOINT",
     "STATS_NO_REPLY",
     "ERROR_WARNING",
     "FREE_STORE",
     "FREE_WITHDRAW",
     "HELLO_ANY_REGISTRY",
+    "HELLO_HOSTS_ACTOR",
     "HEAD_LINK",
     "HELLO_SECRET",
     "ID_BITS",
@@ -138,6 +140,12 @@ ERROR_COVERED: Final = 2
 #: Error mark, worker to head, answering actor-restore for `RESTORE_NEWEST`: the actor has
 #: no checkpoint to restore from (the head sends its actor-create instead).
 ERROR_NO_CHECKPOINT: Final = 3
+#: Error mark, worker to head, right after the holding of a rejoin: this worker still hosts
+#: the actor the frame names, alive (it lost its head link, not its process). A new head
+#: places the actor back there (actor-restore for `RESTORE_NEWEST`, answered from the live
+#: instance) instead of rebuilding it from a checkpoint. A head that knows only the page
+#: finds no object of that ID and ignores the frame.
+ERROR_HOSTS_ACTOR: Final = 4
 
 #: Actor-restore's call count meaning "the newest intact checkpoint": a head restarted
 #: does not know which there is. The worker answers with a result carrying, as a u64, the
@@ -190,6 +198,9 @@ TOKEN_SIZE: Final = 16
 #: it sends such a worker nothing it would not have sent it anyway. (1 is the driver's
 #: ``HELLO_SECRET``.)
 HELLO_ANY_REGISTRY: Final = 2
+#: Hello mark, worker to head, on a rejoin: an error frame marked `ERROR_HOSTS_ACTOR`
+#: follows the holding; until it comes, the head gives this worker no task and no actor.
+HELLO_HOSTS_ACTOR: Final = 4
 
 #: The bytes of an actor's capability: drawn at random by its creating driver, carried by
 #: every handle, and shown to the head in actor-open by any other peer before it calls or

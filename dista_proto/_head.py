@@ -165,6 +165,7 @@ class Head:
             records=actor_records,
             max_retries=max_retries,
             keep_bytes=actor_keep_bytes,
+            recovery_grace_ns=recovery_grace_ns,
         )
         self._resume = resume = Resume(
             wire,
@@ -233,7 +234,7 @@ class Head:
             **self._hosting_routes,
             Result: scheduler.on_answer,
             Stored: scheduler.on_answer,
-            Error: scheduler.on_answer,
+            Error: actors.on_worker_error,  # (or a rejoiner's live actor)
             Span: scheduler.on_span,
         }
         self._observer_routes: dict[type[Event], _Route] = {

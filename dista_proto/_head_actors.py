@@ -26,6 +26,7 @@ from typing import Final
 
 from ._conventions import (
     ERROR_COVERED,
+    ERROR_HOSTS_ACTOR,
     ERROR_NO_CHECKPOINT,
     ID_BITS,
     KILL_AFTER_CALLS,
@@ -48,6 +49,7 @@ from ._events import (
     Stored,
 )
 from ._head_actor_access import MAY, ActorAccess, not_opened
+from ._head_actor_hosts import Hosts
 from ._head_actor_placement import Placement
 from ._head_checkpoints import Checkpoints
 from ._head_counts import Counts
@@ -88,6 +90,7 @@ class Actors:
         records: dict[int, ActorRecord],
         max_retries: int,
         keep_bytes: int,
+        recovery_grace_ns: int,
     ) -> None:
         self._wire = wire
         self._counts = counts
@@ -99,6 +102,7 @@ class Actors:
         self.checkpoints = Checkpoints(wire, keep_bytes)
         self.access = ActorAccess(wire, records)  # who may call and kill which actor
         self.placement = Placement(wire, counts, scheduler)
+        self.hosts = Hosts(wire, counts, recovery_grace_ns)  # live actors of rejoiners
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
 
     @property
@@ -113,9 +117,19 @@ class Actors:
             return None
         registry = self._scheduler.registry_of(event.task_id, peer)
         actor = ActorRecord(event, peer.link, registry, self._wire.now)
-        # A driver resuming after a head restart: the actor lives on in its checkpoints.
-        actor.restoring = peer.resuming
         self.records[actor.actor_id] = actor
+        if peer.resuming:
+            # A driver resuming after a head restart: the actor lives on, on the worker
+            # that hosted it (placed back there once it rejoins, the grace at most), or in
+            # its checkpoints.
+            actor.restoring = True
+            host = self.hosts.claim(actor)
+            if host is None:
+                self.hosts.await_host(actor)
+            else:
+                self._counts.move_actor(actor, ActorCause.PLACE)
+                self._start_on(actor, host)
+            return actor
         self._place(actor)
         return actor
 
@@ -240,7 +254,7 @@ class Actors:
         actor = worker.actor
         if actor is None:
             return False
-        if actor.state is _WAITING and not worker.running:
+        if actor.state is _WAITING and not worker.running and not self.hosts.holds(worker):
             self._start_on(actor, worker)
         return True
 
@@ -260,7 +274,7 @@ class Actors:
             send(worker.link, ActorRestore(actor.actor_id, actor.type_id, actor.covered))
         else:
             send(worker.link, actor.create)
-        actor.sent = max(actor.covered, 0)
+        actor.sent = actor.covered if actor.covered >= 0 else actor.base
         actor.asked_at = actor.sent
         self.checkpoints.send_at(actor, actor.sent)
         self._send_calls(actor)
@@ -367,9 +381,15 @@ class Actors:
             self.end(actor, f"actor {actor.actor_id:#x} could not be restored: {event.message}")
             return
         value = bytes(event.value)
-        calls = int.from_bytes(value[:8], "little") if len(value) == 8 else 0
-        actor.covered = calls if len(value) == 8 else -1
-        self._resume_calls(actor, max(calls, 0))
+        calls = int.from_bytes(value[:8], "little") if len(value) >= 8 else 0
+        if len(value) == 8:
+            actor.covered = calls  # the checkpoint it came from, or one its live state wrote
+        else:
+            # Alive, with no checkpoint covering what it has seen (no store): rebuilt
+            # elsewhere, it runs the calls kept from here on after its constructor.
+            actor.covered = -1
+            actor.base = calls
+        self._resume_calls(actor, calls)
         self._started(actor, None)
 
     def _resume_calls(self, actor: ActorRecord, base: int) -> None:
@@ -453,6 +473,7 @@ class Actors:
 
     def worker_lost(self, worker: Peer, why: str) -> None:
         """The worker hosting (or kept for) an actor is lost: start it elsewhere."""
+        self.hosts.lost(worker)
         actor = worker.actor
         worker.actor = None
         if actor is None or actor.worker is not worker:
@@ -508,12 +529,47 @@ class Actors:
     # -- the pulled timer: actors no worker can host ---------------------------------------
 
     def next_deadline(self) -> int | None:
-        return self.placement.next_deadline()
+        times = [t for t in (self.placement.next_deadline(), self.hosts.next_deadline()) if t]
+        return min(times) if times else None
 
     def on_timer(self, now: int) -> None:
-        """Actors no worker of their registry came for within the grace fail."""
+        """Actors no worker of their registry came for within the grace fail; live actors
+        no owner came back for go; restoring actors whose host did not come are rebuilt."""
         for actor, why in self.placement.expired(now):
             self.end(actor, why)
+        freed, due = self.hosts.expired(now)
+        for actor in due:
+            self._place(actor)
+        self._offer(freed)
+
+    # -- live actors of rejoining workers (`Hosts` decides) --------------------------------
+
+    def on_worker_error(self, worker: Peer, event: Event) -> None:
+        """An error frame from a worker hosting no actor: a task's failure, or a rejoining
+        worker saying which actor still lives on it."""
+        assert isinstance(event, Error)
+        if event.mark != ERROR_HOSTS_ACTOR:
+            self._scheduler.on_answer(worker, event)
+            return
+        if not self.hosts.holds(worker):
+            return  # not announced in its hello: not a rejoin
+        record = self.records.get(event.object_id)
+        if self.hosts.reported(worker, event.object_id, record):
+            assert record is not None
+            self._start_on(record, worker)
+        elif worker.actor is None:
+            self._offer([worker])
+
+    def owner_resumed(self, number: int) -> None:
+        """Driver ``number`` resumed: its live actors it did not create again go."""
+        self._offer(self.hosts.owner_resumed(number))
+
+    def _offer(self, workers: list[Peer]) -> None:
+        for worker in workers:
+            if self._wire.alive(worker) and worker.actor is None:
+                self.place_waiting()
+                if _actor_of(worker) is None:
+                    self._scheduler.offer(worker)
 
 
 def _actor_of(worker: Peer) -> ActorRecord | None:

@@ -300,6 +300,7 @@ class Resume:
         number = peer.number
         for actor_id in [a for a in self.parked if a >> ID_BITS == number]:
             self._fail_parked(actor_id)  # its owner did not create it again
+        self._actors.owner_resumed(number)  # live ones it did not create again go too
         self._holdings.driver_resumed(number)
 
     # -- actors ----------------------------------------------------------------------------

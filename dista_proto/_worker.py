@@ -33,6 +33,7 @@ from ._conventions import (
     FREE_WITHDRAW,
     HEAD_LINK,
     HELLO_ANY_REGISTRY,
+    HELLO_HOSTS_ACTOR,
     MIN_FETCH_PART,
     SPAN_ALIVE,
     SPAN_BLOCKED,
@@ -180,11 +181,16 @@ class Worker:
         *,
         covers: int | None = None,
         no_checkpoint: bool = False,
+        uncovered: bool = False,
     ) -> None:
         """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
         the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
-        ``no_checkpoint`` says there is none (the head sends actor-create then)."""
-        self._actors.actor_started(actor, error, covers=covers, no_checkpoint=no_checkpoint)
+        ``no_checkpoint`` says there is none (the head sends actor-create then); the actor
+        alive here answers with the calls it has seen, ``uncovered`` if no checkpoint
+        covers them."""
+        self._actors.actor_started(
+            actor, error, covers=covers, no_checkpoint=no_checkpoint, uncovered=uncovered
+        )
 
     def checkpointed(self, actor: int, calls: int, failure: str | None) -> None:
         """The binding wrote ``actor``'s checkpoint covering ``calls`` calls, or could not."""
@@ -210,10 +216,13 @@ class Worker:
         conn.land(None, self._allocate)
         send = self._links.send
         mark = HELLO_ANY_REGISTRY if self.accept_by_value else 0
+        if self._hellos and self._actors.actor:
+            mark |= HELLO_HOSTS_ACTOR  # the head gives us nothing until it hears which
         send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address, mark=mark))
         if self._hellos:
             address = self.address
             send(HEAD_LINK, Holding(tuple(HoldingEntry(o, address) for o in self.store)))
+            self._actors.rejoined()
         if self.draining:
             send(HEAD_LINK, Drain())  # still draining: the new head moves what it holds
         self._hellos += 1
@@ -314,7 +323,8 @@ class Worker:
     def _head_lost(self, why: str) -> None:
         """The head is gone: what it gave us is moot (a resuming driver sends its unfinished
         tasks again, the new head reruns them), what we store stays and is served; the
-        actor goes, since its state may hold calls no caller would send again."""
+        actor stays too, alive (a new head places it back here: its state is the one every
+        answer it gave came from)."""
         self._beat_at = None
         if self.stopped:
             self._links.queue(Exit(why))
@@ -326,7 +336,7 @@ class Worker:
         self._store_all.clear()
         self._gathering.clear()
         self._waiting_for.clear()
-        self._actors.head_lost()  # its checkpoints stay
+        self._actors.head_lost()
         self._links.queue(HeadLost(why))
 
     def decisions(self) -> list[Decision]:

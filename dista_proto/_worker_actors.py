@@ -24,7 +24,7 @@ it); its report comes to the worker, which asks `stale` whether to drop it.
 
 from __future__ import annotations
 
-from ._conventions import ERROR_NO_CHECKPOINT, HEAD_LINK, KILL_KEEP
+from ._conventions import ERROR_HOSTS_ACTOR, ERROR_NO_CHECKPOINT, HEAD_LINK, KILL_KEEP
 from ._decisions import CallActor, CheckpointActor, StartActor, StopActor
 from ._events import (
     ActorCall,
@@ -124,16 +124,21 @@ class ActorHosting:
         *,
         covers: int | None = None,
         no_checkpoint: bool = False,
+        uncovered: bool = False,
     ) -> None:
         """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
         the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
-        ``no_checkpoint`` says there is none (the head sends actor-create then)."""
+        ``no_checkpoint`` says there is none (the head sends actor-create then). The actor
+        still alive here (its head link was lost, not its process) answers with the calls it has seen, and
+        ``uncovered`` if no checkpoint covers them (none could be written)."""
         self._starts = max(self._starts - 1, 0)
         if self._stale_starts:
             self._stale_starts -= 1
             return  # a start from before the head was lost
         if error is None:
             payload = b"" if covers is None else covers.to_bytes(8, "little")
+            if uncovered:
+                payload += b"\x01"  # (a head that knows only the page reads 8 bytes)
             self._links.send(HEAD_LINK, Result(actor, payload))
         else:
             if self.actor == actor:
@@ -172,11 +177,16 @@ class ActorHosting:
         return True
 
     def head_lost(self) -> None:
-        """The head link is lost: the actor goes (its checkpoints stay), and the actor
-        work the binding still has is the old head's."""
-        if self.actor:
-            self._links.queue(StopActor(self.actor, False))
-            self.actor = 0
+        """The head link is lost: the actor lives on (a new head places it back here), and
+        the actor work handed to the binding is the old head's: it runs on, in the order
+        that head sent it (the state every answer came from), but its reports are dropped
+        (a resent call it ran is answered from the answers the binding keeps)."""
         self._stale_starts = self._starts
         self._stale_checkpoints = self._checkpoints
         self._stale_calls = dict(self._calls)
+
+    def rejoined(self) -> None:
+        """Said hello and holding to a head again: tell it the actor still lives here."""
+        if self.actor:
+            why = f"this worker still hosts actor {self.actor:#x}, alive"
+            self._links.send(HEAD_LINK, Error(self.actor, why, ERROR_HOSTS_ACTOR))

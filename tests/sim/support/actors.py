@@ -83,6 +83,9 @@ class Snapshot:
     count: int  # calls run
     last: dict[int, int]  # caller (driver number) -> its newest call ID run
     label: int = -1  # the calls it covers in the head's numbering (-1: ``count``)
+    #: The answers of the calls it includes (they travel with it: a caller that lost one
+    #: with a head gets it from the actor restored elsewhere).
+    answers: dict[int, bytes | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -96,10 +99,11 @@ class Instance:
     label: int = 0  # calls the head sent it, in its numbering (see the module docstring)
     #: The newest call per caller the checkpoint it was restored from includes.
     restored: dict[int, int] = field(default_factory=dict)
-    head: object = None  # the head it was built for
+    head: object = None  # the head it was built for (or placed back by)
+    answers: dict[int, bytes | None] = field(default_factory=dict)  # call ID -> its answer
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.total, self.count, dict(self.last), self.label)
+        return Snapshot(self.total, self.count, dict(self.last), self.label, dict(self.answers))
 
 
 class SimActors:
@@ -126,6 +130,7 @@ class SimActors:
         self.stopped: list[int] = []
         #: (actor, the checkpoint it came from or None) per restore of the newest one.
         self.restored_newest: list[tuple[int, int | None]] = []
+        self.restored_live: list[int] = []  # actors placed back where they live on
         self.covered_calls: list[int] = []  # calls not run: the restored state had them
         self.zombie_calls = 0  # calls run by an incarnation its head left behind
         #: Answers of calls run before a head restart, run again after it (`_redecide`).
@@ -152,6 +157,20 @@ class SimActors:
         if pipe is None or pipe.target is not self.sim.head:
             return True
         return self.sim.head.worker_address(pipe.link) != w.address
+
+    def _left_behind(self, w: SimWorker, actor: int) -> bool:
+        """Whether ``w``'s incarnation of ``actor`` was left behind by a head that lives on
+        (it lost ``w``, which does not know yet), or moved on by the head there is now. An
+        actor whose head restarted lives on: a new head places it back there."""
+        pipe = self.sim.ends.get((id(w.core), dp.HEAD_LINK))
+        if pipe is not None and pipe.target is self.sim.head and self.zombie(w):
+            return True
+        record = next((a for a in self.sim.head.actors() if a.actor_id == actor), None)
+        if record is None:
+            return False
+        if record.state is ActorState.DEAD:
+            return True
+        return record.worker is not None and record.worker.address != w.address
 
     def superseded(self, w: SimWorker, actor: int) -> bool:
         """Whether the head no longer has ``actor`` on ``w`` (moved on, or ended)."""
@@ -181,6 +200,10 @@ class SimActors:
 
     def _start(self, w: SimWorker, work: dp.StartActor) -> None:
         actor = work.actor_id
+        live = w.hosted
+        if isinstance(live, Instance) and live.actor_id == actor:
+            self._placed_back(w, live, work)
+            return
         assert w.hosted is None, (
             f"{self.where()}: {w.address} builds actor {actor:#x} while hosting {w.hosted}"
         )
@@ -226,11 +249,30 @@ class SimActors:
                 label,
                 dict(snapshot.last),
                 self.sim.head,
+                dict(snapshot.answers),
             )
             if work.covers == dp.RESTORE_NEWEST:
                 w.core.actor_started(actor, None, covers=covers)
                 return
         w.core.actor_started(actor, None)
+
+    def _placed_back(self, w: SimWorker, inst: Instance, work: dp.StartActor) -> None:
+        """A new head places the actor back on the worker where it lives on (it lost its
+        head link, not its process): answered from the live state, which a checkpoint
+        covering what it has seen makes the restore point (none if it cannot be written)."""
+        assert work.covers == dp.RESTORE_NEWEST, (
+            f"{self.where()}: actor {inst.actor_id:#x} built again over its live instance"
+        )
+        inst.head = self.sim.head
+        inst.restored = dict(inst.last)  # resent calls it ran are answered, not run
+        failure = self.failing
+        if failure is None and self.failure_rate and self.sim.rng.random() < self.failure_rate:
+            failure = "OSError: the sim's disk is full"
+        self.restored_live.append(inst.actor_id)
+        if failure is None:
+            self.disk.setdefault(inst.actor_id, {})[inst.label] = inst.snapshot()
+            self.written.add((inst.actor_id, inst.label))
+        w.core.actor_started(inst.actor_id, None, covers=inst.label, uncovered=failure is not None)
 
     def _redecide(self, actor: int, position: int) -> None:
         """A head restarted: the calls from ``position`` on, which the state it restored
@@ -257,10 +299,16 @@ class SimActors:
             return
         caller = oid >> dp.ID_BITS
         if oid <= inst.restored.get(caller, 0):
-            # The checkpoint it was restored from includes this call: not run again.
+            # The state it was restored from (or lives on with) includes this call: not
+            # run again, answered as it was if the answer is kept.
             inst.label += 1
             self.covered_calls.append(oid)
-            w.core.call_covered(oid)
+            if oid not in inst.answers:
+                w.core.call_covered(oid)
+            elif inst.answers[oid] is None:
+                w.core.task_failed(oid, RAISED, started, started)
+            else:
+                w.core.task_done(oid, [inst.answers[oid] or b""], started, started)
             return
         last = inst.last.get(caller, 0)
         assert oid > last, (
@@ -271,11 +319,12 @@ class SimActors:
         inst.count += 1
         inst.label += 1
         value = from_u64(bytes(work.argument))
-        if inst.head is not sim.head or self.zombie(w):
-            # The work of an incarnation its head has left behind (a head restarted, or
-            # lost this worker, and the actor lives elsewhere): its answers go nowhere.
+        if self._left_behind(w, inst.actor_id):
+            # The work of an incarnation its head has left behind (it lost this worker,
+            # and the actor lives elsewhere): its answers go nowhere.
             if work.method_id != RAISE:
                 inst.total = (inst.total + value) & MASK
+            inst.answers[oid] = result_of(inst.total, value) if work.method_id != RAISE else None
             self.zombie_calls += 1
             w.core.task_done(oid, [b""], started, started)
             return
@@ -299,6 +348,7 @@ class SimActors:
         else:
             inst.total = (inst.total + value) & MASK
             outcome = result_of(inst.total, value)
+        inst.answers[oid] = outcome
         first = self.outcomes.setdefault(oid, outcome)
         assert first == outcome, (
             f"{self.where()}: call {oid:#x} answered differently when run again"

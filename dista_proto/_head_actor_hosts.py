@@ -1,0 +1,163 @@
+"""Live actors on rejoining workers, and the actors a new head holds back for them.
+
+A worker whose head link is lost keeps the actor it hosts alive, and the actor work it has
+queued runs on in the order that head sent it: its state is the one every answer it gave came from, in the one order it ran the calls. When
+it rejoins, its hello carries `HELLO_HOSTS_ACTOR` (the head gives it nothing meanwhile) and
+an error frame marked `ERROR_HOSTS_ACTOR` names the actor after its holding. Then:
+
+=====================================  =================================================
+what the head knows of the actor        what it does with the live one
+=====================================  =================================================
+nothing (a new head, owner not back)   keeps it for the owner's resume, the grace at most
+a restoring actor that waits for it    places the actor back on that worker
+its owner resumed without creating it  kills it, checkpoints too (killed while away)
+anything else (moved, or dead)         drops it: kept checkpoints if alive elsewhere
+=====================================  =================================================
+
+A driver resuming after a head restart creates its actors again (`restoring`): each waits,
+within the recovery grace, for the worker that hosts it to rejoin, and only then is rebuilt
+from its newest checkpoint elsewhere. Placed back, the actor answers actor-restore for
+`RESTORE_NEWEST` from its live instance; the calls callers resend that it ran already are
+answered from the answers its worker keeps, and those it never ran run now: no answer a
+caller has is contradicted, and nothing runs twice.
+
+`Hosts` decides and returns; `Actors` (which holds it) starts, kills and offers workers.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ._conventions import ID_BITS, KILL_KEEP
+from ._events import ActorCreate, ActorKill
+from ._head_counts import Counts
+from ._head_records import ActorRecord, ActorState, Peer
+from ._head_wire import Wire
+from ._lifecycle import ActorCause
+
+__all__ = ["Hosts"]
+
+_WAITING: Final = ActorState.WAITING
+_DEAD: Final = ActorState.DEAD
+#: A placeholder's registry: no worker serves it.
+_NO_REGISTRY: Final = -1
+
+
+def _placeholder(actor_id: int) -> ActorRecord:
+    """What a worker hosting a live actor this head has no record of holds in ``actor``:
+    scheduling and placement see it busy; its frames route as a free worker's."""
+    record = ActorRecord(ActorCreate(actor_id, 0, b""), 0, _NO_REGISTRY, 0)
+    record.state = _WAITING  # (never counted: it is in no table of the head's)
+    return record
+
+
+class Hosts:
+    """Live actors rejoining workers host, and restoring actors waiting for their host."""
+
+    def __init__(self, wire: Wire, counts: Counts, grace: int) -> None:
+        self._wire = wire
+        self._counts = counts
+        self.grace = grace
+        #: Live actors this head has no record of: actor ID -> (its worker, until when).
+        self.unclaimed: dict[int, tuple[Peer, int]] = {}
+        #: Restoring actors waiting for their host to rejoin: actor ID -> (it, until when).
+        self.awaiting: dict[int, tuple[ActorRecord, int]] = {}
+
+    @staticmethod
+    def holds(worker: Peer) -> bool:
+        """Whether ``worker`` holds a live actor this head has no record of (or has not
+        heard which yet)."""
+        actor = worker.actor
+        return actor is not None and actor.registry == _NO_REGISTRY
+
+    def reserve(self, worker: Peer) -> None:
+        """A rejoining worker says it hosts a live actor: nothing goes to it until it says
+        which (`reported`)."""
+        worker.actor = _placeholder(0)
+
+    def reported(self, worker: Peer, actor_id: int, record: ActorRecord | None) -> bool:
+        """``worker`` hosts ``actor_id`` alive (``record``: the head's, if any). True if the
+        actor waits for it (start it there); otherwise the live one is kept for its owner
+        or dropped, and a worker left free is the caller's to offer."""
+        if self.holds(worker):
+            worker.actor = None
+        if record is not None and record.actor_id in self.awaiting:
+            del self.awaiting[record.actor_id]
+            return True
+        if record is None and not self._owner_back(actor_id):
+            self.unclaimed[actor_id] = (worker, self._wire.now + self.grace)
+            worker.actor = _placeholder(actor_id)
+            return False
+        # Moved on (another worker hosts it now, or will), ended, or never created again.
+        alive = record is not None and record.state is not _DEAD
+        self._wire.links.send(worker.link, ActorKill(actor_id, KILL_KEEP if alive else 0))
+        return False
+
+    def _owner_back(self, actor_id: int) -> bool:
+        """Whether the actor's owner has resumed on this head (it created what it still
+        has)."""
+        wire = self._wire
+        owner = wire.numbers.get(actor_id >> ID_BITS)
+        return owner is not None and not owner.resuming and wire.alive(owner)
+
+    def claim(self, actor: ActorRecord) -> Peer | None:
+        """A resuming driver created ``actor`` again: the worker that hosts it alive, if it
+        rejoined already; else it waits for one, the grace at most (`await_host`)."""
+        found = self.unclaimed.pop(actor.actor_id, None)
+        if found is None:
+            return None
+        worker = found[0]
+        worker.actor = None
+        return worker if self._wire.alive(worker) else None
+
+    def await_host(self, actor: ActorRecord) -> None:
+        """``actor`` waits for its host to rejoin (status says so)."""
+        self._counts.move_actor(actor, ActorCause.PLACE)
+        actor.since = self._wire.now
+        actor.why = "waits for the worker that hosts it to rejoin (the recovery grace at most)"
+        self.awaiting[actor.actor_id] = (actor, self._wire.now + self.grace)
+
+    def owner_resumed(self, number: int) -> list[Peer]:
+        """Driver ``number`` resumed: live actors of its that it did not create again were
+        killed while the head was away: they go, with their checkpoints. Their workers."""
+        freed = []
+        for actor_id, (worker, _) in list(self.unclaimed.items()):
+            if actor_id >> ID_BITS == number:
+                freed.append(self._drop(actor_id, worker))
+        return freed
+
+    def _drop(self, actor_id: int, worker: Peer) -> Peer:
+        del self.unclaimed[actor_id]
+        if worker.actor is not None and worker.actor.actor_id == actor_id:
+            worker.actor = None
+        self._wire.links.send(worker.link, ActorKill(actor_id))
+        return worker
+
+    def lost(self, worker: Peer) -> None:
+        """``worker`` is lost: the live actors it reported are gone with it."""
+        for actor_id, (held, _) in list(self.unclaimed.items()):
+            if held is worker:
+                del self.unclaimed[actor_id]
+
+    # -- the pulled timer ------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        times = [t for _, t in self.unclaimed.values()]
+        times.extend(t for _, t in self.awaiting.values())
+        return min(times) if times else None
+
+    def expired(self, now: int) -> tuple[list[Peer], list[ActorRecord]]:
+        """Past the grace: live actors no owner came back for go (their workers, to
+        offer); restoring actors whose host did not rejoin are placed anew (to place)."""
+        freed = [
+            self._drop(actor_id, worker)
+            for actor_id, (worker, until) in list(self.unclaimed.items())
+            if now >= until
+        ]
+        due = []
+        for actor_id, (actor, until) in list(self.awaiting.items()):
+            if now >= until:
+                del self.awaiting[actor_id]
+                if actor.state is _WAITING:
+                    due.append(actor)
+        return freed, due
