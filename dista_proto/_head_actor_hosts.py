@@ -81,9 +81,8 @@ class Hosts:
         or dropped, and a worker left free is the caller's to offer."""
         if self.holds(worker):
             worker.actor = None
-        if record is not None and record.actor_id in self.awaiting:
-            del self.awaiting[record.actor_id]
-            return True
+        if record is not None and self.awaiting.pop(record.actor_id, None) is not None:
+            return True  # (an actor that ended waits no more)
         if record is None and not self._owner_back(actor_id):
             self.unclaimed[actor_id] = (worker, self._wire.now + self.grace)
             worker.actor = _placeholder(actor_id)

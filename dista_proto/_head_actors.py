@@ -274,7 +274,7 @@ class Actors:
             send(worker.link, ActorRestore(actor.actor_id, actor.type_id, actor.covered))
         else:
             send(worker.link, actor.create)
-        actor.sent = actor.covered if actor.covered >= 0 else actor.base
+        actor.sent = max(actor.covered, 0)
         actor.asked_at = actor.sent
         self.checkpoints.send_at(actor, actor.sent)
         self._send_calls(actor)
@@ -385,12 +385,15 @@ class Actors:
         if len(value) == 8:
             actor.covered = calls  # the checkpoint it came from, or one its live state wrote
         else:
-            # Alive, with no checkpoint covering what it has seen (no store): rebuilt
-            # elsewhere, it runs the calls kept from here on after its constructor.
+            # Alive, but no checkpoint covers what it has seen (none could be written): it
+            # cannot be rebuilt exactly until one does, asked for at once.
             actor.covered = -1
-            actor.base = calls
+            actor.lossy = True
+            actor.pending.setdefault(0, [])  # (after the calls it has seen: `_resume_calls`)
         self._resume_calls(actor, calls)
         self._started(actor, None)
+        if worker.draining and actor.worker is worker:
+            self.move_off(worker)  # placed back on a worker that drains: it moves on
 
     def _resume_calls(self, actor: ActorRecord, base: int) -> None:
         """Number the calls this head took so far after the ``base`` the restored
@@ -437,6 +440,7 @@ class Actors:
             return
         wire = self._wire
         worker = actor.worker
+        self.hosts.awaiting.pop(actor.actor_id, None)
         self._counts.move_actor(actor, ActorCause.END)
         actor.why = why
         actor.worker = None
@@ -505,6 +509,11 @@ class Actors:
         """A draining worker's actor goes elsewhere, restored from its checkpoints."""
         actor = worker.actor
         assert actor is not None
+        if self.hosts.holds(worker):
+            # A live actor no driver has created again yet: placed back here first (its
+            # state, checkpointed, then moves on) or dropped after the grace.
+            worker.why = "it hosts a live actor its driver has not resumed yet"
+            return
         if actor.lossy:
             worker.why = f"it hosts actor {actor.actor_id:#x}, which cannot move (calls cut)"
             return
@@ -566,7 +575,9 @@ class Actors:
 
     def _offer(self, workers: list[Peer]) -> None:
         for worker in workers:
-            if self._wire.alive(worker) and worker.actor is None:
+            if worker.draining:
+                self._copies.recheck(worker)  # the actor it kept was its last: it may go
+            elif self._wire.alive(worker) and worker.actor is None:
                 self.place_waiting()
                 if _actor_of(worker) is None:
                     self._scheduler.offer(worker)

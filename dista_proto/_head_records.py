@@ -244,7 +244,6 @@ class ActorRecord:
         "actor_id",
         "announced",
         "asked_at",
-        "base",
         "by_oid",
         "callers",
         "calls",
@@ -305,9 +304,6 @@ class ActorRecord:
         self.sent = 0  # calls sent to its current worker
         self.asked_at = 0  # the calls the newest checkpoint request covers
         self.covered = -1  # the calls the checkpoint it restores from covers (-1: none)
-        #: Without one: the calls its kept calls are numbered after (a live actor placed
-        #: back after a head restart had seen them, and no checkpoint covers them).
-        self.base = 0
         self.pending: dict[int, list[tuple[int, int]]] = {}  # calls -> drivers' asks
         self.checkpoints = 0  # written
         self.failure = ""  # why the last checkpoint failed ("" if it did not)
