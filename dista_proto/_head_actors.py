@@ -330,6 +330,9 @@ class Actors:
         if self.checkpoints.written(actor, event):
             self._cannot_rebuild(actor)
         if actor.state is not _DEAD and actor.worker is worker:
+            if worker.draining and not actor.lossy:
+                self.move_off(worker)  # it could not move until a checkpoint covered it
+                return
             self._send_calls(actor)  # calls held back for this answer go on
 
     def _answer(
@@ -390,12 +393,15 @@ class Actors:
             actor.covered = -1
             actor.lossy = True
             actor.pending.setdefault(0, [])  # (after the calls it has seen: `_resume_calls`)
-        self._resume_calls(actor, calls)
+        moving = worker.draining and not actor.lossy
+        self._resume_calls(actor, calls, send=not moving)
         self._started(actor, None)
-        if worker.draining and actor.worker is worker:
-            self.move_off(worker)  # placed back on a worker that drains: it moves on
+        if moving:
+            # Placed back on a worker that drains: its state (checkpointed) moves on, and
+            # the calls go to where it lands.
+            self.move_off(worker)
 
-    def _resume_calls(self, actor: ActorRecord, base: int) -> None:
+    def _resume_calls(self, actor: ActorRecord, base: int, send: bool = True) -> None:
         """Number the calls this head took so far after the ``base`` the restored
         checkpoint covers (checkpoints stay named in order), and send them."""
         for call in actor.calls:
@@ -404,8 +410,9 @@ class Actors:
         actor.seq += base
         actor.sent = base
         actor.asked_at = base
-        self.checkpoints.send_at(actor, base)
-        self._send_calls(actor)
+        if send:
+            self.checkpoints.send_at(actor, base)
+            self._send_calls(actor)
 
     def _covered_call(self, worker: Peer, event: Error) -> None:
         """The restored checkpoint includes this call: it did not run again."""
@@ -452,9 +459,12 @@ class Actors:
             worker.actor = None
             if wire.alive(worker):
                 wire.links.send(worker.link, ActorKill(actor.actor_id))
-                self.place_waiting()  # which may keep this worker for a waiting actor
-                if _actor_of(worker) is None:
-                    self._scheduler.offer(worker)
+                if worker.draining:
+                    self._copies.recheck(worker)  # its actor was what kept it
+                else:
+                    self.place_waiting()  # which may keep this worker for a waiting actor
+                    if _actor_of(worker) is None:
+                        self._scheduler.offer(worker)
         calls = list(actor.by_oid.values())
         actor.by_oid.clear()
         for call in calls:
