@@ -7,8 +7,8 @@ each its own `dista.init(address)`. The owner creates a ledger actor (`append` a
 argument to a list and answers the list's length: not commutative) and hands its pickled
 handle to a second driver; both make CALLS calls with distinct arguments, in batches, while
 the test SIGKILLs the head and starts a new one RESTARTS times, at spaced points of their
-progress. Before the first restart a third driver (the leaver) makes LEAVER_CALLS calls,
-reads their answers and exits cleanly. Run with no periodic checkpoint, one every 1,000
+progress. Before the first restart, while both wait at PAUSE_AT calls each, a third driver
+(the leaver) makes LEAVER_CALLS calls, reads their answers and exits cleanly. Run with no periodic checkpoint, one every 1,000
 calls and one every 5.
 
 Then: every call has its answer (none failed, none left unanswered); the final list holds
@@ -41,6 +41,10 @@ from tests.processes.support.restartable_cluster import ROOT, Processes, process
 CALLS = 3000  # per calling driver
 BATCH = 100
 LEAVER_CALLS = 5
+#: Where the two callers wait while the leaver calls: after 2 x 600 calls, so that the
+#: first restart (at a quarter of the calls, 1,500) comes before the next checkpoint of
+#: the actor that writes one every 1,000 calls.
+PAUSE_AT = 600
 RESTARTS = 3
 #: How long a driver waits for one batch's answers, and for everything (its settings).
 BATCH_TIMEOUT = 12.0
@@ -61,6 +65,7 @@ class Driver:
         name: str,
         cadence: int,
         calls: int,
+        pause_at: int = 0,
     ) -> None:
         self.name = name
         self.out = procs.logs / f"driver-{name}.json"
@@ -68,6 +73,7 @@ class Driver:
         self.changed = changed
         self.handle = ""
         self.ready = False
+        self.paused = False
         self.progress = 0
         self.called = False
         self.done = False
@@ -75,6 +81,7 @@ class Driver:
         argv += [procs.address, role, name, "--out", str(self.out), "--cadence", str(cadence)]
         argv += ["--calls", str(calls), "--batch", str(BATCH)]
         argv += ["--batch-timeout", str(BATCH_TIMEOUT), "--deadline", str(DEADLINE)]
+        argv += ["--pause-at", str(pause_at)]
         with open(self.log, "ab") as err:
             self.process = subprocess.Popen(
                 argv,
@@ -96,6 +103,8 @@ class Driver:
             with self.changed:
                 if word == "HANDLE":
                     self.handle = line.strip()
+                elif word == "PAUSED":
+                    self.paused = True
                 elif word == "READY":
                     self.ready = True
                 elif word == "PROGRESS":
@@ -183,24 +192,30 @@ def test_two_drivers_calls_applied_and_answered_once_through_three_head_restarts
             procs.start_head()
             for _ in range(2):
                 procs.start_worker()
-            owner = Driver(procs, changed, "owner", "a", cadence, CALLS)
+            owner = Driver(procs, changed, "owner", "a", cadence, CALLS, PAUSE_AT)
             drivers.append(owner)
             wait("the owner's handle", lambda: bool(owner.handle) or owner.done, procs)
             assert owner.handle, "\n".join(d.tail() for d in drivers)
-            caller = Driver(procs, changed, "caller", "b", cadence, CALLS)
+            caller = Driver(procs, changed, "caller", "b", cadence, CALLS, PAUSE_AT)
             leaver = Driver(procs, changed, "leaver", "c", cadence, LEAVER_CALLS)
             drivers += [caller, leaver]
             for d in (caller, leaver):
                 d.tell(owner.handle)
             wait("the drivers", lambda: all(d.ready or d.done for d in drivers), procs)
-            for d in drivers:
+            for d in (owner, caller):
                 d.tell("GO")
 
             def settled() -> int:
                 return owner.progress + caller.progress
 
-            # The leaver: its calls answered, it exits cleanly, before any restart.
+            # The leaver's calls come after PAUSE_AT of each caller's (past the checkpoint
+            # after 1,000 calls, not yet at the next); it reads their answers and exits
+            # cleanly before any restart.
+            wait("the pause", lambda: owner.paused and caller.paused, procs)
+            leaver.tell("GO")
             assert leaver.process.wait(STEP) == 0, leaver.tail()
+            for d in (owner, caller):
+                d.tell("GO")
             left = leaver.report()
             assert len(left["answers"]) == LEAVER_CALLS, left
             restarts, killed_at = [], []

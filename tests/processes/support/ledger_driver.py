@@ -10,7 +10,9 @@ call of a batch sent, then each answer read), printing ``PROGRESS n`` after each
 ``--batch-timeout`` seconds in all; what is still not answered then counts as failed.
 The owner then waits for a line on its standard input and reads the ledger's entries.
 Each prints ``READY`` once it can call, and calls once it reads ``GO`` (the owner after its
-handle line), so that the drivers call at the same time.
+handle line), so that the drivers call at the same time. With ``--pause-at N`` it prints
+``PAUSED`` once its first N calls are answered and waits for ``GO`` again (so that the test
+can place another driver's calls there).
 
 Whatever happens, the driver writes ``--out``: a JSON object with ``answers`` (argument ->
 the length its call answered), ``errors`` (argument -> why it has no answer), ``unmade``
@@ -63,6 +65,10 @@ def _calls(handle: Any, args: argparse.Namespace, report: dict[str, Any], deadli
                 errors[item] = _why(e)
         settled = len(answers) + len(errors)
         _say(f"PROGRESS {settled}")
+        if start < args.pause_at <= start + args.batch:
+            _say("PAUSED")  # the test runs another driver's calls here, then says GO
+            if sys.stdin.readline().strip() != "GO":
+                raise SystemExit("told to stop at the pause")
     _say("CALLED")
 
 
@@ -77,6 +83,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--batch-timeout", type=float, default=15.0)
     parser.add_argument("--deadline", type=float, default=40.0)
+    parser.add_argument("--pause-at", type=int, default=0)
     args = parser.parse_args()
     deadline = time.monotonic() + args.deadline
     report: dict[str, Any] = {"answers": {}, "errors": {}, "unmade": 0}
