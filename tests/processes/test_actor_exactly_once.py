@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 from typing import IO, Any
 
@@ -153,10 +154,17 @@ def figures(owner: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, A
         first.setdefault(item, index)
     made = {item for r in reports for item in (*r["answers"], *r["errors"])}
     answers = {item: n for r in reports for item, n in r["answers"].items()}
+    # Two more views of the order, which a single lost entry does not inflate: lengths
+    # answered to more than one call (no serial order gives two calls the same place), and
+    # calls answered in one order but listed in the other (by neighbouring answers).
+    by_answer = sorted(answers, key=answers.__getitem__)
+    places = [first.get(item, -1) for item in by_answer]
     return {
         "calls": len(made) + sum(r["unmade"] for r in reports),
         "answered": len(answers),
         "contradicting": sum(first.get(item, -2) + 1 != n for item, n in answers.items()),
+        "shared_answers": len(answers) - len(set(answers.values())),
+        "swapped": sum(a > b for a, b in pairwise(places)),
         "failed": sum(len(r["errors"]) for r in reports),
         "unmade": sum(r["unmade"] for r in reports),
         "why": Counter(
@@ -242,6 +250,8 @@ def test_two_drivers_calls_applied_and_answered_once_through_three_head_restarts
                 "entries": 2 * CALLS + LEAVER_CALLS,
                 "answered": 2 * CALLS + LEAVER_CALLS,
                 "contradicting": 0,
+                "shared_answers": 0,
+                "swapped": 0,
                 "failed": 0,
                 "unmade": 0,
                 "duplicates": 0,
