@@ -200,7 +200,7 @@ TOKEN_SIZE: Final = 16
 HELLO_ANY_REGISTRY: Final = 2
 #: Hello mark, worker to head, on a rejoin: an error frame marked `ERROR_HOSTS_ACTOR`
 #: follows the holding; until it comes, the head gives this worker no task and no actor.
-HELLO_HOSTS_ACTOR: Final = 4
+HELLO_HOSTS_ACTOR: Final = 8
 
 #: The bytes of an actor's capability: drawn at random by its creating driver, carried by
 #: every handle, and shown to the head in actor-open by any other peer before it calls or

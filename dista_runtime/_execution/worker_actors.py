@@ -71,6 +71,9 @@ class ActorHost:
         self._instance: object = None
         self._methods: dict[int, tuple[str, bool]] = {}  # method ID -> (name, async)
         self._covers: dict[int, int] = {}  # caller number -> newest call of its it ran
+        self._actor = 0  # the actor built here (0: none)
+        #: Calls it has seen in its heads' numbering (run, or covered by what it came from).
+        self._label = 0
         #: Recent calls' answers (values, or the failure), oldest first, bounded.
         self._answers: OrderedDict[int, tuple[int, Sequence[Bytes] | str]] = OrderedDict()
         self._answer_bytes = 0
@@ -121,6 +124,13 @@ class ActorHost:
 
     def _start(self, work: dp.StartActor) -> None:
         actor = work.actor_id
+        if (
+            work.covers == dp.RESTORE_NEWEST
+            and self._instance is not None
+            and self._actor == actor
+        ):
+            self._placed_back(actor)
+            return
         restored: int | None = None
         try:
             if work.covers is None:
@@ -146,9 +156,30 @@ class ActorHost:
             self._report(lambda: self.core.actor_started(actor, error))
             return
         self._instance = instance
+        self._actor = actor
+        self._label = restored if restored is not None else (work.covers or 0)
         self._covers = covers
         self._methods = {i: (m, a) for m, (i, a) in method_table(type(instance)).items()}
         self._report(lambda: self.core.actor_started(actor, None, covers=restored))
+
+    def _placed_back(self, actor: int) -> None:
+        """A new head places the actor back here, where it lived on through the head's
+        loss: its state answers, made the restore point by a checkpoint covering the calls
+        it has seen (``uncovered`` if none can be written: the head asks again)."""
+        calls = self._label
+        uncovered = False
+        try:
+            store = self._open_store()
+            if store is None:
+                uncovered = True
+            else:
+                parts = encode_parts(self._instance, "the actor's state")
+                store.write(actor, 0, calls, dict(self._covers), parts, prune=False)
+        except Exception:  # unpicklable, a full disk: it lives on, not yet rebuildable
+            uncovered = True
+        self._report(
+            lambda: self.core.actor_started(actor, None, covers=calls, uncovered=uncovered)
+        )
 
     def _newest(self, actor: int) -> Checkpoint | None:
         store = self._open_store()
@@ -183,6 +214,7 @@ class ActorHost:
     def _call(self, work: dp.CallActor) -> None:
         oid = work.object_id
         caller = oid >> dp.ID_BITS
+        self._label += 1
         if oid <= self._covers.get(caller, 0):
             # The checkpoint this actor came back from has it (a call resent after a head
             # restart): running it again would apply it twice. Its answer, if kept here,
@@ -287,6 +319,7 @@ class ActorHost:
 
     def _stop(self, work: dp.StopActor) -> None:
         self._instance = None
+        self._actor = 0
         self._methods = {}
         self._covers = {}
         if work.forget:
