@@ -134,17 +134,19 @@ class CheckpointStore:
         store cannot be written."""
         folder = self._dir(actor)
         for _ in range(_CLAIMS):
-            incarnation = self._list(folder).top() + 1
             token = uuid.uuid4().hex
-            temp = f"{folder}/{_TEMP}{incarnation:010d}-{token}"
-            final = f"{folder}/{_fence_name(incarnation)}"
+            temp = ""
             try:
+                incarnation = self._list(folder).top() + 1
+                temp = f"{folder}/{_TEMP}{incarnation:010d}-{token}"
+                final = f"{folder}/{_fence_name(incarnation)}"
                 self._files.write(temp, [f"{base}\n{token}\n".encode()])
                 claimed = self._files.claim(temp, final)
             except OSError as e:
                 raise CheckpointError(f"cannot begin actor {actor:#x} in {self.uri}: {e}") from e
             finally:
-                self._forget(temp)
+                if temp:
+                    self._forget(temp)
             # Read back: on an object store two claims of one name may both seem to win.
             if claimed and self._fence(final)[1] == token:
                 return incarnation
@@ -186,7 +188,10 @@ class CheckpointStore:
         except OSError as e:  # fsspec's filesystems raise OSErrors too
             self._forget(temp)
             raise CheckpointError(f"cannot write a checkpoint to {self.uri}: {e}") from e
-        listing = self._list(folder)
+        try:
+            listing = self._list(folder)
+        except OSError:
+            return final  # written; the fence is checked again by whoever reads it
         newer = listing.newer(incarnation)
         if newer:
             # A newer incarnation began while this one wrote: what it wrote goes, unless it

@@ -195,7 +195,7 @@ class ActorHost:
         base = -1 if work.covers is None else work.covers
         try:
             self._incarnation = store.begin(work.actor_id, base)
-        except CheckpointError:
+        except Exception:
             pass  # a store gone away: its checkpoints fail with the reason, the actor runs
 
     def _newest(self, actor: int) -> Checkpoint | None:
@@ -204,7 +204,7 @@ class ActorHost:
         if store is not None and newest is not None:
             try:
                 self._incarnation = store.begin(actor, newest.calls)
-            except CheckpointError:
+            except Exception:
                 pass  # as in `_begin`: the actor runs, its checkpoints say why they fail
         return newest
 
