@@ -185,10 +185,11 @@ class ActorHost:
 
     def _begin(self, work: dp.StartActor) -> None:
         """A new incarnation of the actor in the store, fencing off older builds of it (a
-        cut-off worker that still runs); `_newest` begins once it knows the base."""
-        self._incarnation = 0
+        cut-off worker that still runs); `_newest` begins once it knows the base (and an
+        instance kept alive through a head restart goes on as the incarnation it was)."""
         if work.covers == dp.RESTORE_NEWEST:
             return
+        self._incarnation = 0
         store = self._open_store()
         if store is None:
             return
@@ -202,6 +203,7 @@ class ActorHost:
         store = self._open_store()
         newest = None if store is None else store.newest(actor)
         if store is not None and newest is not None:
+            self._incarnation = 0
             try:
                 self._incarnation = store.begin(actor, newest.calls)
             except Exception:
