@@ -81,6 +81,11 @@ class ActorHost:
         self._store: CheckpointStore | None = None
         self._store_error = ""
         self._store_opened = False
+        #: This build of the actor in the store (`CheckpointStore.begin`; 0 without one).
+        self._incarnation = 0
+        #: Actors whose checkpoints go with them, queued and not yet removed (`stop`).
+        self._forgetting: dict[int, int] = {}
+        self._forgetting_lock = threading.Lock()
 
     # -- the loop's side -------------------------------------------------------------------
 
@@ -90,6 +95,33 @@ class ActorHost:
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="dista-actor", daemon=True)
             self._thread.start()
+
+    def stop(self, work: dp.StopActor) -> None:
+        """Queue a `StopActor` like `handle`, remembering an actor whose checkpoints go with
+        it until the actor's thread has removed them: an exiting worker waits for that
+        (`forgetting`), and removes them itself past its wait (`forget_now`)."""
+        if work.forget:
+            with self._forgetting_lock:
+                self._forgetting[work.actor_id] = self._forgetting.get(work.actor_id, 0) + 1
+        self.handle(work)
+
+    def forgetting(self) -> bool:
+        """Whether checkpoints of stopped actors are still to be removed."""
+        return bool(self._forgetting)
+
+    def forget_now(self) -> None:
+        """Remove the checkpoints the actor's thread has not got to (it is busy, or stuck
+        in a call): the worker is exiting and the thread goes with it."""
+        with self._forgetting_lock:
+            actors, self._forgetting = list(self._forgetting), {}
+        store = self._open_store() if actors else None
+        if store is None:
+            return
+        for actor in actors:
+            try:
+                store.remove(actor)
+            except Exception:
+                pass  # a store gone away: nothing to restore from anyway
 
     def _report(self, report: Callable[[], None]) -> None:
         """From the actor's thread: ``report`` runs on the loop, in order with the others."""
@@ -123,6 +155,7 @@ class ActorHost:
                 self._stop(work)
 
     def _start(self, work: dp.StartActor) -> None:
+        self._begin(work)
         actor = work.actor_id
         if (
             work.covers == dp.RESTORE_NEWEST
@@ -174,16 +207,41 @@ class ActorHost:
                 uncovered = True
             else:
                 parts = encode_parts(self._instance, "the actor's state")
-                store.write(actor, 0, calls, dict(self._covers), parts, prune=False)
+                store.write(
+                    actor, self._incarnation, calls, dict(self._covers), parts, prune=False
+                )
         except Exception:  # unpicklable, a full disk: it lives on, not yet rebuildable
             uncovered = True
         self._report(
             lambda: self.core.actor_started(actor, None, covers=calls, uncovered=uncovered)
         )
 
+    def _begin(self, work: dp.StartActor) -> None:
+        """A new incarnation of the actor in the store, fencing off older builds of it (a
+        cut-off worker that still runs); `_newest` begins once it knows the base (and an
+        instance kept alive through a head restart goes on as the incarnation it was)."""
+        if work.covers == dp.RESTORE_NEWEST:
+            return
+        self._incarnation = 0
+        store = self._open_store()
+        if store is None:
+            return
+        base = -1 if work.covers is None else work.covers
+        try:
+            self._incarnation = store.begin(work.actor_id, base)
+        except Exception:
+            pass  # a store gone away: its checkpoints fail with the reason, the actor runs
+
     def _newest(self, actor: int) -> Checkpoint | None:
         store = self._open_store()
-        return None if store is None else store.newest(actor)
+        newest = None if store is None else store.newest(actor)
+        if store is not None and newest is not None:
+            self._incarnation = 0
+            try:
+                self._incarnation = store.begin(actor, newest.calls)
+            except Exception:
+                pass  # as in `_begin`: the actor runs, its checkpoints say why they fail
+        return newest
 
     def _construct(self, type_id: int, argument: Any) -> object:
         if type_id & dp.TASK_ID_MASK == ACTOR_BY_VALUE_ID:
@@ -301,7 +359,9 @@ class ActorHost:
             else:
                 parts = encode_parts(self._instance, "the actor's state")
                 covers = dict(self._covers)
-                written = store.write(work.actor_id, 0, work.calls, covers, parts, prune=False)
+                written = store.write(
+                    work.actor_id, self._incarnation, work.calls, covers, parts, prune=False
+                )
         except TypeError as e:  # unpicklable state: the actor goes on
             failure = (
                 f"{e} (an actor can define __getstate__ and __setstate__ to leave out "
@@ -329,6 +389,10 @@ class ActorHost:
                     store.remove(work.actor_id)
                 except Exception:
                     pass  # a store gone away: nothing to restore from anyway
+            with self._forgetting_lock:  # removed: an exiting worker need not wait for it
+                left = self._forgetting.pop(work.actor_id, 0) - 1
+                if left > 0:
+                    self._forgetting[work.actor_id] = left
 
     def _open_store(self) -> CheckpointStore | None:
         if not self._store_opened:
