@@ -189,6 +189,7 @@ def test_links_beyond_the_page_say_why() -> None:
         ("located", H, W),  # a fetch grant
         ("timeline", O, H), ("timeline", H, O),  # an observer's timeline
         ("actor-open", D, H),  # Dista's kind: an actor's capability, from a handle
+        ("actor-name", D, H), ("actor-lookup", D, H),  # Dista's kinds: named actors
     }  # fmt: skip
 
 
