@@ -51,7 +51,7 @@ METHOD = "dista_runtime._api.actor.ActorMethod"
 CREATE = "dista_runtime._api.actor._Create"
 CREATE_CALL = f"{CREATE}.__call__"
 # What `ActorHandle` itself answers to (`dista_runtime._api.actor._RESERVED`).
-RESERVED = frozenset({"remote", "checkpoint", "checkpoint_async", "kill"})
+RESERVED = frozenset({"remote", "options", "checkpoint", "checkpoint_async", "kill"})
 
 
 def _object_ref_of(api: CheckerPluginInterface) -> TypeInfo | None:
