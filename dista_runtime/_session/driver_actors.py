@@ -205,7 +205,7 @@ class SessionActors:
         self.io.schedule_flush()
         answer = self.wait_request(request, timeout)
         if not isinstance(answer, bytes):
-            raise ValueError(answer)  # no actor has that name
+            raise ValueError(answer)  # noqa: TRY004 (no actor has that name)
         return answer
 
     def wait_request(self, oid: int, timeout: float | None) -> bytes | str:
