@@ -36,13 +36,12 @@ from dista_proto.frame import MAX_ACTOR_NAME
 
 from .._session import context as _context
 from .._values.codec import encode_call, encode_call_carrying, note_carried
-from .._values.ids import name_hash
+from .._values.ids import method_id, name_hash
 from .._values.registry import (
     ACTOR_BY_VALUE_ID,
     by_value_argument,
     importable,
     lookup,
-    method_id,
     method_table,
     pickle_function,
     register_actor,
