@@ -51,6 +51,8 @@ from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorLookup,
+    ActorName,
     ActorOpen,
     Address,
     Cancel,
@@ -365,6 +367,15 @@ class Driver:
         if self._ledger.opened(actor_id, capability):
             self._send(ActorOpen(actor_id, capability))
 
+    def actor_name(self, name: str, actor_id: int = 0) -> int:
+        """Name actor ``actor_id`` (from `reserve`, before `create_actor`), or look ``name``
+        up (no ``actor_id``): the ID of the request the head answers (`_head_actor_names`)."""
+        request = self._mint()
+        event = ActorName(actor_id, request, name) if actor_id else ActorLookup(request, name)
+        self._ledger.asked_name(event)
+        self._send(event)
+        return request
+
     def call_actor(self, actor_id: int, method_id: int, argument: Bytes, oid: int = 0) -> int:
         """Queue a call of ``actor_id``'s method; the object ID of its result (``oid`` if
         given: from `reserve`)."""
@@ -406,8 +417,8 @@ class Driver:
         if not self.connected_to_head or self._resuming or self.role != Role.DRIVER:
             return
         tasks, held, actors = self._ledger.leaving()
-        for actor in actors:
-            self._send(ActorKill(actor))
+        for actor in actors:  # (a named one others may hold: it lets go of it)
+            self._send(ActorKill(actor, KILL_AFTER_CALLS if self._ledger.named(actor) else 0))
         for oid in tasks:
             self._send(Cancel(oid))
         for oid in held:

@@ -12,20 +12,17 @@ and counts references.
 them by its kind and the sender's role (one table per role, `_routes`):
 
 - `Wire` (`_head_wire`): links, peers, the time, fetch grants;
-- `Objects` (`_head_objects`): objects, references, settling, the failure cascade, inline
-  caps;
-- `Scheduler` (`_head_scheduling`): ready queues, idle workers, slots and prefetch, runs
-  and their answers, the timeline;
-- `Actors` (`_head_actors`, with `Checkpoints`): placement, calls, checkpoints, restore;
-- `Holdings` (`_head_holdings`): claims and holdings, lost workers' objects, stale copies,
-  drains;
+- `Objects` (`_head_objects`): objects, references, settling, failure cascade, inline caps;
+- `Scheduler` (`_head_scheduling`): ready queues, idle workers, slots, prefetch, runs, timeline;
+- `Actors` (`_head_actors`, with `Checkpoints`), `ActorNames`: calls, restore, their names;
+- `Holdings` (`_head_holdings`): claims, holdings, lost workers' objects, stale copies, drains;
 - `Resume` (`_head_resume`): drivers resuming and away, calls parked for actors;
 - `Guard` (`_head_security`): what peers may name, and links before their hello;
 - `Answers` (`_head_answers`): stats, status and timeline, in passes bounded per peer.
 
-Every record's state moves through `_lifecycle`'s tables, which keep the counters. The head
-itself keeps the routes; peers joining and leaving, and stopping, are `Membership`'s, and
-the pulled timer (`next_deadline` is the minimum of the parts').
+Records' states move through `_lifecycle`'s tables, which keep the counters. The head keeps
+the routes and the pulled timer (the parts' minimum); peers joining, leaving and stopping
+are `Membership`'s.
 """
 
 from __future__ import annotations
@@ -66,6 +63,7 @@ from ._events import (
     TaskMany,
     Timeline,
 )
+from ._head_actor_names import ActorNames
 from ._head_actors import Actors
 from ._head_answers import ANSWER_BOUND, Answers
 from ._head_checkpoints import DEFAULT_ACTOR_KEEP_BYTES
@@ -223,6 +221,8 @@ class Head:
             Stats: answers.on_stats,
             Timeline: answers.on_timeline,
         }
+        self._names = names = ActorNames(wire, actors, resume, self._on_actor_kill)
+        self._driver_routes.update(names.routes())  # actor-name, -lookup; and before others
         #: A worker hosting an actor (started, or starting) runs nothing else: what these
         #: routes do not take is the actor's (`Actors.on_worker_event`).
         self._hosting_routes: dict[type[Event], _Route] = {
@@ -405,7 +405,8 @@ class Head:
 
     def next_deadline(self) -> int | None:
         """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
-        parts = (self._actors, self._scheduler, self._members, self._guard.hello_watch, self.watch)
+        hello = self._guard.hello_watch
+        parts = (self._actors, self._names, self._scheduler, self._members, hello, self.watch)
         times = [t for t in (part.next_deadline() for part in parts) if t is not None]
         return min(times) if times else None
 
@@ -414,6 +415,7 @@ class Head:
         are lost, claims, holdings and away drivers that waited out theirs end."""
         self._wire.now = now
         self._actors.on_timer(now)
+        self._names.on_timer(now)
         self._scheduler.on_timer(now)
         self._members.on_timer(now)
         self._guard.hello_watch.due(now, self._guard.no_hello)

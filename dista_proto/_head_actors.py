@@ -22,6 +22,7 @@ again is sorted out by `Resume` before it reaches here.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Final
 
 from ._conventions import (
@@ -104,6 +105,8 @@ class Actors:
         self.placement = Placement(wire, counts, scheduler)
         self.hosts = Hosts(wire, counts, recovery_grace_ns)  # live actors of rejoiners
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
+        #: A driver left: the actors it made that others still hold (`ActorNames`).
+        self.keeps: Callable[[Peer], set[int]] = lambda driver: set()
 
     @property
     def keep_bytes(self) -> int:
@@ -538,8 +541,10 @@ class Actors:
         """A driver left: the actors it made go too (as Ray's non-detached ones do)."""
         if driver.role != Role.DRIVER and driver.role != Role.CLIENT:
             return
+        kept = self.keeps(driver)
         for actor in list(self.records.values()):
-            if actor.owner == driver.link and actor.state is not _DEAD:
+            owned = actor.owner == driver.link and actor.actor_id not in kept
+            if owned and actor.state is not _DEAD:
                 self.end(actor, f"actor {actor.actor_id:#x}: its driver disconnected")
             actor.callers.discard(driver.link)
             actor.opened.discard(driver.number)  # (the number may be given again)
