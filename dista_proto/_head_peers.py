@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._conventions import HELLO_ANY_REGISTRY, HELLO_SECRET, NUMBER_SPACE
+from ._conventions import HELLO_ANY_REGISTRY, HELLO_CHECKPOINTS, HELLO_SECRET, NUMBER_SPACE
 from ._credentials import fetch_token
 from ._decisions import Exit
 from ._events import Error, Hello, Stop, Welcome
@@ -90,6 +90,7 @@ class Membership:
             assert hello.address is not None
             peer.address = hello.address
             peer.any_registry = bool(hello.mark & HELLO_ANY_REGISTRY)
+            peer.checkpoints = bool(hello.mark & HELLO_CHECKPOINTS)
             self._replace_worker(peer)
             peer.heard = wire.now
             self._scheduler.add_worker(peer)

@@ -171,7 +171,7 @@ class ActorMethod(Generic[P, R]):
             handle.actor_id, self._id, argument, inputs, handle._capability
         )
         handle._warn(session)
-        ref: ObjectRef[R] = ObjectRef(oid, session)
+        ref: ObjectRef[R] = ObjectRef(oid, session, actor_call=True)  # cannot be cancelled
         if handles:
             ref._keep = handles
         return ref
