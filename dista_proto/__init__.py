@@ -137,6 +137,7 @@ from ._kinds import allowed_kinds
 from ._observer import Observer
 from ._partials import PARTIAL_CAP_BYTES
 from ._roles import Role
+from ._timeline import actor_call_task_id
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
 __all__ = [
@@ -184,6 +185,7 @@ __all__ = [
     "driver_number",
     "fetch_token",
     "with_retry_limit",
+    "actor_call_task_id",
     "NEED_DATA",
     "TIMELINE_CAP",
     "MAX_RETRIES",

@@ -39,6 +39,7 @@ from .._values.registry import (
     ACTOR_BY_VALUE_ID,
     by_value_argument,
     importable,
+    label_actor_calls,
     method_table,
     pickle_function,
     register_actor,
@@ -93,6 +94,7 @@ class ActorType:
         self._pickled: tuple[bytes, bytes] | None = None
         if self.importable:
             register_actor(self.name, cls)
+        label_actor_calls(self.type_id, cls)  # the timeline names its calls
 
     def create(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ActorHandle[Any]:
         context = _context.session()
