@@ -21,6 +21,7 @@ from ._conventions import (
     FREE_WITHDRAW,
     HEAD_LINK,
     HELLO_ANY_REGISTRY,
+    HELLO_CHECKPOINTS,
     HELLO_HOSTS_ACTOR,
     HELLO_SECRET,
     ID_BITS,
@@ -140,6 +141,7 @@ from ._kinds import allowed_kinds
 from ._observer import Observer
 from ._partials import PARTIAL_CAP_BYTES
 from ._roles import Role
+from ._timeline import actor_call_task_id
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
 __all__ = [
@@ -157,6 +159,7 @@ __all__ = [
     "FREE_WITHDRAW",
     "HEAD_LINK",
     "HELLO_ANY_REGISTRY",
+    "HELLO_CHECKPOINTS",
     "HELLO_HOSTS_ACTOR",
     "HELLO_SECRET",
     "HELLO_DEADLINE_NS",
@@ -188,6 +191,7 @@ __all__ = [
     "driver_number",
     "fetch_token",
     "with_retry_limit",
+    "actor_call_task_id",
     "NEED_DATA",
     "TIMELINE_CAP",
     "MAX_RETRIES",

@@ -12,7 +12,8 @@
   free of an ID that names no object deletes nothing, a cancel still cancels.
   docs/wire.md, "Extensions", gives the reasoning for each.
 - **Fetch parts** are at least `MIN_FETCH_PART` bytes.
-- **Hello marks** in the hello's task-ID field: a worker's `HELLO_ANY_REGISTRY`.
+- **Hello marks** in the hello's task-ID field: a worker's `HELLO_ANY_REGISTRY` and
+  `HELLO_CHECKPOINTS`.
 - **Actor capabilities** are `ACTOR_CAPABILITY_SIZE` random bytes a creating driver draws
   per actor, sent in Dista's actor-open frame (kind 34).
 - **Driver secrets**: a hello marked `HELLO_SECRET` asks the head for a `SECRET_SIZE`-byte
@@ -36,6 +37,7 @@ __all__ = [
     "FREE_STORE",
     "FREE_WITHDRAW",
     "HELLO_ANY_REGISTRY",
+    "HELLO_CHECKPOINTS",
     "HELLO_HOSTS_ACTOR",
     "HEAD_LINK",
     "HELLO_SECRET",
@@ -198,6 +200,11 @@ TOKEN_SIZE: Final = 16
 #: it sends such a worker nothing it would not have sent it anyway. (1 is the driver's
 #: ``HELLO_SECRET``.)
 HELLO_ANY_REGISTRY: Final = 2
+#: Hello mark, worker to head: this worker has a checkpoint store (DISTA_CHECKPOINT_URI), so
+#: it can write an actor's checkpoints and restore an actor from them. The head prefers such
+#: a worker for any actor and places an actor that restores only there. A head that knows
+#: only the page ignores the field.
+HELLO_CHECKPOINTS: Final = 4
 #: Hello mark, worker to head, on a rejoin: an error frame marked `ERROR_HOSTS_ACTOR`
 #: follows the holding; until it comes, the head gives this worker no task and no actor.
 HELLO_HOSTS_ACTOR: Final = 8

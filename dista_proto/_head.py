@@ -64,6 +64,7 @@ from ._events import (
     Timeline,
 )
 from ._head_actor_names import ActorNames
+from ._head_actor_spans import ActorSpans
 from ._head_actors import Actors
 from ._head_answers import ANSWER_BOUND, Answers
 from ._head_checkpoints import DEFAULT_ACTOR_KEEP_BYTES
@@ -226,6 +227,7 @@ class Head:
         #: A worker hosting an actor (started, or starting) runs nothing else: what these
         #: routes do not take is the actor's (`Actors.on_worker_event`).
         self._hosting_routes: dict[type[Event], _Route] = {
+            Span: ActorSpans(wire, scheduler.timeline).on_span,  # its calls' timeline records
             Holding: holdings.on_holding,
             Adopted: holdings.on_adopted,
             Drain: self._on_drain,

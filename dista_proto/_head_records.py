@@ -38,6 +38,7 @@ class Peer:
         "address",
         "any_registry",
         "blocked",
+        "checkpoints",
         "draining",
         "epoch",
         "free",
@@ -70,6 +71,8 @@ class Peer:
         self.address = NO_ADDRESS  # workers
         #: A worker that runs by-value code of any registry (`HELLO_ANY_REGISTRY`).
         self.any_registry = False
+        #: A worker with a checkpoint store (`HELLO_CHECKPOINTS`): it may restore actors.
+        self.checkpoints = False
         self.host = ""  # the IPv4 address it connects from, for fetch grants (`Head.peer`)
         self.free = 0  # worker slots not running a task
         self.spare = 0  # prefetch slots, for tasks known to be short, not running one

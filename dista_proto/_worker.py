@@ -33,6 +33,7 @@ from ._conventions import (
     FREE_WITHDRAW,
     HEAD_LINK,
     HELLO_ANY_REGISTRY,
+    HELLO_CHECKPOINTS,
     HELLO_HOSTS_ACTOR,
     MIN_FETCH_PART,
     SPAN_ALIVE,
@@ -113,6 +114,7 @@ class Worker:
         fetch_idle_ns: int = FETCH_IDLE_NS,
         wall_offset_ns: int = 0,
         accept_by_value: bool = False,
+        checkpoints: bool = False,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -122,6 +124,8 @@ class Worker:
         self.address = address
         #: Run by-value code of drivers of any registry (`HELLO_ANY_REGISTRY` in its hello).
         self.accept_by_value = accept_by_value
+        #: It has a checkpoint store (`HELLO_CHECKPOINTS` in its hello).
+        self.checkpoints = checkpoints
         self.inline_threshold = inline_threshold
         self._links = Links()
         self._fetcher = Fetcher(self._links, part, allocate)
@@ -216,6 +220,7 @@ class Worker:
         conn.land(None, self._allocate)
         send = self._links.send
         mark = HELLO_ANY_REGISTRY if self.accept_by_value else 0
+        mark |= HELLO_CHECKPOINTS if self.checkpoints else 0
         if self._hellos and self._actors.actor:
             mark |= HELLO_HOSTS_ACTOR  # the head gives us nothing until it hears which
         send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address, mark=mark))

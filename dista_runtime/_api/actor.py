@@ -41,6 +41,7 @@ from .._values.registry import (
     ACTOR_BY_VALUE_ID,
     by_value_argument,
     importable,
+    label_actor_calls,
     lookup,
     method_table,
     pickle_function,
@@ -99,6 +100,7 @@ class ActorType:
         self._pickled: tuple[bytes, bytes] | None = None
         if self.importable:
             register_actor(self.name, cls)
+        label_actor_calls(self.type_id, cls)  # the timeline names its calls
 
     def create(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], name: str = ""
@@ -252,7 +254,7 @@ class ActorMethod(Generic[P, R]):
             handle.actor_id, self._id, argument, inputs, handle._capability
         )
         handle._warn(session)
-        ref: ObjectRef[R] = ObjectRef(oid, session)
+        ref: ObjectRef[R] = ObjectRef(oid, session, actor_call=True)  # cannot be cancelled
         if handles:
             ref._keep = handles
         return ref

@@ -19,6 +19,7 @@ from typing import Any, Final
 import dista_proto as dp
 
 from .._clock import now, wall_offset_ns
+from .._execution.checkpoints import ENV as CHECKPOINT_ENV
 from .._execution.execution import Execution
 from .._net.address import advertised_host, format_head
 from .._net.contract import Listener, Loop
@@ -292,6 +293,8 @@ def start_worker(
         heartbeat_ns=heartbeat_ns(),
         check_fetches=True,  # fetches only by the head's grant, or from a TLS member
         accept_by_value=accept_by_value_env() if accept_by_value is None else accept_by_value,
+        # It says so in its hello: only such a worker is chosen to restore an actor.
+        checkpoints=bool(os.environ.get(CHECKPOINT_ENV, "").strip()),
         fetch_wait_ns=fetch_grant_wait_ns(),
         wall_offset_ns=wall_offset_ns(),  # its spans' stamps, for people
     )
