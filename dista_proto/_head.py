@@ -2,11 +2,9 @@
 
 Theory of operation
 -------------------
-The binding reports links (`connection_made`, `receive_data`, `connection_lost`), always
-with the current time in nanoseconds, and carries out `decisions()` after each call. The
-head numbers drivers, queues their tasks, dispatches each ready task to a worker slot whose
-registry hash matches the driver's, routes every answer to the driver that owns the object,
-and counts references.
+The binding reports links (`connection_made`, `receive_data`, `connection_lost`) with the
+time in nanoseconds, and carries out `decisions()` after each call. The head numbers
+drivers, runs their tasks on workers of their registry, routes answers, counts references.
 
 `Head` holds the parts that own the state and the rules, and routes each event to one of
 them by its kind and the sender's role (one table per role, `_routes`):
@@ -20,9 +18,8 @@ them by its kind and the sender's role (one table per role, `_routes`):
 - `Guard` (`_head_security`): what peers may name, and links before their hello;
 - `Answers` (`_head_answers`): stats, status and timeline, in passes bounded per peer.
 
-Records' states move through `_lifecycle`'s tables, which keep the counters. The head keeps
-the routes and the pulled timer (the parts' minimum); peers joining, leaving and stopping
-are `Membership`'s.
+Records move through `_lifecycle`'s tables (the counters). The head keeps the routes and
+the pulled timer; peers joining, leaving and stopping are `Membership`'s.
 """
 
 from __future__ import annotations

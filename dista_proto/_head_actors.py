@@ -1,22 +1,15 @@
 """The head's actors: calls in order, answers, restore, and their end.
 
-Where an actor goes (a free worker of its registry, a busy one kept for it, or a wait) is
-`Placement`'s choice (`_head_actor_placement.py`); this starts it there.
+Where an actor goes is `Placement`'s choice; live actors of rejoining workers are `Hosts'`;
+checkpoints and the calls kept until one covers them are `Checkpoints'`. Calls are
+numbered 1, 2, ... as they reach the head (each caller's in its order) and sent to the
+actor's worker at once; it runs them one at a time, in order.
 
-Calls are numbered 1, 2, ... in the order they reach the head (so each caller's stay in
-the order it sent them) and sent to the actor's worker at once: the worker runs them one at
-a time, in order, so the head never waits for an answer before sending the next.
-Checkpoints and the calls the head keeps until one covers them are `Checkpoints`'.
-
-When the worker is lost, the actor starts again on another worker: actor-restore from the
-checkpoint the head restores from (actor-create without one), then every kept call, in
-order. A call answered before runs again for the actor's state, but its answer is not sent
-twice: a caller gets each answer once. An actor that loses ``max_retries + 1`` workers in a
-row without answering anything in between is given up, as is one whose kept calls were
-cut. A call to an actor that is gone is a failed object, and its caller hears once that the
-actor is gone. A driver resuming after a head restart creates its actors again: they
-restore from the newest checkpoint there is (`restoring`), and what a resuming driver sends
-again is sorted out by `Resume` before it reaches here.
+A lost worker's actor starts again elsewhere: actor-restore from the head's restore point
+(actor-create without one), then every kept call in order; one answered before runs for
+the state only. ``max_retries + 1`` workers lost in a row without an answer, or kept calls
+cut, give it up. After a head restart a resuming driver's create is placed back on the
+worker where the actor lives on, or restored from its newest checkpoint (`restoring`).
 """
 
 from __future__ import annotations
