@@ -60,6 +60,8 @@ __all__ = [
     "TASK_ID_MASK",
     "TOKEN_SIZE",
     "driver_number",
+    "hosted_calls",
+    "hosts_mark",
     "kept_size",
     "retry_limit",
     "with_retry_limit",
@@ -148,6 +150,19 @@ ERROR_NO_CHECKPOINT: Final = 3
 #: instance) instead of rebuilding it from a checkpoint. A head that knows only the page
 #: finds no object of that ID and ignores the frame.
 ERROR_HOSTS_ACTOR: Final = 4
+
+
+def hosts_mark(calls: int) -> int:
+    """`ERROR_HOSTS_ACTOR` with the calls the live actor has seen (in its heads' numbering)
+    in the mark's bits above the low byte: of two live copies a new head hears of (one a
+    head before it left behind, cut off), the one that has seen more is the newer."""
+    return calls << 8 | ERROR_HOSTS_ACTOR
+
+
+def hosted_calls(mark: int) -> int | None:
+    """The calls an `ERROR_HOSTS_ACTOR` mark says its actor has seen; None for another mark."""
+    return mark >> 8 if mark & 0xFF == ERROR_HOSTS_ACTOR else None
+
 
 #: Actor-restore's call count meaning "the newest intact checkpoint": a head restarted
 #: does not know which there is. The worker answers with a result carrying, as a u64, the

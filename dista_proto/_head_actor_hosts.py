@@ -58,8 +58,9 @@ class Hosts:
         self._wire = wire
         self._counts = counts
         self.grace = grace
-        #: Live actors this head has no record of: actor ID -> (its worker, until when).
-        self.unclaimed: dict[int, tuple[Peer, int]] = {}
+        #: Live actors this head has no record of: actor ID -> (its worker, until when, the
+        #: calls it has seen).
+        self.unclaimed: dict[int, tuple[Peer, int, int]] = {}
         #: Restoring actors waiting for their host to rejoin: actor ID -> (it, until when).
         self.awaiting: dict[int, tuple[ActorRecord, int]] = {}
 
@@ -75,22 +76,30 @@ class Hosts:
         which (`reported`)."""
         worker.actor = _placeholder(0)
 
-    def reported(self, worker: Peer, actor_id: int, record: ActorRecord | None) -> bool:
-        """``worker`` hosts ``actor_id`` alive (``record``: the head's, if any). True if the
-        actor waits for it (start it there); otherwise the live one is kept for its owner
-        or dropped, and a worker left free is the caller's to offer."""
+    def reported(
+        self, worker: Peer, actor_id: int, calls: int, record: ActorRecord | None
+    ) -> tuple[bool, list[Peer]]:
+        """``worker`` hosts ``actor_id`` alive, having seen ``calls`` calls (``record``: the
+        head's, if any). Whether the actor waits for it (start it there), and the workers
+        left free (to offer): a live copy is kept for its owner or dropped. Of two live
+        copies (one a head before left behind, cut off: both run that head's order) the
+        one that has seen more calls is the newer and stays."""
         if self.holds(worker):
             worker.actor = None
         if record is not None and self.awaiting.pop(record.actor_id, None) is not None:
-            return True  # (an actor that ended waits no more)
+            return True, []  # (an actor that ended waits no more)
         if record is None and not self._owner_back(actor_id):
-            self.unclaimed[actor_id] = (worker, self._wire.now + self.grace)
+            other = self.unclaimed.get(actor_id)
+            if other is not None and other[2] >= calls:
+                return False, [self._drop(actor_id, worker, KILL_KEEP)]  # the older copy
+            until = self._wire.now + self.grace
+            self.unclaimed[actor_id] = (worker, until, calls)
             worker.actor = _placeholder(actor_id)
-            return False
+            return False, [] if other is None else [self._drop(actor_id, other[0], KILL_KEEP)]
         # Moved on (another worker hosts it now, or will), ended, or never created again.
         alive = record is not None and record.state is not _DEAD
         self._wire.links.send(worker.link, ActorKill(actor_id, KILL_KEEP if alive else 0))
-        return False
+        return False, [worker]
 
     def _owner_back(self, actor_id: int) -> bool:
         """Whether the actor's owner has resumed on this head (it created what it still
@@ -120,39 +129,40 @@ class Hosts:
         """Driver ``number`` resumed: live actors of its that it did not create again were
         killed while the head was away: they go, with their checkpoints. Their workers."""
         freed = []
-        for actor_id, (worker, _) in list(self.unclaimed.items()):
+        for actor_id, (worker, _, _) in list(self.unclaimed.items()):
             if actor_id >> ID_BITS == number:
+                del self.unclaimed[actor_id]
                 freed.append(self._drop(actor_id, worker))
         return freed
 
-    def _drop(self, actor_id: int, worker: Peer) -> Peer:
-        del self.unclaimed[actor_id]
+    def _drop(self, actor_id: int, worker: Peer, mark: int = 0) -> Peer:
+        """``worker``'s live copy goes (with its checkpoints, unless ``mark`` keeps them)."""
         if worker.actor is not None and worker.actor.actor_id == actor_id:
             worker.actor = None
-        self._wire.links.send(worker.link, ActorKill(actor_id))
+        self._wire.links.send(worker.link, ActorKill(actor_id, mark))
         return worker
 
     def lost(self, worker: Peer) -> None:
         """``worker`` is lost: the live actors it reported are gone with it."""
-        for actor_id, (held, _) in list(self.unclaimed.items()):
+        for actor_id, (held, _, _) in list(self.unclaimed.items()):
             if held is worker:
                 del self.unclaimed[actor_id]
 
     # -- the pulled timer ------------------------------------------------------------------
 
     def next_deadline(self) -> int | None:
-        times = [t for _, t in self.unclaimed.values()]
+        times = [t for _, t, _ in self.unclaimed.values()]
         times.extend(t for _, t in self.awaiting.values())
         return min(times) if times else None
 
     def expired(self, now: int) -> tuple[list[Peer], list[ActorRecord]]:
         """Past the grace: live actors no owner came back for go (their workers, to
         offer); restoring actors whose host did not rejoin are placed anew (to place)."""
-        freed = [
-            self._drop(actor_id, worker)
-            for actor_id, (worker, until) in list(self.unclaimed.items())
-            if now >= until
-        ]
+        freed = []
+        for actor_id, (worker, until, _) in list(self.unclaimed.items()):
+            if now >= until:
+                del self.unclaimed[actor_id]
+                freed.append(self._drop(actor_id, worker))
         due = []
         for actor_id, (actor, until) in list(self.awaiting.items()):
             if now >= until:

@@ -20,13 +20,13 @@ from typing import Final
 
 from ._conventions import (
     ERROR_COVERED,
-    ERROR_HOSTS_ACTOR,
     ERROR_NO_CHECKPOINT,
     ID_BITS,
     KILL_AFTER_CALLS,
     KILL_FORCE,
     KILL_KEEP,
     RESTORE_NEWEST,
+    hosted_calls,
     kept_size,
 )
 from ._events import (
@@ -565,17 +565,18 @@ class Actors:
         """An error frame from a worker hosting no actor: a task's failure, or a rejoining
         worker saying which actor still lives on it."""
         assert isinstance(event, Error)
-        if event.mark != ERROR_HOSTS_ACTOR:
+        calls = hosted_calls(event.mark)
+        if calls is None:
             self._scheduler.on_answer(worker, event)
             return
         if not self.hosts.holds(worker):
             return  # not announced in its hello: not a rejoin
         record = self.records.get(event.object_id)
-        if self.hosts.reported(worker, event.object_id, record):
+        start, freed = self.hosts.reported(worker, event.object_id, calls, record)
+        if start:
             assert record is not None
             self._start_on(record, worker)
-        elif worker.actor is None:
-            self._offer([worker])
+        self._offer(freed)
 
     def owner_resumed(self, number: int) -> None:
         """Driver ``number`` resumed: its live actors it did not create again go."""

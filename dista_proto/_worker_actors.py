@@ -24,7 +24,7 @@ it); its report comes to the worker, which asks `stale` whether to drop it.
 
 from __future__ import annotations
 
-from ._conventions import ERROR_HOSTS_ACTOR, ERROR_NO_CHECKPOINT, HEAD_LINK, KILL_KEEP
+from ._conventions import ERROR_NO_CHECKPOINT, HEAD_LINK, KILL_KEEP, RESTORE_NEWEST, hosts_mark
 from ._decisions import CallActor, CheckpointActor, StartActor, StopActor
 from ._events import (
     ActorCall,
@@ -53,12 +53,17 @@ class ActorHosting:
         "_stale_starts",
         "_starts",
         "actor",
+        "calls",
     )
 
     def __init__(self, links: Links) -> None:
         self._links = links
         #: The actor this worker hosts (0: none).
         self.actor = 0
+        #: The calls it has seen in its heads' numbering, with those handed to the binding
+        #: (which runs them all, in order, even past a head loss); -1: not known yet (a
+        #: restore of the newest checkpoint not answered).
+        self.calls = -1
         #: Actor work handed to the binding and not reported yet: starts and checkpoints
         #: (counted), calls (ID -> count); and of those, the ones handed out before the head
         #: link was lost (`head_lost`), whose reports are dropped.
@@ -80,6 +85,8 @@ class ActorHosting:
             return False
         oid = event.object_id
         self._calls[oid] = self._calls.get(oid, 0) + 1
+        if self.calls >= 0:
+            self.calls += 1
         self._links.queue(CallActor(oid, event.task_id, event.actor_id, event.argument, now))
         return True
 
@@ -90,6 +97,12 @@ class ActorHosting:
             why = f"this worker already hosts actor {self.actor:#x}"
             self._links.send(HEAD_LINK, Error(actor, why))
             return
+        if isinstance(event, ActorCreate):
+            self.calls = 0
+        elif event.covers != RESTORE_NEWEST:
+            self.calls = event.covers
+        elif self.actor != actor:
+            self.calls = -1  # (the actor alive here, placed back: its count goes on)
         self.actor = actor
         self._starts += 1
         if isinstance(event, ActorCreate):
@@ -136,6 +149,8 @@ class ActorHosting:
             self._stale_starts -= 1
             return  # a start from before the head was lost
         if error is None:
+            if covers is not None and actor == self.actor:
+                self.calls = covers
             payload = b"" if covers is None else covers.to_bytes(8, "little")
             if uncovered:
                 payload += b"\x01"  # (a head that knows only the page reads 8 bytes)
@@ -189,4 +204,5 @@ class ActorHosting:
         """Said hello and holding to a head again: tell it the actor still lives here."""
         if self.actor:
             why = f"this worker still hosts actor {self.actor:#x}, alive"
-            self._links.send(HEAD_LINK, Error(self.actor, why, ERROR_HOSTS_ACTOR))
+            calls = max(self.calls, 0)
+            self._links.send(HEAD_LINK, Error(self.actor, why, hosts_mark(calls)))
