@@ -328,6 +328,7 @@ class Actors:
         if actor.state is not _DEAD and actor.worker is worker:
             if worker.draining and not actor.lossy:
                 self.move_off(worker)  # it could not move until a checkpoint covered it
+                self._copies.recheck(worker)
                 return
             self._send_calls(actor)  # calls held back for this answer go on
 
@@ -396,6 +397,7 @@ class Actors:
             # Placed back on a worker that drains: its state (checkpointed) moves on, and
             # the calls go to where it lands.
             self.move_off(worker)
+            self._copies.recheck(worker)
 
     def _resume_calls(self, actor: ActorRecord, base: int, send: bool = True) -> None:
         """Number the calls this head took so far after the ``base`` the restored
