@@ -258,6 +258,7 @@ class Actors:
         """Build ``actor`` on ``worker`` and send it every kept call again, in order."""
         worker.actor = actor
         actor.worker = worker
+        actor.moving = False
         self._counts.move_actor(actor, ActorCause.START)
         actor.why = ""
         send = self._wire.links.send
@@ -284,7 +285,7 @@ class Actors:
         calls = actor.calls
         every = actor.every
         checkpoints = self.checkpoints
-        while True:
+        while not actor.moving:  # (a move holds them for where it lands)
             if every and actor.sent - actor.asked_at >= every:
                 sent = sum(1 for at in actor.pending if at <= actor.sent)  # asks ahead wait
                 if sent >= CHECKPOINTS_IN_FLIGHT:
@@ -327,7 +328,7 @@ class Actors:
             self._cannot_rebuild(actor)
         if actor.state is not _DEAD and actor.worker is worker:
             if worker.draining and not actor.lossy:
-                self.move_off(worker)  # it could not move until a checkpoint covered it
+                self.move_off(worker)  # (its move waited for this checkpoint)
                 self._copies.recheck(worker)
                 return
             self._send_calls(actor)  # calls held back for this answer go on
@@ -525,6 +526,19 @@ class Actors:
         if actor.lossy:
             worker.why = f"it hosts actor {actor.actor_id:#x}, which cannot move (calls cut)"
             return
+        if actor.worker is worker and actor.covered < actor.sent:
+            # What it has seen is made durable first, and calls wait meanwhile: a head
+            # lost mid-move finds it alive here, or its checkpoint covering all it saw.
+            if actor.state is _STARTING and actor.restoring:
+                worker.why = f"moving actor {actor.actor_id:#x}: placed back here first"
+                return
+            if actor.state is _READY and (not actor.moving or actor.sent in actor.pending):
+                if not actor.moving:
+                    actor.moving = True
+                    self.checkpoints.ask(actor, None, actor.sent)
+                worker.why = f"moving actor {actor.actor_id:#x}: its checkpoint first"
+                return
+            # (That checkpoint failed: it moves with the calls the head keeps.)
         worker.actor = None
         if actor.worker is not worker:
             return

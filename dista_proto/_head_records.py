@@ -263,6 +263,7 @@ class ActorRecord:
         "kept_bytes",
         "losses",
         "lossy",
+        "moving",
         "lost",
         "newest_from",
         "opened",
@@ -313,6 +314,8 @@ class ActorRecord:
         self.warned = ""  # the failure its callers were last warned of
         self.kept_bytes = 0
         self.lossy = False  # calls were cut past the budget: no exact rebuild
+        #: Moving off a draining worker: calls wait until a checkpoint covers what it saw.
+        self.moving = False
         #: Per caller link, (number, ID) of its newest call cut past the budget and not
         #: covered yet: it still hears covered once a checkpoint includes it.
         self.cut: dict[int, tuple[int, int]] = {}
