@@ -44,6 +44,8 @@ from ._conventions import (
     TASK_ID_MASK,
     TOKEN_SIZE,
     driver_number,
+    hosted_calls,
+    hosts_mark,
     retry_limit,
     with_retry_limit,
 )
@@ -189,6 +191,8 @@ __all__ = [
     "TASK_ID_MASK",
     "TOKEN_SIZE",
     "driver_number",
+    "hosted_calls",
+    "hosts_mark",
     "fetch_token",
     "with_retry_limit",
     "actor_call_task_id",
