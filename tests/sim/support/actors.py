@@ -101,6 +101,8 @@ class Instance:
     restored: dict[int, int] = field(default_factory=dict)
     head: object = None  # the head it was built for (or placed back by)
     answers: dict[int, bytes | None] = field(default_factory=dict)  # call ID -> its answer
+    #: Calls run past its head's loss, not recorded in the order yet: (position, ID, answer).
+    pending: list[tuple[int, int, bytes | None]] = field(default_factory=list)
 
     def snapshot(self) -> Snapshot:
         return Snapshot(self.total, self.count, dict(self.last), self.label, dict(self.answers))
@@ -265,6 +267,9 @@ class SimActors:
         )
         inst.head = self.sim.head
         inst.restored = dict(inst.last)  # resent calls it ran are answered, not run
+        pending, inst.pending = inst.pending, []
+        for count, oid, outcome in pending:  # what it ran past its head's loss counts now
+            self._record(inst, count, oid, outcome)
         failure = self.failing
         if failure is None and self.failure_rate and self.sim.rng.random() < self.failure_rate:
             failure = "OSError: the sim's disk is full"
@@ -328,20 +333,6 @@ class SimActors:
             self.zombie_calls += 1
             w.core.task_done(oid, [b""], started, started)
             return
-        order = self.order.setdefault(inst.actor_id, {})
-        at = order.setdefault(inst.count, oid)
-        was = self.positions.setdefault(oid, inst.count)
-        if (at != oid or was != inst.count) and any(
-            a == inst.actor_id for a, _ in self.restored_newest
-        ):
-            # Numbered again after a head restart (it, or another call, at a new place).
-            self._redecide(inst.actor_id, min(inst.count, was))
-            at = order[inst.count] = oid
-            self.positions[oid] = inst.count
-        assert at == oid, (
-            f"{self.where()}: actor {inst.actor_id:#x}'s call {inst.count} was {at:#x}, "
-            f"and is {oid:#x} now"
-        )
         outcome: bytes | None
         if work.method_id == RAISE:
             outcome = None
@@ -349,16 +340,39 @@ class SimActors:
             inst.total = (inst.total + value) & MASK
             outcome = result_of(inst.total, value)
         inst.answers[oid] = outcome
-        first = self.outcomes.setdefault(oid, outcome)
-        assert first == outcome, (
-            f"{self.where()}: call {oid:#x} answered differently when run again"
-        )
+        if inst.head is not sim.head:
+            # Run on past its head's loss: its place in the order counts only if a new head
+            # places this instance back (another may be the live one; this one then goes).
+            inst.pending.append((inst.count, oid, outcome))
+        else:
+            self._record(inst, inst.count, oid, outcome)
         self.runs[oid] = self.runs.get(oid, 0) + 1
         sim.now += sim.rng.randrange(1, 100)
         if outcome is None:
             w.core.task_failed(oid, RAISED, started, sim.now)
         else:
             w.core.task_done(oid, [outcome], started, sim.now)
+
+    def _record(self, inst: Instance, count: int, oid: int, outcome: bytes | None) -> None:
+        """Call ``oid`` ran at position ``count`` of ``inst``'s actor, answering ``outcome``."""
+        order = self.order.setdefault(inst.actor_id, {})
+        at = order.setdefault(count, oid)
+        was = self.positions.setdefault(oid, count)
+        if (at != oid or was != count) and any(
+            a == inst.actor_id for a, _ in self.restored_newest
+        ):
+            # Numbered again after a head restart (it, or another call, at a new place).
+            self._redecide(inst.actor_id, min(count, was))
+            at = order[count] = oid
+            self.positions[oid] = count
+        assert at == oid, (
+            f"{self.where()}: actor {inst.actor_id:#x}'s call {count} was {at:#x}, "
+            f"and is {oid:#x} now"
+        )
+        first = self.outcomes.setdefault(oid, outcome)
+        assert first == outcome, (
+            f"{self.where()}: call {oid:#x} answered differently when run again"
+        )
 
     def _checkpoint(self, w: SimWorker, work: dp.CheckpointActor) -> None:
         actor = work.actor_id
