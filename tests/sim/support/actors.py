@@ -119,6 +119,7 @@ class SimActors:
     def __init__(self, sim: Sim, failure_rate: float = 0.0) -> None:
         self.sim = sim
         sim.actor_runner = self.run
+        sim.actor_exit = self._exit
         self.failure_rate = failure_rate
         self.failing: str | None = None
         self.restore_failure: str | None = None
@@ -409,6 +410,14 @@ class SimActors:
                 if work.keep is not None and calls < work.keep:
                     del kept[calls]
         w.core.checkpointed(actor, work.calls, failure)
+
+    def _exit(self, w: SimWorker) -> None:
+        """``w`` exits: the actors killed there lose their checkpoints first (as a worker
+        process finishes removing them before it exits)."""
+        for work in w.actor_work:
+            if isinstance(work, dp.StopActor) and work.forget:
+                self.stopped.append(work.actor_id)
+                self.disk.pop(work.actor_id, None)
 
     def _stop(self, w: SimWorker, work: dp.StopActor) -> None:
         inst = w.hosted

@@ -163,6 +163,9 @@ class Sim:
         self.seed = seed
         # Runs one piece of a worker's `actor_work` (tests/sim/support/actors.py installs it).
         self.actor_runner: Callable[[SimWorker], None] | None = None
+        # What a worker's binding finishes before its process exits (its killed actors'
+        # checkpoints go: the runtime waits for that), installed the same way.
+        self.actor_exit: Callable[[SimWorker], None] | None = None
         self.registry = 0xD15A
         self.now = 1_000
         self.head = dp.Head(
