@@ -30,6 +30,7 @@ __all__ = [
     "ACTOR_CAPABILITY_SIZE",
     "CANCEL_FORCE",
     "ERROR_COVERED",
+    "ERROR_FENCED",
     "ERROR_HOSTS_ACTOR",
     "ERROR_NO_CHECKPOINT",
     "STATS_NO_REPLY",
@@ -150,6 +151,12 @@ ERROR_NO_CHECKPOINT: Final = 3
 #: instance) instead of rebuilding it from a checkpoint. A head that knows only the page
 #: finds no object of that ID and ignores the frame.
 ERROR_HOSTS_ACTOR: Final = 4
+
+#: Error mark, worker to head, answering actor-restore for `RESTORE_NEWEST` of the actor
+#: alive on it: that live copy is stale (the checkpoint store's fence shows the actor was
+#: built again elsewhere since: a head before lost this worker). The head drops it and
+#: waits on for the newer copy to rejoin, the recovery grace at most.
+ERROR_FENCED: Final = 5
 
 
 def hosts_mark(calls: int) -> int:

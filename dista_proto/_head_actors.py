@@ -20,6 +20,7 @@ from typing import Final
 
 from ._conventions import (
     ERROR_COVERED,
+    ERROR_FENCED,
     ERROR_NO_CHECKPOINT,
     ID_BITS,
     KILL_AFTER_CALLS,
@@ -378,6 +379,15 @@ class Actors:
                 self._wire.links.send(worker.link, actor.create)  # none: build it anew
                 actor.covered = -1
                 self._resume_calls(actor, 0)
+                return
+            if event.mark == ERROR_FENCED:
+                # A stale live copy (a head before lost its worker): it goes, and the
+                # actor waits on for the newer one to rejoin.
+                self._wire.links.send(worker.link, ActorKill(actor.actor_id, KILL_KEEP))
+                worker.actor = actor.worker = None
+                actor.restoring = True
+                self.hosts.await_host(actor)
+                self._offer([worker])
                 return
             self.end(actor, f"actor {actor.actor_id:#x} could not be restored: {event.message}")
             return

@@ -186,14 +186,20 @@ class Worker:
         covers: int | None = None,
         no_checkpoint: bool = False,
         uncovered: bool = False,
+        fenced: bool = False,
     ) -> None:
         """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
         the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
         ``no_checkpoint`` says there is none (the head sends actor-create then); the actor
         alive here answers with the calls it has seen, ``uncovered`` if no checkpoint
-        covers them."""
+        covers them, or ``fenced`` if that live copy is stale."""
         self._actors.actor_started(
-            actor, error, covers=covers, no_checkpoint=no_checkpoint, uncovered=uncovered
+            actor,
+            error,
+            covers=covers,
+            no_checkpoint=no_checkpoint,
+            uncovered=uncovered,
+            fenced=fenced,
         )
 
     def checkpointed(self, actor: int, calls: int, failure: str | None) -> None:

@@ -24,7 +24,14 @@ it); its report comes to the worker, which asks `stale` whether to drop it.
 
 from __future__ import annotations
 
-from ._conventions import ERROR_NO_CHECKPOINT, HEAD_LINK, KILL_KEEP, RESTORE_NEWEST, hosts_mark
+from ._conventions import (
+    ERROR_FENCED,
+    ERROR_NO_CHECKPOINT,
+    HEAD_LINK,
+    KILL_KEEP,
+    RESTORE_NEWEST,
+    hosts_mark,
+)
 from ._decisions import CallActor, CheckpointActor, StartActor, StopActor
 from ._events import (
     ActorCall,
@@ -138,12 +145,14 @@ class ActorHosting:
         covers: int | None = None,
         no_checkpoint: bool = False,
         uncovered: bool = False,
+        fenced: bool = False,
     ) -> None:
         """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
         the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
         ``no_checkpoint`` says there is none (the head sends actor-create then). The actor
         still alive here (its head link was lost, not its process) answers with the calls it has seen, and
-        ``uncovered`` if no checkpoint covers them (none could be written)."""
+        ``uncovered`` if no checkpoint covers them (none could be written), or says
+        it is ``fenced`` off (stale: the actor was built again elsewhere since)."""
         self._starts = max(self._starts - 1, 0)
         if self._stale_starts:
             self._stale_starts -= 1
@@ -156,9 +165,9 @@ class ActorHosting:
                 payload += b"\x01"  # (a head that knows only the page reads 8 bytes)
             self._links.send(HEAD_LINK, Result(actor, payload))
         else:
-            if self.actor == actor:
-                self.actor = 0  # the next create may come here
-            mark = ERROR_NO_CHECKPOINT if no_checkpoint else 0
+            if self.actor == actor and not fenced:
+                self.actor = 0  # the next create may come here (a stale one: the kill)
+            mark = ERROR_NO_CHECKPOINT if no_checkpoint else ERROR_FENCED if fenced else 0
             self._links.send(HEAD_LINK, Error(actor, error, mark))
 
     def checkpointed(self, actor: int, calls: int, failure: str | None) -> None:

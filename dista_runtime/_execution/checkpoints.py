@@ -52,7 +52,7 @@ from urllib.parse import urlparse
 from .._errors import CheckpointError
 from .checkpoint_files import Files, FsspecFiles, LocalFiles
 
-__all__ = ["ENV", "Checkpoint", "CheckpointError", "CheckpointStore", "open_store"]
+__all__ = ["ENV", "Checkpoint", "CheckpointError", "CheckpointStore", "Fenced", "open_store"]
 
 #: The environment variable naming the store.
 ENV: Final = "DISTA_CHECKPOINT_URI"
@@ -75,6 +75,11 @@ _FENCE: Final = "fence-"
 #: How many numbers `begin` tries when others claim them first.
 _CLAIMS: Final = 8
 _EMPTY: Final = memoryview(b"")
+
+
+class Fenced(CheckpointError):
+    """A write refused: a newer incarnation of the actor began (the writer is a stale copy,
+    whose worker a head before lost and which was built again elsewhere)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,7 +316,7 @@ class CheckpointStore:
                 self._forget(f"{folder}/{name}")
 
     def _fenced(self, actor: int, incarnation: int, newer: int) -> CheckpointError:
-        return CheckpointError(
+        return Fenced(
             f"actor {actor:#x}: a checkpoint of incarnation {incarnation} was refused: it was "
             f"fenced off by incarnation {newer} (the actor began again elsewhere)"
         )

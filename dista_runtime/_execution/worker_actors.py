@@ -38,7 +38,7 @@ from .._values.registry import (
     split_by_value,
 )
 from .call import encode_results
-from .checkpoints import Checkpoint, CheckpointStore, open_store
+from .checkpoints import Checkpoint, CheckpointStore, Fenced, open_store
 
 __all__ = ["ActorHost"]
 
@@ -207,9 +207,12 @@ class ActorHost:
                 uncovered = True
             else:
                 parts = encode_parts(self._instance, "the actor's state")
-                store.write(
-                    actor, self._incarnation, calls, dict(self._covers), parts, prune=False
-                )
+                covers = dict(self._covers)
+                store.write(actor, self._incarnation, calls, covers, parts, prune=False)
+        except Fenced as e:
+            why = str(e)  # a stale copy: the head drops it, and waits for the newer one
+            self._report(lambda: self.core.actor_started(actor, why, fenced=True))
+            return
         except Exception:  # unpicklable, a full disk: it lives on, not yet rebuildable
             uncovered = True
         self._report(

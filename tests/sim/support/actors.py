@@ -101,6 +101,8 @@ class Instance:
     restored: dict[int, int] = field(default_factory=dict)
     head: object = None  # the head it was built for (or placed back by)
     answers: dict[int, bytes | None] = field(default_factory=dict)  # call ID -> its answer
+    #: Its build of the actor (the checkpoint store's fence: a newer one makes it stale).
+    incarnation: int = 0
     #: Calls run past its head's loss, not recorded in the order yet: (position, ID, answer).
     pending: list[tuple[int, int, bytes | None]] = field(default_factory=list)
 
@@ -134,6 +136,9 @@ class SimActors:
         #: (actor, the checkpoint it came from or None) per restore of the newest one.
         self.restored_newest: list[tuple[int, int | None]] = []
         self.restored_live: list[int] = []  # actors placed back where they live on
+        self.fenced: list[int] = []  # stale live copies a new head tried to place back
+        #: Per actor, its newest build (create or restore): the store's fence.
+        self.incarnations: dict[int, int] = {}
         self.covered_calls: list[int] = []  # calls not run: the restored state had them
         self.zombie_calls = 0  # calls run by an incarnation its head left behind
         #: Answers of calls run before a head restart, run again after it (`_redecide`).
@@ -217,6 +222,7 @@ class SimActors:
                 w.core.actor_started(actor, "ValueError: the sim constructor raised")
                 return
             w.hosted = Instance(actor, from_u64(bytes(work.argument)), head=self.sim.head)
+            self._began(w.hosted)
         else:
             if self.restore_failure is not None:
                 w.core.actor_started(actor, self.restore_failure)
@@ -254,10 +260,16 @@ class SimActors:
                 self.sim.head,
                 dict(snapshot.answers),
             )
+            self._began(w.hosted)
             if work.covers == dp.RESTORE_NEWEST:
                 w.core.actor_started(actor, None, covers=covers)
                 return
         w.core.actor_started(actor, None)
+
+    def _began(self, inst: Instance) -> None:
+        """A new build of the actor: it fences off every older one (as `begin` does)."""
+        inst.incarnation = self.incarnations.get(inst.actor_id, 0) + 1
+        self.incarnations[inst.actor_id] = inst.incarnation
 
     def _placed_back(self, w: SimWorker, inst: Instance, work: dp.StartActor) -> None:
         """A new head places the actor back on the worker where it lives on (it lost its
@@ -266,6 +278,11 @@ class SimActors:
         assert work.covers == dp.RESTORE_NEWEST, (
             f"{self.where()}: actor {inst.actor_id:#x} built again over its live instance"
         )
+        if inst.incarnation < self.incarnations.get(inst.actor_id, 0):
+            # Built again elsewhere since (a head before lost this worker): stale.
+            self.fenced.append(inst.actor_id)
+            w.core.actor_started(inst.actor_id, "fenced off by a newer build", fenced=True)
+            return
         inst.head = self.sim.head
         inst.restored = dict(inst.last)  # resent calls it ran are answered, not run
         pending, inst.pending = inst.pending, []
