@@ -2,9 +2,8 @@
 
 Theory of operation
 -------------------
-The binding reports links (`connection_made`, `receive_data`, `connection_lost`) with the
-time in nanoseconds, and carries out `decisions()` after each call. The head numbers
-drivers, runs their tasks on workers of their registry, routes answers, counts references.
+The binding reports links with the time (ns) and carries out `decisions()` after each call;
+the head numbers drivers, runs their tasks on their registry's workers, counts references.
 
 `Head` holds the parts that own the state and the rules, and routes each event to one of
 them by its kind and the sender's role (one table per role, `_routes`):
@@ -12,14 +11,13 @@ them by its kind and the sender's role (one table per role, `_routes`):
 - `Wire` (`_head_wire`): links, peers, the time, fetch grants;
 - `Objects` (`_head_objects`): objects, references, settling, failure cascade, inline caps;
 - `Scheduler` (`_head_scheduling`): ready queues, idle workers, slots, prefetch, runs, timeline;
-- `Actors` (`_head_actors`, with `Checkpoints`), `ActorNames`: calls, restore, their names;
+- `ActorRequests`, `Actors` (with `Checkpoints`), `ActorNames`: calls, restore, names;
 - `Holdings` (`_head_holdings`): claims, holdings, lost workers' objects, stale copies, drains;
 - `Resume` (`_head_resume`): drivers resuming and away, calls parked for actors;
 - `Guard` (`_head_security`): what peers may name, and links before their hello;
 - `Answers` (`_head_answers`): stats, status and timeline, in passes bounded per peer.
 
-Records move through `_lifecycle`'s tables (the counters). The head keeps the routes and
-the pulled timer; peers joining, leaving and stopping are `Membership`'s.
+Records move through `_lifecycle`'s tables; peers come, go and stop through `Membership`.
 """
 
 from __future__ import annotations
@@ -61,6 +59,7 @@ from ._events import (
     Timeline,
 )
 from ._head_actor_names import ActorNames
+from ._head_actor_requests import ActorRequests
 from ._head_actor_spans import ActorSpans
 from ._head_actors import Actors
 from ._head_answers import ANSWER_BOUND, Answers
@@ -163,10 +162,12 @@ class Head:
             keep_bytes=actor_keep_bytes,
             recovery_grace_ns=recovery_grace_ns,
         )
+        self._requests = requests = ActorRequests(wire, counts, objects, scheduler, actors)
         self._resume = resume = Resume(
             wire,
             objects,
             actors,
+            requests,
             holdings,
             scheduler.timeline,
             # Drivers' secrets: the key is an argument (the core draws no randomness); an
@@ -211,7 +212,7 @@ class Head:
             ActorCall: resume.on_actor_call,
             ActorKill: self._on_actor_kill,
             ActorOpen: resume.on_actor_open,
-            Checkpoint: actors.ask_checkpoint,
+            Checkpoint: requests.ask_checkpoint,
             Result: resume.on_driver_answer,
             Error: resume.on_driver_answer,
             Claim: self._on_claim,
@@ -567,9 +568,8 @@ class Head:
 
     def _on_actor_kill(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, ActorKill)
-        stopped = self._actors.kill(peer, event)
-        if stopped is not None:
-            self._members.lose(*stopped)
+        if (stopped := self._requests.kill(peer, event)) is not None:
+            self._members.lose(*stopped)  # a force-kill's worker
 
     def _on_claim(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, Claim)

@@ -58,16 +58,16 @@ class Hosts:
         self._wire = wire
         self._counts = counts
         self.grace = grace
-        #: Live actors this head has no record of: actor ID -> (its worker, until when, the
-        #: calls it has seen).
-        self.unclaimed: dict[int, tuple[Peer, int, int]] = {}
+        #: Live copies rejoining workers reported, of actors no worker hosts for this head
+        #: yet: actor ID -> [(worker, until when, calls it has seen)], most calls first.
+        self.copies: dict[int, list[tuple[Peer, int, int]]] = {}
         #: Restoring actors waiting for their host to rejoin: actor ID -> (it, until when).
         self.awaiting: dict[int, tuple[ActorRecord, int]] = {}
 
     @staticmethod
     def holds(worker: Peer) -> bool:
-        """Whether ``worker`` holds a live actor this head has no record of (or has not
-        heard which yet)."""
+        """Whether ``worker`` holds a live copy this head has not placed (or has not heard
+        which yet)."""
         actor = worker.actor
         return actor is not None and actor.registry == _NO_REGISTRY
 
@@ -78,28 +78,28 @@ class Hosts:
 
     def reported(
         self, worker: Peer, actor_id: int, calls: int, record: ActorRecord | None
-    ) -> tuple[bool, list[Peer]]:
+    ) -> tuple[Peer | None, list[Peer]]:
         """``worker`` hosts ``actor_id`` alive, having seen ``calls`` calls (``record``: the
-        head's, if any). Whether the actor waits for it (start it there), and the workers
-        left free (to offer): a live copy is kept for its owner or dropped. Of two live
-        copies (one a head before left behind, cut off: both run that head's order) the
-        one that has seen more calls is the newer and stays."""
+        head's, if any). The worker to place the actor back on now (it waited for one),
+        and the workers left free (to offer). A copy is kept while its owner may still
+        create the actor again, or while a copy placed back has not answered: of two (one a
+        head before left behind, cut off) the one that has seen more is tried first, and
+        the next if that one turns out stale (`ERROR_FENCED`)."""
         if self.holds(worker):
             worker.actor = None
-        if record is not None and self.awaiting.pop(record.actor_id, None) is not None:
-            return True, []  # (an actor that ended waits no more)
-        if record is None and not self._owner_back(actor_id):
-            other = self.unclaimed.get(actor_id)
-            if other is not None and other[2] >= calls:
-                return False, [self._drop(actor_id, worker, KILL_KEEP)]  # the older copy
-            until = self._wire.now + self.grace
-            self.unclaimed[actor_id] = (worker, until, calls)
+        waits = record is not None and record.restoring and record.state is not _DEAD
+        if (record is None and not self._owner_back(actor_id)) or waits:
+            kept = self.copies.setdefault(actor_id, [])
+            kept.append((worker, self._wire.now + self.grace, calls))
+            kept.sort(key=lambda c: -c[2])
             worker.actor = _placeholder(actor_id)
-            return False, [] if other is None else [self._drop(actor_id, other[0], KILL_KEEP)]
+            if record is not None and self.awaiting.pop(actor_id, None) is not None:
+                return self.claim(record), []
+            return None, []
         # Moved on (another worker hosts it now, or will), ended, or never created again.
         alive = record is not None and record.state is not _DEAD
         self._wire.links.send(worker.link, ActorKill(actor_id, KILL_KEEP if alive else 0))
-        return False, [worker]
+        return None, [worker]
 
     def _owner_back(self, actor_id: int) -> bool:
         """Whether the actor's owner has resumed on this head (it created what it still
@@ -109,14 +109,23 @@ class Hosts:
         return owner is not None and not owner.resuming and wire.alive(owner)
 
     def claim(self, actor: ActorRecord) -> Peer | None:
-        """A resuming driver created ``actor`` again: the worker that hosts it alive, if it
-        rejoined already; else it waits for one, the grace at most (`await_host`)."""
-        found = self.unclaimed.pop(actor.actor_id, None)
-        if found is None:
-            return None
-        worker = found[0]
-        worker.actor = None
-        return worker if self._wire.alive(worker) else None
+        """The live copy to place ``actor`` back on (the one that has seen most), if one
+        rejoined; else it waits for one, the grace at most (`await_host`)."""
+        kept = self.copies.get(actor.actor_id)
+        while kept:
+            worker = kept.pop(0)[0]
+            if self.holds(worker):
+                worker.actor = None
+            if self._wire.alive(worker):
+                return worker
+        return None
+
+    def settled(self, actor_id: int) -> list[Peer]:
+        """A copy was placed back: the others are stale and go (checkpoints kept)."""
+        return [
+            self._drop(actor_id, worker, KILL_KEEP)
+            for worker, _, _ in self.copies.pop(actor_id, [])
+        ]
 
     def await_host(self, actor: ActorRecord) -> None:
         """``actor`` waits for its host to rejoin (status says so)."""
@@ -128,41 +137,44 @@ class Hosts:
     def owner_resumed(self, number: int) -> list[Peer]:
         """Driver ``number`` resumed: live actors of its that it did not create again were
         killed while the head was away: they go, with their checkpoints. Their workers."""
-        freed = []
-        for actor_id, (worker, _, _) in list(self.unclaimed.items()):
-            if actor_id >> ID_BITS == number:
-                del self.unclaimed[actor_id]
-                freed.append(self._drop(actor_id, worker))
+        freed: list[Peer] = []
+        for actor_id in [a for a in self.copies if a >> ID_BITS == number]:
+            if actor_id not in self.awaiting:
+                freed.extend(self._drop(actor_id, w) for w, _, _ in self.copies.pop(actor_id))
         return freed
 
     def _drop(self, actor_id: int, worker: Peer, mark: int = 0) -> Peer:
         """``worker``'s live copy goes (with its checkpoints, unless ``mark`` keeps them)."""
-        if worker.actor is not None and worker.actor.actor_id == actor_id:
+        if worker.actor is not None and worker.actor.actor_id == actor_id and self.holds(worker):
             worker.actor = None
         self._wire.links.send(worker.link, ActorKill(actor_id, mark))
         return worker
 
     def lost(self, worker: Peer) -> None:
-        """``worker`` is lost: the live actors it reported are gone with it."""
-        for actor_id, (held, _, _) in list(self.unclaimed.items()):
-            if held is worker:
-                del self.unclaimed[actor_id]
+        """``worker`` is lost: the live copies it reported are gone with it."""
+        for actor_id, kept in list(self.copies.items()):
+            kept[:] = [c for c in kept if c[0] is not worker]
+            if not kept:
+                del self.copies[actor_id]
 
     # -- the pulled timer ------------------------------------------------------------------
 
     def next_deadline(self) -> int | None:
-        times = [t for _, t, _ in self.unclaimed.values()]
+        times = [c[1] for kept in self.copies.values() for c in kept]
         times.extend(t for _, t in self.awaiting.values())
         return min(times) if times else None
 
     def expired(self, now: int) -> tuple[list[Peer], list[ActorRecord]]:
-        """Past the grace: live actors no owner came back for go (their workers, to
+        """Past the grace: live copies no owner came back for go (their workers, to
         offer); restoring actors whose host did not rejoin are placed anew (to place)."""
-        freed = []
-        for actor_id, (worker, until, _) in list(self.unclaimed.items()):
-            if now >= until:
-                del self.unclaimed[actor_id]
-                freed.append(self._drop(actor_id, worker))
+        freed: list[Peer] = []
+        for actor_id, kept in list(self.copies.items()):
+            gone = [c for c in kept if now >= c[1]]
+            kept[:] = [c for c in kept if now < c[1]]
+            forget = not kept and actor_id not in self.awaiting  # (else: not ours to say)
+            freed.extend(self._drop(actor_id, w, 0 if forget else KILL_KEEP) for w, _, _ in gone)
+            if not kept:
+                del self.copies[actor_id]
         due = []
         for actor_id, (actor, until) in list(self.awaiting.items()):
             if now >= until:

@@ -22,34 +22,27 @@ from ._conventions import (
     ERROR_COVERED,
     ERROR_FENCED,
     ERROR_NO_CHECKPOINT,
-    ID_BITS,
-    KILL_AFTER_CALLS,
-    KILL_FORCE,
     KILL_KEEP,
     RESTORE_NEWEST,
     hosted_calls,
-    kept_size,
 )
 from ._events import (
     ActorCall,
-    ActorCreate,
     ActorKill,
     ActorRestore,
-    Checkpoint,
     Checkpointed,
     Error,
     Event,
     Result,
-    Stop,
     Stored,
 )
-from ._head_actor_access import MAY, ActorAccess, not_opened
+from ._head_actor_access import ActorAccess
 from ._head_actor_hosts import Hosts
 from ._head_actor_placement import Placement
 from ._head_checkpoints import Checkpoints
 from ._head_counts import Counts
 from ._head_objects import Copies, Objects
-from ._head_records import ActorRecord, ActorState, CallRecord, Peer
+from ._head_records import ActorRecord, ActorState, Peer
 from ._head_scheduling import Scheduler
 from ._head_wire import Wire
 from ._lifecycle import ActorCause, CallCause
@@ -106,135 +99,31 @@ class Actors:
     def keep_bytes(self) -> int:
         return self.checkpoints.keep_bytes
 
-    # -- from drivers ----------------------------------------------------------------------
-
-    def create(self, peer: Peer, event: ActorCreate) -> ActorRecord | None:
-        """A new actor (None if its ID is refused)."""
-        if not self._objects.check_new_ids(peer, event.object_id, 1):
-            return None
-        registry = self._scheduler.registry_of(event.task_id, peer)
-        actor = ActorRecord(event, peer.link, registry, self._wire.now)
-        self.records[actor.actor_id] = actor
-        if peer.resuming:
-            # A driver resuming after a head restart: the actor lives on, on the worker
-            # that hosted it (placed back there once it rejoins, the grace at most), or in
-            # its checkpoints.
-            actor.restoring = True
-            host = self.hosts.claim(actor)
-            if host is None:
-                self.hosts.await_host(actor)
-            else:
-                self._counts.move_actor(actor, ActorCause.PLACE)
-                self._start_on(actor, host)
-            return actor
-        self._place(actor)
-        return actor
-
-    def call(self, peer: Peer, event: ActorCall) -> None:
-        """A new call (what a resuming driver sends again went to `Resume` first)."""
-        oid = event.object_id
-        if not self._objects.check_new_ids(peer, oid, 1):
-            return
-        obj = self._objects.track(oid, peer.link)
-        actor = self.records.get(event.actor_id)
-        if actor is None or actor.state is _DEAD:
-            why = actor.why if actor is not None else "it is unknown to the head"
-            if actor is None or peer.link not in actor.callers:
-                # A caller that never heard the actor is gone keeps this call until a
-                # checkpoint covers it, which none will: tell it, as its callers were told.
-                # (One this head never knew, after a restart, tells it each time.)
-                if actor is not None:
-                    actor.callers.add(peer.link)
-                self._wire.links.send(peer.link, Error(event.actor_id, why))
-            # A failed object the driver releases as any other (not an error frame).
-            self._objects.fail_object(obj, f"actor {event.actor_id:#x} is gone: {why}")
-            return
-        self.take_call(peer, actor, event, False)
-
-    def take_call(self, peer: Peer, actor: ActorRecord, event: ActorCall, answered: bool) -> None:
-        """Number ``event`` and send it on; one ``answered`` before (a resuming driver's)
-        runs for the actor's state only."""
-        actor.seq += 1
-        call = CallRecord(actor.seq, event.object_id, event.task_id, event.argument, peer.link)
-        if answered:
-            self._counts.move_call(call, CallCause.REPLAY)
+    def start_restoring(self, actor: ActorRecord) -> None:
+        """A resuming driver created ``actor`` again after a head restart: it lives on, on
+        the worker that hosted it (placed back there once it rejoins, the grace at most),
+        or in its checkpoints."""
+        actor.restoring = True
+        host = self.hosts.claim(actor)
+        if host is None:
+            self.hosts.await_host(actor)
         else:
-            self._counts.move_call(call, CallCause.TAKE)
-            actor.by_oid[call.oid] = call
-        actor.calls.append(call)
-        actor.kept_bytes += kept_size(event.argument)
-        actor.callers.add(peer.link)
-        actor.newest_from[peer.number] = event.object_id
-        if (actor.state is _STARTING or actor.state is _READY) and not actor.restoring:
-            self._send_calls(actor)
-        if actor.kept_bytes > self.keep_bytes and self.checkpoints.over_budget(actor):
-            self._cannot_rebuild(actor)
-
-    def kill(self, peer: Peer, event: ActorKill) -> tuple[Peer, str] | None:
-        """End an actor, now or after its calls; a force-kill also stops its worker's
-        process: that worker and why, for the head to lose (it owns losing peers)."""
-        actor = self.records.get(event.object_id)
-        if actor is None or actor.state is _DEAD:
-            return None
-        if self.access.verdict(peer, actor) != MAY:
-            self.access.refuse(peer, actor.actor_id)  # the actor lives on
-            return None
-        if event.mark == KILL_AFTER_CALLS:
-            # Its last handle went: the calls already made run first, as in Ray.
-            why = f"actor {actor.actor_id:#x} ended: {peer.name} dropped its last handle"
-            if actor.by_oid:
-                actor.ending = why
-            else:
-                self.end(actor, why)
-            return None
-        why = f"actor {actor.actor_id:#x} was killed by {peer.name}"
-        worker = actor.worker
-        stopped = None
-        if (
-            event.mark == KILL_FORCE
-            and worker is not None
-            and actor.state is not _WAITING
-            and self._wire.alive(worker)
-        ):
-            # A method stuck in C code: end its process (a supervisor replaces it).
-            worker.actor = None
-            actor.worker = None
-            stopped = (worker, f"stopped to force-kill actor {actor.actor_id:#x}")
-            self._wire.links.send(worker.link, Stop())
-            self._wire.close(worker.link, stopped[1])
-        self.end(actor, why)
-        return stopped
-
-    def ask_checkpoint(self, peer: Peer, event: Checkpoint) -> None:
-        oid = event.object_id
-        actor = self.records.get(event.actor_id or 0)
-        send = self._wire.links.send
-        if oid >> ID_BITS != peer.number:
-            why = f"checkpoint ID {oid:#x} is not numbered for driver {peer.number}"
-            send(peer.link, Error(oid, why))
-        elif actor is None or actor.state is _DEAD:
-            why = actor.why if actor is not None else "it is unknown to the head"
-            send(peer.link, Error(oid, f"actor {event.actor_id or 0:#x}: {why}"))
-        elif self.access.verdict(peer, actor) != MAY:
-            send(peer.link, Error(oid, not_opened(actor.actor_id)))
-        elif actor.seq == actor.covered:
-            send(peer.link, Result(oid, b""))  # one covering all is written
-        else:
-            self.checkpoints.ask(actor, (peer.link, oid))
+            self._counts.move_actor(actor, ActorCause.PLACE)
+            self.start_on(actor, host)
 
     # -- placement (`Placement` chooses) ----------------------------------------------------
 
-    def _place(self, actor: ActorRecord) -> None:
+    def place(self, actor: ActorRecord) -> None:
         """Start ``actor`` on a free worker, keep the least busy one for it, or wait."""
         worker = self.placement.choose(actor)
         if worker is not None:
-            self._start_on(actor, worker)
+            self.start_on(actor, worker)
 
     def place_waiting(self) -> None:
         """A worker came or was freed: place the actors that wait, oldest first."""
         placement = self.placement
         for actor, worker in placement.due():
-            self._start_on(actor, worker)
+            self.start_on(actor, worker)
         for actor in list(self.records.values()):
             kept = actor.worker
             if actor.state is _WAITING and kept is not None and kept.running:
@@ -242,7 +131,7 @@ class Actors:
                 free = placement.better(actor)
                 if free is not None:
                     kept.actor = None
-                    self._start_on(actor, free)
+                    self.start_on(actor, free)
                     self._scheduler.make_idle(kept)
                     self._scheduler.pump(kept.registry)
 
@@ -252,10 +141,10 @@ class Actors:
         if actor is None:
             return False
         if actor.state is _WAITING and not worker.running and not self.hosts.holds(worker):
-            self._start_on(actor, worker)
+            self.start_on(actor, worker)
         return True
 
-    def _start_on(self, actor: ActorRecord, worker: Peer) -> None:
+    def start_on(self, actor: ActorRecord, worker: Peer) -> None:
         """Build ``actor`` on ``worker`` and send it every kept call again, in order."""
         worker.actor = actor
         actor.worker = worker
@@ -275,9 +164,9 @@ class Actors:
         actor.sent = max(actor.covered, 0)
         actor.asked_at = actor.sent
         self.checkpoints.send_at(actor, actor.sent)
-        self._send_calls(actor)
+        self.send_calls(actor)
 
-    def _send_calls(self, actor: ActorRecord) -> None:
+    def send_calls(self, actor: ActorRecord) -> None:
         """Send the calls not sent yet, in order, with a checkpoint frame every
         ``checkpoint_every`` calls; stop where a periodic checkpoint falls due while
         `CHECKPOINTS_IN_FLIGHT` frames are on their way (`_written` goes on)."""
@@ -326,13 +215,13 @@ class Actors:
         if actor is None or actor.actor_id != event.object_id or actor.state is _WAITING:
             return
         if self.checkpoints.written(actor, event):
-            self._cannot_rebuild(actor)
+            self.cannot_rebuild(actor)
         if actor.state is not _DEAD and actor.worker is worker:
             if worker.draining and not actor.lossy:
                 self.move_off(worker)  # (its move waited for this checkpoint)
                 self._copies.recheck(worker)
                 return
-            self._send_calls(actor)  # calls held back for this answer go on
+            self.send_calls(actor)  # calls held back for this answer go on
 
     def _answer(
         self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
@@ -375,19 +264,28 @@ class Actors:
         """The answer to actor-restore for the newest checkpoint (`RESTORE_NEWEST`)."""
         actor.restoring = False
         if isinstance(event, Error):
+            if event.mark in (ERROR_FENCED, ERROR_NO_CHECKPOINT) and self.hosts.copies.get(
+                actor.actor_id
+            ):
+                # A stale live copy (a head before lost its worker, and built the actor
+                # again since), or none after all: the next copy that rejoined is tried.
+                self._drop_copy(worker, actor)
+                self._counts.move_actor(actor, ActorCause.PLACE)
+                host = self.hosts.claim(actor)
+                if host is not None:
+                    self.start_on(actor, host)
+                else:
+                    self.hosts.await_host(actor)
+                return
+            if event.mark == ERROR_FENCED:
+                self._drop_copy(worker, actor)  # the newer copy may still rejoin
+                self.hosts.await_host(actor)
+                return
             if event.mark == ERROR_NO_CHECKPOINT:
                 self._wire.links.send(worker.link, actor.create)  # none: build it anew
                 actor.covered = -1
                 self._resume_calls(actor, 0)
-                return
-            if event.mark == ERROR_FENCED:
-                # A stale live copy (a head before lost its worker): it goes, and the
-                # actor waits on for the newer one to rejoin.
-                self._wire.links.send(worker.link, ActorKill(actor.actor_id, KILL_KEEP))
-                worker.actor = actor.worker = None
-                actor.restoring = True
-                self.hosts.await_host(actor)
-                self._offer([worker])
+                self._offer(self.hosts.settled(actor.actor_id))
                 return
             self.end(actor, f"actor {actor.actor_id:#x} could not be restored: {event.message}")
             return
@@ -401,6 +299,7 @@ class Actors:
             actor.covered = -1
             actor.lossy = True
             actor.pending.setdefault(0, [])  # (after the calls it has seen: `_resume_calls`)
+        self._offer(self.hosts.settled(actor.actor_id))  # other copies are stale
         moving = worker.draining and not actor.lossy
         self._resume_calls(actor, calls, send=not moving)
         self._started(actor, None)
@@ -409,6 +308,13 @@ class Actors:
             # the calls go to where it lands.
             self.move_off(worker)
             self._copies.recheck(worker)
+
+    def _drop_copy(self, worker: Peer, actor: ActorRecord) -> None:
+        """``worker``'s live copy of restoring ``actor`` is stale: it goes."""
+        self._wire.links.send(worker.link, ActorKill(actor.actor_id, KILL_KEEP))
+        worker.actor = actor.worker = None
+        actor.restoring = True
+        self._offer([worker])
 
     def _resume_calls(self, actor: ActorRecord, base: int, send: bool = True) -> None:
         """Number the calls this head took so far after the ``base`` the restored
@@ -421,7 +327,7 @@ class Actors:
         actor.asked_at = base
         if send:
             self.checkpoints.send_at(actor, base)
-            self._send_calls(actor)
+            self.send_calls(actor)
 
     def _covered_call(self, worker: Peer, event: Error) -> None:
         """The restored checkpoint includes this call: it did not run again."""
@@ -442,7 +348,7 @@ class Actors:
 
     # -- the end of an actor ---------------------------------------------------------------
 
-    def _cannot_rebuild(self, actor: ActorRecord) -> None:
+    def cannot_rebuild(self, actor: ActorRecord) -> None:
         self.end(
             actor,
             f"actor {actor.actor_id:#x} lost its worker and cannot be rebuilt: calls "
@@ -502,7 +408,17 @@ class Actors:
         if actor is None or actor.worker is not worker:
             return
         if actor.state is _WAITING:
-            self._place(actor)
+            self.place(actor)
+            return
+        if actor.restoring:
+            # Placed back on a live copy that is lost before it answered: the next copy
+            # that rejoined, or its newest checkpoint.
+            self._counts.move_actor(actor, ActorCause.PLACE)
+            host = self.hosts.claim(actor)
+            if host is not None:
+                self.start_on(actor, host)
+            else:
+                self.place(actor)
             return
         actor.losses += 1
         actor.restarts += 1
@@ -522,7 +438,7 @@ class Actors:
                 "workers in a row without answering a call in between: gave up",
             )
         else:
-            self._place(actor)
+            self.place(actor)
 
     def move_off(self, worker: Peer) -> None:
         """A draining worker's actor goes elsewhere, restored from its checkpoints."""
@@ -554,7 +470,7 @@ class Actors:
             return
         if actor.state is not _WAITING:
             self._wire.links.send(worker.link, ActorKill(actor.actor_id, KILL_KEEP))
-        self._place(actor)
+        self.place(actor)
 
     def ends_with(self, driver: Peer) -> None:
         """A driver left: the actors it made go too (as Ray's non-detached ones do)."""
@@ -582,7 +498,7 @@ class Actors:
             self.end(actor, why)
         freed, due = self.hosts.expired(now)
         for actor in due:
-            self._place(actor)
+            self.place(actor)
         self._offer(freed)
 
     # -- live actors of rejoining workers (`Hosts` decides) --------------------------------
@@ -598,10 +514,10 @@ class Actors:
         if not self.hosts.holds(worker):
             return  # not announced in its hello: not a rejoin
         record = self.records.get(event.object_id)
-        start, freed = self.hosts.reported(worker, event.object_id, calls, record)
-        if start:
+        host, freed = self.hosts.reported(worker, event.object_id, calls, record)
+        if host is not None:
             assert record is not None
-            self._start_on(record, worker)
+            self.start_on(record, host)
         self._offer(freed)
 
     def owner_resumed(self, number: int) -> None:

@@ -178,33 +178,10 @@ class Worker:
         """The actor this worker hosts (0: none)."""
         return self._actors.actor
 
-    def actor_started(
-        self,
-        actor: int,
-        error: str | None,
-        *,
-        covers: int | None = None,
-        no_checkpoint: bool = False,
-        uncovered: bool = False,
-        fenced: bool = False,
-    ) -> None:
-        """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
-        the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
-        ``no_checkpoint`` says there is none (the head sends actor-create then); the actor
-        alive here answers with the calls it has seen, ``uncovered`` if no checkpoint
-        covers them, or ``fenced`` if that live copy is stale."""
-        self._actors.actor_started(
-            actor,
-            error,
-            covers=covers,
-            no_checkpoint=no_checkpoint,
-            uncovered=uncovered,
-            fenced=fenced,
-        )
-
-    def checkpointed(self, actor: int, calls: int, failure: str | None) -> None:
-        """The binding wrote ``actor``'s checkpoint covering ``calls`` calls, or could not."""
-        self._actors.checkpointed(actor, calls, failure)
+    @property
+    def actors(self) -> ActorHosting:
+        """The actor work's reports go here: `ActorHosting.actor_started`, `checkpointed`."""
+        return self._actors
 
     def call_covered(self, oid: int) -> None:
         """The checkpoint the actor was restored from includes call ``oid``: not run."""

@@ -9,7 +9,7 @@ constructor, and is answered like actor-create."
 
 Each frame becomes one decision (`StartActor`, `CallActor`, `CheckpointActor`,
 `StopActor`) in arrival order; the binding runs them one at a time in that order and
-reports back (`actor_started`, `task_done`/`task_failed` for calls, `checkpointed`). A call
+reports back (`Worker.actors`: `actor_started`, `checkpointed`; `task_done`/`task_failed` for calls). A call
 or checkpoint for an actor this worker does not host gets an error frame, as does a second
 actor. Work handed to the binding before the head link was lost is the old incarnation's:
 its reports, which come before any for later work (one per piece, in order), are dropped, so

@@ -175,7 +175,9 @@ class ActorHost:
                 newest = self._newest(actor)
                 if newest is None:
                     why = f"actor {actor:#x} has no checkpoint to restore from"
-                    self._report(lambda: self.core.actor_started(actor, why, no_checkpoint=True))
+                    self._report(
+                        lambda: self.core.actors.actor_started(actor, why, no_checkpoint=True)
+                    )
                     return
                 instance, covers, restored = (
                     decode(newest.state),
@@ -186,14 +188,14 @@ class ActorHost:
                 instance, covers = self._restore(actor, work.covers)
         except BaseException as e:  # SystemExit in a constructor fails the actor, no more
             error = message_from_exception(e)
-            self._report(lambda: self.core.actor_started(actor, error))
+            self._report(lambda: self.core.actors.actor_started(actor, error))
             return
         self._instance = instance
         self._actor = actor
         self._label = restored if restored is not None else (work.covers or 0)
         self._covers = covers
         self._methods = {i: (m, a) for m, (i, a) in method_table(type(instance)).items()}
-        self._report(lambda: self.core.actor_started(actor, None, covers=restored))
+        self._report(lambda: self.core.actors.actor_started(actor, None, covers=restored))
 
     def _placed_back(self, actor: int) -> None:
         """A new head places the actor back here, where it lived on through the head's
@@ -211,12 +213,12 @@ class ActorHost:
                 store.write(actor, self._incarnation, calls, covers, parts, prune=False)
         except Fenced as e:
             why = str(e)  # a stale copy: the head drops it, and waits for the newer one
-            self._report(lambda: self.core.actor_started(actor, why, fenced=True))
+            self._report(lambda: self.core.actors.actor_started(actor, why, fenced=True))
             return
         except Exception:  # unpicklable, a full disk: it lives on, not yet rebuildable
             uncovered = True
         self._report(
-            lambda: self.core.actor_started(actor, None, covers=calls, uncovered=uncovered)
+            lambda: self.core.actors.actor_started(actor, None, covers=calls, uncovered=uncovered)
         )
 
     def _begin(self, work: dp.StartActor) -> None:
@@ -372,7 +374,7 @@ class ActorHost:
             )
         except Exception as e:  # a full disk, a store gone away: the actor goes on
             failure = str(e) if isinstance(e, CheckpointError) else repr(e)
-        self._report(lambda: self.core.checkpointed(work.actor_id, work.calls, failure))
+        self._report(lambda: self.core.actors.checkpointed(work.actor_id, work.calls, failure))
         if store is not None and written:
             try:  # after the answer: removing the older ones is nobody's wait
                 keep = -1 if work.keep is None else work.keep  # None: no restore point yet

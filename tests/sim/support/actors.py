@@ -219,20 +219,20 @@ class SimActors:
         if work.covers is None:
             assert work.argument is not None
             if bytes(work.argument) == FAIL_CREATE:
-                w.core.actor_started(actor, "ValueError: the sim constructor raised")
+                w.core.actors.actor_started(actor, "ValueError: the sim constructor raised")
                 return
             w.hosted = Instance(actor, from_u64(bytes(work.argument)), head=self.sim.head)
             self._began(w.hosted)
         else:
             if self.restore_failure is not None:
-                w.core.actor_started(actor, self.restore_failure)
+                w.core.actors.actor_started(actor, self.restore_failure)
                 return
             kept = self.disk.get(actor, {})
             covers = work.covers
             if covers == dp.RESTORE_NEWEST:
                 if not kept:
                     self.restored_newest.append((actor, None))
-                    w.core.actor_started(actor, "no checkpoint", no_checkpoint=True)
+                    w.core.actors.actor_started(actor, "no checkpoint", no_checkpoint=True)
                     return
                 covers = max(kept)
                 self.restored_newest.append((actor, covers))
@@ -240,7 +240,7 @@ class SimActors:
             if snapshot is None and (self.zombie(w) or self.superseded(w, actor)):
                 # Work the head sent before it lost this worker (silent, or cut off), or
                 # moved the actor on: it lives elsewhere now, or is gone with its checkpoints.
-                w.core.actor_started(actor, "OSError: the sim's checkpoint is not there")
+                w.core.actors.actor_started(actor, "OSError: the sim's checkpoint is not there")
                 return
             assert snapshot is not None, (
                 f"{self.where()}: actor {actor:#x} restored from the checkpoint covering "
@@ -262,9 +262,9 @@ class SimActors:
             )
             self._began(w.hosted)
             if work.covers == dp.RESTORE_NEWEST:
-                w.core.actor_started(actor, None, covers=covers)
+                w.core.actors.actor_started(actor, None, covers=covers)
                 return
-        w.core.actor_started(actor, None)
+        w.core.actors.actor_started(actor, None)
 
     def _began(self, inst: Instance) -> None:
         """A new build of the actor: it fences off every older one (as `begin` does)."""
@@ -281,7 +281,7 @@ class SimActors:
         if inst.incarnation < self.incarnations.get(inst.actor_id, 0):
             # Built again elsewhere since (a head before lost this worker): stale.
             self.fenced.append(inst.actor_id)
-            w.core.actor_started(inst.actor_id, "fenced off by a newer build", fenced=True)
+            w.core.actors.actor_started(inst.actor_id, "fenced off by a newer build", fenced=True)
             return
         inst.head = self.sim.head
         inst.restored = dict(inst.last)  # resent calls it ran are answered, not run
@@ -295,7 +295,9 @@ class SimActors:
         if failure is None:
             self.disk.setdefault(inst.actor_id, {})[inst.label] = inst.snapshot()
             self.written.add((inst.actor_id, inst.label))
-        w.core.actor_started(inst.actor_id, None, covers=inst.label, uncovered=failure is not None)
+        w.core.actors.actor_started(
+            inst.actor_id, None, covers=inst.label, uncovered=failure is not None
+        )
 
     def _redecide(self, actor: int, position: int) -> None:
         """A head restarted: the calls from ``position`` on, which the state it restored
@@ -397,7 +399,7 @@ class SimActors:
         inst = w.hosted
         if not isinstance(inst, Instance) or inst.actor_id != actor:
             self.strays += 1
-            w.core.checkpointed(actor, work.calls, f"actor {actor:#x} is not built here")
+            w.core.actors.checkpointed(actor, work.calls, f"actor {actor:#x} is not built here")
             return
         assert inst.label == work.calls, (
             f"{self.where()}: the checkpoint of actor {actor:#x} said to cover {work.calls} "
@@ -426,7 +428,7 @@ class SimActors:
                 # checkpoint written meanwhile may be (or become) the head's restore point.
                 if work.keep is not None and calls < work.keep:
                     del kept[calls]
-        w.core.checkpointed(actor, work.calls, failure)
+        w.core.actors.checkpointed(actor, work.calls, failure)
 
     def _exit(self, w: SimWorker) -> None:
         """``w`` exits: the actors killed there lose their checkpoints first (as a worker
