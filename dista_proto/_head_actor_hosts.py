@@ -54,9 +54,12 @@ def _placeholder(actor_id: int) -> ActorRecord:
 class Hosts:
     """Live actors rejoining workers host, and restoring actors waiting for their host."""
 
-    def __init__(self, wire: Wire, counts: Counts, grace: int) -> None:
+    def __init__(
+        self, wire: Wire, counts: Counts, grace: int, records: dict[int, ActorRecord]
+    ) -> None:
         self._wire = wire
         self._counts = counts
+        self._records = records  # (read only: whether an actor lives on at this head)
         self.grace = grace
         #: Live copies rejoining workers reported, of actors no worker hosts for this head
         #: yet: actor ID -> [(worker, until when, calls it has seen)], most calls first.
@@ -139,9 +142,14 @@ class Hosts:
         killed while the head was away: they go, with their checkpoints. Their workers."""
         freed: list[Peer] = []
         for actor_id in [a for a in self.copies if a >> ID_BITS == number]:
-            if actor_id not in self.awaiting:
+            if not self._lives(actor_id):
                 freed.extend(self._drop(actor_id, w) for w, _, _ in self.copies.pop(actor_id))
         return freed
+
+    def _lives(self, actor_id: int) -> bool:
+        """Whether this head has ``actor_id`` alive (its copies are then not ours to end)."""
+        record = self._records.get(actor_id)
+        return record is not None and record.state is not _DEAD
 
     def _drop(self, actor_id: int, worker: Peer, mark: int = 0) -> Peer:
         """``worker``'s live copy goes (with its checkpoints, unless ``mark`` keeps them)."""
@@ -171,7 +179,7 @@ class Hosts:
         for actor_id, kept in list(self.copies.items()):
             gone = [c for c in kept if now >= c[1]]
             kept[:] = [c for c in kept if now < c[1]]
-            forget = not kept and actor_id not in self.awaiting  # (else: not ours to say)
+            forget = not kept and not self._lives(actor_id)
             freed.extend(self._drop(actor_id, w, 0 if forget else KILL_KEEP) for w, _, _ in gone)
             if not kept:
                 del self.copies[actor_id]

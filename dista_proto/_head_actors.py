@@ -90,7 +90,7 @@ class Actors:
         self.checkpoints = Checkpoints(wire, keep_bytes)
         self.access = ActorAccess(wire, records)  # who may call and kill which actor
         self.placement = Placement(wire, counts, scheduler)
-        self.hosts = Hosts(wire, counts, recovery_grace_ns)  # live actors of rejoiners
+        self.hosts = Hosts(wire, counts, recovery_grace_ns, records)  # rejoiners' live actors
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
         #: A driver left: the actors it made that others still hold (`ActorNames`).
         self.keeps: Callable[[Peer], set[int]] = lambda driver: set()

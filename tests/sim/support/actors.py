@@ -86,6 +86,8 @@ class Snapshot:
     #: The answers of the calls it includes (they travel with it: a caller that lost one
     #: with a head gets it from the actor restored elsewhere).
     answers: dict[int, bytes | None] = field(default_factory=dict)
+    #: Calls it includes that ran past a head's loss, not in the order yet (`Instance`).
+    pending: list[tuple[int, int, bytes | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -107,7 +109,14 @@ class Instance:
     pending: list[tuple[int, int, bytes | None]] = field(default_factory=list)
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.total, self.count, dict(self.last), self.label, dict(self.answers))
+        return Snapshot(
+            self.total,
+            self.count,
+            dict(self.last),
+            self.label,
+            dict(self.answers),
+            list(self.pending),
+        )
 
 
 class SimActors:
@@ -261,6 +270,8 @@ class SimActors:
                 dict(snapshot.answers),
             )
             self._began(w.hosted)
+            for count, oid, outcome in snapshot.pending:  # (restored: they count now)
+                self._record(w.hosted, count, oid, outcome)
             if work.covers == dp.RESTORE_NEWEST:
                 w.core.actors.actor_started(actor, None, covers=covers)
                 return
@@ -349,7 +360,9 @@ class SimActors:
             # and the actor lives elsewhere): its answers go nowhere.
             if work.method_id != RAISE:
                 inst.total = (inst.total + value) & MASK
-            inst.answers[oid] = result_of(inst.total, value) if work.method_id != RAISE else None
+            outcome = result_of(inst.total, value) if work.method_id != RAISE else None
+            inst.answers[oid] = outcome
+            inst.pending.append((inst.count, oid, outcome))  # (counts if placed back)
             self.zombie_calls += 1
             w.core.task_done(oid, [b""], started, started)
             return
