@@ -24,6 +24,7 @@ from typing import Any, Final
 from . import frame as F
 from ._conventions import (
     CANCEL_FORCE,
+    ERROR_WARNING,
     HEAD_LINK,
     HELLO_SECRET,
     ID_BITS,
@@ -406,9 +407,10 @@ class Driver:
         handle went) the calls already made run first (`KILL_AFTER_CALLS`); with ``force``
         its worker process ends too (`KILL_FORCE`)."""
         self._calls.ended(actor_id, self._ledger.pending)
-        self._ledger.ended(actor_id)
         mark = KILL_FORCE if force else KILL_AFTER_CALLS if after_calls else 0
-        self._send(ActorKill(actor_id, mark))
+        kill = ActorKill(actor_id, mark)
+        self._ledger.ended(actor_id, kill)
+        self._send(kill)
 
     def leave(self) -> None:
         """The driver is done (a clean shutdown): cancel its unfinished tasks, release what
@@ -518,6 +520,8 @@ class Driver:
             queue(ObjectFailed(oid, event.message))
             return
         heard = self._calls.error(oid, event.message, event.mark, self._ledger.pending)
+        if event.mark != ERROR_WARNING:
+            self._ledger.confirmed(oid)  # (if it names an actor this driver killed)
         if heard is None:
             if self._ledger.answered(oid, event) is not True and self.resumes:
                 return  # answered before a head restart, and now again; or released

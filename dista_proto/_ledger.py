@@ -36,6 +36,7 @@ from typing import Final, TypeAlias
 from ._events import (
     ActorCall,
     ActorCreate,
+    ActorKill,
     ActorLookup,
     ActorName,
     ActorOpen,
@@ -70,6 +71,7 @@ class Ledger:
         "_creates",
         "_first",
         "_frames",
+        "_killed",
         "_left",
         "_looked",
         "_names",
@@ -91,6 +93,10 @@ class Ledger:
         self._released: set[int] = set()  # released, but kept for a task that takes it
         self._releasing: list[int] = []  # of those, ones whose tasks are answered now
         self._creates: dict[int, ActorCreate] = {}  # live actors this driver made
+        #: Actors it killed whose end the head has not confirmed (an error frame for the
+        #: actor): a new head creates them again and kills them, so that the actor still
+        #: alive on its worker, and its checkpoints, go (the kill may have gone nowhere).
+        self._killed: dict[int, tuple[ActorCreate, bytes | None, ActorKill]] = {}
         self._cancelled: set[int] = set()  # tasks in ``_frames`` the driver cancelled
         self._call_bytes: dict[int, int] = {}  # actor call not answered -> its argument bytes
         #: Argument bytes of the task frames kept and the actor calls not answered.
@@ -146,12 +152,20 @@ class Ledger:
         self._opens[actor] = capability
         return True
 
-    def ended(self, actor: int) -> None:
-        """The actor was killed or is gone: it is not created (or opened) again."""
-        self._creates.pop(actor, None)
-        self._opens.pop(actor, None)
+    def ended(self, actor: int, kill: ActorKill | None = None) -> None:
+        """The actor was killed (``kill``: by this driver) or is gone: it is not created (or
+        opened) again, but for a kill the head may not have heard (`confirmed`)."""
+        create = self._creates.pop(actor, None)
+        capability = self._opens.pop(actor, None)
+        if kill is not None and create is not None:
+            self._killed[actor] = (create, capability, kill)
         self._names.pop(actor, None)
         self._looked.pop(actor, None)
+
+    def confirmed(self, actor: int) -> None:
+        """The head said ``actor`` ended: a kill of it is not sent again."""
+        if self._killed:
+            self._killed.pop(actor, None)
 
     def asked_name(self, event: ActorName | ActorLookup) -> None:
         """A name or a look-up asked of the head, kept until it is answered."""
@@ -291,6 +305,13 @@ class Ledger:
             out.append(call)
             if call.object_id not in answers:
                 releases.append(call.object_id)  # answered and released: run for the state
+        # Actors killed while the head may not have heard: made and ended again, after the
+        # calls (a kill after calls lets them run first).
+        for create, capability, kill in self._killed.values():
+            out.append(create)
+            if capability is not None:
+                out.append(ActorOpen(create.object_id, capability))
+            out.append(kill)
         out.extend(Checkpoint(oid, 0, actor) for oid, actor in asks.items())
         out.extend(Release(oid) for oid in releases)
         return out, lost
