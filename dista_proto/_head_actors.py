@@ -370,6 +370,8 @@ class Actors:
         self._dead.append(actor.actor_id)
         if len(self._dead) > DEAD_ACTORS_KEPT:
             self.records.pop(self._dead.popleft(), None)
+        if worker is None or worker.actor is not actor or not wire.alive(worker):
+            self._forget_elsewhere(actor)  # no host to remove its checkpoints: another does
         if worker is not None and worker.actor is actor:
             worker.actor = None
             if wire.alive(worker):
@@ -399,6 +401,16 @@ class Actors:
             if link in wire.peers:
                 wire.links.send(link, Error(actor.actor_id, why))
         # `callers` stays: the drivers told (`call` tells a later one once).
+
+    def _forget_elsewhere(self, actor: ActorRecord) -> None:
+        """``actor`` ended with no worker hosting it (waiting, or its host lost): a worker
+        with a checkpoint store removes what it may have written."""
+        if not (actor.restoring or actor.covered >= 0 or actor.checkpoints or actor.pending):
+            return  # it wrote none
+        stores = [w for w in self._wire.workers() if w.checkpoints and not self.hosts.holds(w)]
+        if stores:
+            worker = min(stores, key=lambda w: str(w.address))
+            self._wire.links.send(worker.link, ActorKill(actor.actor_id))
 
     def worker_lost(self, worker: Peer, why: str) -> None:
         """The worker hosting (or kept for) an actor is lost: start it elsewhere."""

@@ -128,11 +128,14 @@ class ActorHosting:
         self._links.queue(CheckpointActor(actor, event.task_id, event.restore_covers))
 
     def kill(self, event: ActorKill, now: int) -> None:
-        """Actor-kill: stop the hosted actor (a kill for another is moot)."""
+        """Actor-kill: stop the hosted actor; for another (an actor that ended where no
+        worker hosted it), remove its checkpoints: this worker has the store."""
         if event.object_id == self.actor and self.actor:
             self.actor = 0
             # Moving to another worker (ours drains): its checkpoints are its way there.
             self._links.queue(StopActor(event.object_id, event.mark != KILL_KEEP))
+        elif event.mark != KILL_KEEP and event.object_id:
+            self._links.queue(StopActor(event.object_id, True))
 
     def _not_here(self, oid: int, actor: int) -> None:
         self._links.send(HEAD_LINK, Error(oid, f"actor {actor:#x} is not on this worker"))

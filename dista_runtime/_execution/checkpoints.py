@@ -185,9 +185,16 @@ class CheckpointStore:
         temp = f"{folder}/{_TEMP}{incarnation:010d}-{uuid.uuid4().hex}"
         try:
             self._files.write(temp, _pieces(header, [record, extra], views))
-            newer = self._list(folder).newer(incarnation)
-            if newer:
+            before = self._list(folder)
+            newer = before.newer(incarnation)
+            if newer or (incarnation and incarnation not in before.fences):
                 self._forget(temp)
+                if not newer:  # its own fence is gone: the actor was removed (killed)
+                    self._files.remove_folder(folder)
+                    raise Fenced(
+                        f"actor {actor:#x}: a checkpoint of incarnation {incarnation} was "
+                        "refused: the actor was killed and its checkpoints removed"
+                    )
                 raise self._fenced(actor, incarnation, newer[-1])
             self._files.rename(temp, final)
         except OSError as e:  # fsspec's filesystems raise OSErrors too
@@ -252,6 +259,14 @@ class CheckpointStore:
         for name in self._files.listdir(folder):
             self._forget(f"{folder}/{name}")
         self._files.remove_folder(folder)
+
+    def withdraw(self, actor: int, incarnation: int) -> None:
+        """``incarnation`` of ``actor`` was dropped (it moved on, or a head found it stale):
+        its fence goes, so that a build that began late (work a cut-off worker had queued)
+        fences off no copy the head counts on; its checkpoints stay, and it writes no more
+        (its own fence is gone)."""
+        if incarnation:
+            self._forget(f"{self._dir(actor)}/{_fence_name(incarnation)}")
 
     # -- the folder ------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ also records, per caller, the newest of its calls it includes: the object ID of 
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections import OrderedDict, deque
@@ -383,10 +384,14 @@ class ActorHost:
                 pass  # left for the next write to remove
 
     def _stop(self, work: dp.StopActor) -> None:
-        self._instance = None
-        self._actor = 0
-        self._methods = {}
-        self._covers = {}
+        if self._actor == work.actor_id or self._instance is None:
+            self._instance = None  # (a forget for another actor leaves ours alone)
+            self._actor = 0
+            self._methods = {}
+            self._covers = {}
+            if not work.forget and self._store is not None:
+                with contextlib.suppress(Exception):  # a store gone away: nothing to fence
+                    self._store.withdraw(work.actor_id, self._incarnation)
         if work.forget:
             store = self._open_store()
             if store is not None:

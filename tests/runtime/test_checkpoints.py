@@ -19,7 +19,7 @@ import pytest
 from dista_runtime._errors import CheckpointError
 from dista_runtime._execution import checkpoints
 from dista_runtime._execution.checkpoint_files import LocalFiles
-from dista_runtime._execution.checkpoints import open_store
+from dista_runtime._execution.checkpoints import Fenced, open_store
 
 
 def _state(value: object) -> list[object]:
@@ -58,11 +58,13 @@ def test_a_crash_mid_write_never_leaves_a_torn_checkpoint(
 ) -> None:
     store = open_store(str(tmp_path))
     assert store is not None
+    assert store.begin(1, -1) == 1
     store.write(1, 1, 5, {9: 5}, [b"five"])
 
     def die(self: object, src: str, dst: str) -> None:
         raise OSError("the machine went down")
 
+    assert store.begin(1, 5) == 2  # (restored from it elsewhere)
     monkeypatch.setattr(LocalFiles, "rename", die)
     with pytest.raises(CheckpointError, match="the machine went down"):
         store.write(1, 2, 9, {9: 9}, [b"x" * 100_000])
@@ -70,6 +72,7 @@ def test_a_crash_mid_write_never_leaves_a_torn_checkpoint(
     newest = store.newest(1)
     assert newest is not None and newest.state == b"five"  # the last whole one
     # A checkpoint file cut short (a disk that lied) is skipped, never half-restored.
+    assert store.begin(1, 5) == 3
     path = store.write(1, 3, 12, {9: 12}, [b"twelve" * 1000])
     with open(path, "r+b") as f:
         f.truncate(100)
@@ -81,6 +84,7 @@ def test_a_large_state_goes_from_its_buffers(tmp_path: Path) -> None:
     assert store is not None
     array = np.arange(100 << 17, dtype=np.int64)  # 100 MiB
     parts = _state(array)
+    assert store.begin(2, -1) == 1
     store.write(2, 1, 1, {}, parts)
     newest = store.newest(2)
     assert newest is not None
@@ -93,7 +97,9 @@ def test_an_fsspec_store(tmp_path: Path) -> None:
     pytest.importorskip("fsspec")
     store = open_store("memory://dista-test-checkpoints")
     assert store is not None
+    assert store.begin(5, -1) == 1
     store.write(5, 1, 3, {1: 3}, [b"abc", memoryview(b"def")])
+    assert store.begin(5, 3) == 2
     store.write(5, 2, 6, {1: 6}, [b"ghi"])
     newest = store.newest(5)
     assert newest is not None and (newest.calls, newest.state) == (6, b"ghi")
@@ -337,3 +343,17 @@ def test_a_crash_mid_write_leaves_only_a_temporary_file(
     assert newest is not None and newest.state == b"five"  # the last whole one
     store.write(11, incarnation, 10, {}, [b"ten"])  # its prune takes the temporary file
     assert _names(store, 11) == [f"{10:020d}-{incarnation:010d}.ckpt", f"fence-{incarnation:010d}"]
+
+
+def test_a_stale_copy_cannot_write_back_an_actor_that_was_removed(tmp_path: Path) -> None:
+    # A copy a head left behind (cut off) still runs the checkpoint it was sent, after the
+    # actor was killed and its checkpoints removed: the write is refused, nothing is left.
+    store = open_store(str(tmp_path))
+    assert store is not None
+    incarnation = store.begin(7, -1)
+    store.write(7, incarnation, 1, {}, [b"one"])
+    store.remove(7)
+    with pytest.raises(Fenced, match="killed and its checkpoints removed"):
+        store.write(7, incarnation, 2, {}, [b"two"])
+    assert store.newest(7) is None
+    assert list(tmp_path.iterdir()) == []

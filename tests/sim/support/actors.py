@@ -146,8 +146,10 @@ class SimActors:
         self.restored_newest: list[tuple[int, int | None]] = []
         self.restored_live: list[int] = []  # actors placed back where they live on
         self.fenced: list[int] = []  # stale live copies a new head tried to place back
-        #: Per actor, its newest build (create or restore): the store's fence.
+        #: Per actor, its newest build (create or restore), and the fences the store holds
+        #: (removing its checkpoints removes them).
         self.incarnations: dict[int, int] = {}
+        self.fences: dict[int, set[int]] = {}
         self.covered_calls: list[int] = []  # calls not run: the restored state had them
         self.zombie_calls = 0  # calls run by an incarnation its head left behind
         #: Answers of calls run before a head restart, run again after it (`_redecide`).
@@ -281,6 +283,13 @@ class SimActors:
         """A new build of the actor: it fences off every older one (as `begin` does)."""
         inst.incarnation = self.incarnations.get(inst.actor_id, 0) + 1
         self.incarnations[inst.actor_id] = inst.incarnation
+        self.fences.setdefault(inst.actor_id, set()).add(inst.incarnation)
+
+    def _stale(self, inst: Instance) -> bool:
+        """Whether the store refuses ``inst``'s writes: a newer build's fence is there, or
+        its own is gone (the actor was killed and its checkpoints removed)."""
+        fences = self.fences.get(inst.actor_id, set())
+        return inst.incarnation not in fences or inst.incarnation < max(fences)
 
     def _placed_back(self, w: SimWorker, inst: Instance, work: dp.StartActor) -> None:
         """A new head places the actor back on the worker where it lives on (it lost its
@@ -289,8 +298,9 @@ class SimActors:
         assert work.covers == dp.RESTORE_NEWEST, (
             f"{self.where()}: actor {inst.actor_id:#x} built again over its live instance"
         )
-        if inst.incarnation < self.incarnations.get(inst.actor_id, 0):
-            # Built again elsewhere since (a head before lost this worker): stale.
+        if self._stale(inst):
+            # Built again elsewhere since (a head before lost this worker), or killed and
+            # its checkpoints removed: stale.
             self.fenced.append(inst.actor_id)
             w.core.actors.actor_started(inst.actor_id, "fenced off by a newer build", fenced=True)
             return
@@ -421,6 +431,8 @@ class SimActors:
         failure = self.failing
         if failure is None and self.failure_rate and self.sim.rng.random() < self.failure_rate:
             failure = "OSError: the sim's disk is full"
+        if failure is None and self._stale(inst):
+            failure = "fenced off: a newer build of the actor began, or it was removed"
         self.checkpoints.append((actor, work.calls, failure))
         if failure is None:
             kept = self.disk.setdefault(actor, {})
@@ -450,14 +462,19 @@ class SimActors:
             if isinstance(work, dp.StopActor) and work.forget:
                 self.stopped.append(work.actor_id)
                 self.disk.pop(work.actor_id, None)
+                self.fences.pop(work.actor_id, None)
 
     def _stop(self, w: SimWorker, work: dp.StopActor) -> None:
         inst = w.hosted
         if isinstance(inst, Instance) and inst.actor_id == work.actor_id:
             w.hosted = None
+            # Dropped (moved on, or a stale copy): its fence goes, as `withdraw` does, so
+            # that a build that began late there fences off no copy the head counts on.
+            self.fences.get(inst.actor_id, set()).discard(inst.incarnation)
         self.stopped.append(work.actor_id)
         if work.forget:
             self.disk.pop(work.actor_id, None)
+            self.fences.pop(work.actor_id, None)
 
     # -- invariants ----------------------------------------------------------------------
 
