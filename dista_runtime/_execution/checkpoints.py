@@ -11,8 +11,10 @@ off: a worker the head cut off that still runs, or a copy a previous head starte
 
 - A checkpoint is named for the calls it covers and the incarnation that wrote it
   (``<calls>-<incarnation>.ckpt``), so two incarnations never overwrite each other.
-  `write` refuses when a newer fence exists, checked just before the rename and again
-  after it (a fence that appeared meanwhile: what it wrote goes).
+  `write` refuses when the writer's own fence is gone (the actor was killed and its
+  checkpoints removed: a copy a head left behind writes nothing back).
+- A copy the head drops (moved on, or found stale) `withdraw`s its fence: a build that
+  began late (work a cut-off worker had queued) then fences off no copy the head counts on.
 - A file of incarnation I covering more calls than the base of a fence newer than I is
   stale: written on a branch the newer incarnation does not continue. `newest` and `read`
   never return one, and a prune removes it.
@@ -78,8 +80,8 @@ _EMPTY: Final = memoryview(b"")
 
 
 class Fenced(CheckpointError):
-    """A write refused: a newer incarnation of the actor began (the writer is a stale copy,
-    whose worker a head before lost and which was built again elsewhere)."""
+    """A write refused: the writer is a stale copy (the actor was killed and its
+    checkpoints removed since it began)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +175,9 @@ class CheckpointStore:
         prune: bool = True,
     ) -> str:
         """Write a checkpoint of ``incarnation`` atomically, then (``prune``) remove older
-        ones as `prune` says; its path. `CheckpointError` says why it could not be written,
-        among others that a newer incarnation fenced this one off."""
+        ones as `prune` says; its path. `CheckpointError` says why it could not be written;
+        `Fenced` that the actor was removed (killed) since this incarnation began. A write
+        of an incarnation a newer one fenced off is kept but never read (`newest`)."""
         record = json.dumps({str(k): v for k, v in covers.items()}).encode()
         extra = memoryview(answers).cast("B")
         views = [memoryview(b).cast("B") for b in state]
@@ -185,34 +188,24 @@ class CheckpointStore:
         temp = f"{folder}/{_TEMP}{incarnation:010d}-{uuid.uuid4().hex}"
         try:
             self._files.write(temp, _pieces(header, [record, extra], views))
-            before = self._list(folder)
-            newer = before.newer(incarnation)
-            if newer or (incarnation and incarnation not in before.fences):
+            if incarnation and incarnation not in self._list(folder).fences:
+                # Its own fence is gone: the actor was killed and its checkpoints removed
+                # (this is a copy a head left behind): nothing is written back.
                 self._forget(temp)
-                if not newer:  # its own fence is gone: the actor was removed (killed)
-                    self._files.remove_folder(folder)
-                    raise Fenced(
-                        f"actor {actor:#x}: a checkpoint of incarnation {incarnation} was "
-                        "refused: the actor was killed and its checkpoints removed"
-                    )
-                raise self._fenced(actor, incarnation, newer[-1])
+                self._files.remove_folder(folder)
+                raise Fenced(
+                    f"actor {actor:#x}: a checkpoint of incarnation {incarnation} was "
+                    "refused: the actor was killed and its checkpoints removed"
+                )
             self._files.rename(temp, final)
         except OSError as e:  # fsspec's filesystems raise OSErrors too
             self._forget(temp)
             raise CheckpointError(f"cannot write a checkpoint to {self.uri}: {e}") from e
-        try:
-            listing = self._list(folder)
-        except OSError:
-            return final  # written; the fence is checked again by whoever reads it
-        newer = listing.newer(incarnation)
-        if newer:
-            # A newer incarnation began while this one wrote: what it wrote goes, unless it
-            # is the very checkpoint (same calls, same bytes) the newer one restored from.
-            if calls not in self._bases(folder, listing, newer).values():
-                self._forget(final)
-            raise self._fenced(actor, incarnation, newer[-1])
         if prune:
-            self._prune(folder, listing, calls, incarnation, keep)
+            try:
+                self._prune(folder, self._list(folder), calls, incarnation, keep)
+            except OSError:
+                pass  # left for the next write
         return final
 
     def prune(self, actor: int, final: str, keep: int | None = None) -> None:
@@ -259,6 +252,12 @@ class CheckpointStore:
         for name in self._files.listdir(folder):
             self._forget(f"{folder}/{name}")
         self._files.remove_folder(folder)
+
+    def superseded(self, actor: int, incarnation: int) -> bool:
+        """Whether ``incarnation`` of ``actor`` is stale: a newer one began, or its own
+        fence is gone (killed and removed)."""
+        listing = self._list(self._dir(actor))
+        return bool(listing.newer(incarnation)) or incarnation not in listing.fences
 
     def withdraw(self, actor: int, incarnation: int) -> None:
         """``incarnation`` of ``actor`` was dropped (it moved on, or a head found it stale):
@@ -329,12 +328,6 @@ class CheckpointStore:
         for fence, name in listing.fences.items():
             if fence < incarnation and not any(i < fence for i in left):
                 self._forget(f"{folder}/{name}")
-
-    def _fenced(self, actor: int, incarnation: int, newer: int) -> CheckpointError:
-        return Fenced(
-            f"actor {actor:#x}: a checkpoint of incarnation {incarnation} was refused: it was "
-            f"fenced off by incarnation {newer} (the actor began again elsewhere)"
-        )
 
     def _read(self, actor: int, path: str, calls: int, incarnation: int) -> Checkpoint | None:
         try:

@@ -209,6 +209,11 @@ class ActorHost:
             if store is None:
                 uncovered = True
             else:
+                if self._incarnation and store.superseded(actor, self._incarnation):
+                    raise Fenced(
+                        f"actor {actor:#x}: this live copy (incarnation {self._incarnation}) "
+                        "is stale: the actor was built again elsewhere since"
+                    )
                 parts = encode_parts(self._instance, "the actor's state")
                 covers = dict(self._covers)
                 store.write(actor, self._incarnation, calls, covers, parts, prune=False)

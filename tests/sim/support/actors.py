@@ -285,11 +285,14 @@ class SimActors:
         self.incarnations[inst.actor_id] = inst.incarnation
         self.fences.setdefault(inst.actor_id, set()).add(inst.incarnation)
 
-    def _stale(self, inst: Instance) -> bool:
-        """Whether the store refuses ``inst``'s writes: a newer build's fence is there, or
-        its own is gone (the actor was killed and its checkpoints removed)."""
+    def _stale(self, inst: Instance, *, writing: bool = False) -> bool:
+        """Whether ``inst`` is a stale copy: its fence is gone (the actor was killed and its
+        checkpoints removed: the store refuses its writes), or, placing it back, a newer
+        build's fence is there."""
         fences = self.fences.get(inst.actor_id, set())
-        return inst.incarnation not in fences or inst.incarnation < max(fences)
+        if inst.incarnation not in fences:
+            return True
+        return not writing and inst.incarnation < max(fences)
 
     def _placed_back(self, w: SimWorker, inst: Instance, work: dp.StartActor) -> None:
         """A new head places the actor back on the worker where it lives on (it lost its
@@ -431,7 +434,7 @@ class SimActors:
         failure = self.failing
         if failure is None and self.failure_rate and self.sim.rng.random() < self.failure_rate:
             failure = "OSError: the sim's disk is full"
-        if failure is None and self._stale(inst):
+        if failure is None and self._stale(inst, writing=True):
             failure = "fenced off: a newer build of the actor began, or it was removed"
         self.checkpoints.append((actor, work.calls, failure))
         if failure is None:
