@@ -61,6 +61,7 @@ class ActorHosting:
         "_starts",
         "actor",
         "calls",
+        "unplaced",
     )
 
     def __init__(self, links: Links) -> None:
@@ -71,6 +72,8 @@ class ActorHosting:
         #: (which runs them all, in order, even past a head loss); -1: not known yet (a
         #: restore of the newest checkpoint not answered).
         self.calls = -1
+        #: It rejoined hosting the actor alive, and no head has placed it back yet.
+        self.unplaced = False
         #: Actor work handed to the binding and not reported yet: starts and checkpoints
         #: (counted), calls (ID -> count); and of those, the ones handed out before the head
         #: link was lost (`head_lost`), whose reports are dropped.
@@ -100,6 +103,12 @@ class ActorHosting:
     def start(self, event: ActorCreate | ActorRestore, now: int) -> None:
         """Actor-create or actor-restore: build the actor, unless another is hosted here."""
         actor = event.object_id
+        if self.actor and self.actor != actor and self.unplaced:
+            # A head that knows only the page (which has every rejoining worker destroy
+            # its actor) builds another here: the live copy goes, its checkpoints stay.
+            self._links.queue(StopActor(self.actor, False))
+            self.actor = 0
+        self.unplaced = False
         if self.actor and self.actor != actor:
             why = f"this worker already hosts actor {self.actor:#x}"
             self._links.send(HEAD_LINK, Error(actor, why))
@@ -132,6 +141,7 @@ class ActorHosting:
         worker hosted it), remove its checkpoints: this worker has the store."""
         if event.object_id == self.actor and self.actor:
             self.actor = 0
+            self.unplaced = False
             # Moving to another worker (ours drains): its checkpoints are its way there.
             self._links.queue(StopActor(event.object_id, event.mark != KILL_KEEP))
         elif event.mark != KILL_KEEP and event.object_id:
@@ -218,3 +228,4 @@ class ActorHosting:
             why = f"this worker still hosts actor {self.actor:#x}, alive"
             calls = max(self.calls, 0)
             self._links.send(HEAD_LINK, Error(self.actor, why, hosts_mark(calls)))
+            self.unplaced = True

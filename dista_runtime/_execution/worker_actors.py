@@ -19,12 +19,11 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections import OrderedDict, deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections import deque
+from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 import dista_proto as dp
-from dista_proto.frame import Bytes
 
 from .._clock import now
 from .._errors import CheckpointError
@@ -40,16 +39,12 @@ from .._values.registry import (
 )
 from .call import encode_results
 from .checkpoints import Checkpoint, CheckpointStore, Fenced, open_store
+from .kept_answers import KeptAnswers
 
 __all__ = ["ActorHost"]
 
 #: The decisions `ActorHost` carries out (its worker's engine routes them to `handle`).
 _Work = dp.StartActor | dp.CallActor | dp.CheckpointActor | dp.StopActor
-#: Answers of recent calls this worker keeps, past the actor's end on it: after a head
-#: restart a call its restored checkpoint covers is answered from here instead of failing
-#: as lost (its first answer may have died in the old head's buffers).
-_ANSWERS_KEPT: Final = 4096
-_ANSWER_BYTES_KEPT: Final = 64 << 20
 _NO_STORE: Final = (
     "no checkpoint store: set DISTA_CHECKPOINT_URI (a directory, file:///path, or an fsspec "
     "URL such as s3://bucket/prefix) in the workers' environment"
@@ -75,9 +70,9 @@ class ActorHost:
         self._actor = 0  # the actor built here (0: none)
         #: Calls it has seen in its heads' numbering (run, or covered by what it came from).
         self._label = 0
-        #: Recent calls' answers (values, or the failure), oldest first, bounded.
-        self._answers: OrderedDict[int, tuple[int, Sequence[Bytes] | str]] = OrderedDict()
-        self._answer_bytes = 0
+        #: Recent calls' answers (values, or the failure): a resent call it ran gets its
+        #: answer from here, on this worker or restored elsewhere (checkpoints carry them).
+        self._answers = KeptAnswers()
         self._classes: dict[bytes, type] = {}  # by-value classes, by digest
         self._store: CheckpointStore | None = None
         self._store_error = ""
@@ -185,6 +180,7 @@ class ActorHost:
                     dict(newest.covers),
                     newest.calls,
                 )
+                self._answers.load(newest.answers)
             else:
                 instance, covers = self._restore(actor, work.covers)
         except BaseException as e:  # SystemExit in a constructor fails the actor, no more
@@ -216,7 +212,10 @@ class ActorHost:
                     )
                 parts = encode_parts(self._instance, "the actor's state")
                 covers = dict(self._covers)
-                store.write(actor, self._incarnation, calls, covers, parts, prune=False)
+                answers = self._answers.dump()
+                store.write(
+                    actor, self._incarnation, calls, covers, parts, answers=answers, prune=False
+                )
         except Fenced as e:
             why = str(e)  # a stale copy: the head drops it, and waits for the newer one
             self._report(lambda: self.core.actors.actor_started(actor, why, fenced=True))
@@ -278,6 +277,7 @@ class ActorHost:
         if store is None:
             raise CheckpointError(self._store_error)
         checkpoint = store.read(actor, covers)
+        self._answers.load(checkpoint.answers)
         return decode(checkpoint.state), dict(checkpoint.covers)
 
     def _call(self, work: dp.CallActor) -> None:
@@ -288,8 +288,7 @@ class ActorHost:
             # The checkpoint this actor came back from has it (a call resent after a head
             # restart): running it again would apply it twice. Its answer, if kept here,
             # still reaches its caller.
-            kept = self._answers.get(oid)
-            answer = None if kept is None else kept[1]
+            answer = self._answers.get(oid)
             if answer is None:
                 self._report(lambda: self.core.call_covered(oid))
             elif isinstance(answer, str):
@@ -319,23 +318,12 @@ class ActorHost:
         except BaseException as e:  # one call's failure, whatever it raised
             error = message_from_exception(e)
             ended = now()
-            self._keep_answer(oid, error)
+            self._answers.keep(oid, error)
             self._report(lambda: self.core.task_failed(oid, error, started, ended))
             return
         ended = now()
-        self._keep_answer(oid, values)
+        self._answers.keep(oid, values)
         self._report(lambda: self.core.task_done(oid, values, started, ended))
-
-    def _keep_answer(self, oid: int, answer: Sequence[Bytes] | str) -> None:
-        size = len(answer) if isinstance(answer, str) else sum(len(v) for v in answer)
-        answers = self._answers
-        answers[oid] = (size, answer)
-        self._answer_bytes += size
-        while answers and (
-            len(answers) > _ANSWERS_KEPT or self._answer_bytes > _ANSWER_BYTES_KEPT
-        ):
-            old, _ = answers.popitem(last=False)[1]
-            self._answer_bytes -= old
 
     def _on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run ``coro`` on the worker's loop and wait for it here."""
@@ -371,7 +359,13 @@ class ActorHost:
                 parts = encode_parts(self._instance, "the actor's state")
                 covers = dict(self._covers)
                 written = store.write(
-                    work.actor_id, self._incarnation, work.calls, covers, parts, prune=False
+                    work.actor_id,
+                    self._incarnation,
+                    work.calls,
+                    covers,
+                    parts,
+                    answers=self._answers.dump(),
+                    prune=False,
                 )
         except TypeError as e:  # unpicklable state: the actor goes on
             failure = (
