@@ -161,7 +161,11 @@ class Actors:
             send(worker.link, ActorRestore(actor.actor_id, actor.type_id, actor.covered))
         else:
             send(worker.link, actor.create)
-        actor.sent = max(actor.covered, 0)
+        calls = actor.calls
+        if actor.covered >= 0:
+            actor.sent = actor.covered
+        else:  # (the calls kept may be numbered past a live copy placed back without one)
+            actor.sent = calls[0].seq - 1 if calls else actor.seq
         actor.asked_at = actor.sent
         self.checkpoints.send_at(actor, actor.sent)
         self.send_calls(actor)
@@ -293,12 +297,16 @@ class Actors:
         calls = int.from_bytes(value[:8], "little") if len(value) >= 8 else 0
         if len(value) == 8:
             actor.covered = calls  # the checkpoint it came from, or one its live state wrote
-        else:
+        elif worker.checkpoints:
             # Alive, but no checkpoint covers what it has seen (none could be written): it
             # cannot be rebuilt exactly until one does, asked for at once.
             actor.covered = -1
             actor.lossy = True
             actor.pending.setdefault(0, [])  # (after the calls it has seen: `_resume_calls`)
+        else:
+            # Alive, with no store to write to: lost with its worker, it is built anew from
+            # its create and the calls kept (which, never covered, are all of them).
+            actor.covered = -1
         self._offer(self.hosts.settled(actor.actor_id))  # other copies are stale
         moving = worker.draining and not actor.lossy
         self._resume_calls(actor, calls, send=not moving)
