@@ -14,12 +14,16 @@ from ._conventions import (
     ACTOR_CAPABILITY_SIZE,
     CANCEL_FORCE,
     ERROR_COVERED,
+    ERROR_FENCED,
+    ERROR_HOSTS_ACTOR,
     ERROR_NO_CHECKPOINT,
     ERROR_WARNING,
     FREE_STORE,
     FREE_WITHDRAW,
     HEAD_LINK,
     HELLO_ANY_REGISTRY,
+    HELLO_CHECKPOINTS,
+    HELLO_HOSTS_ACTOR,
     HELLO_SECRET,
     ID_BITS,
     ID_MASK,
@@ -41,6 +45,8 @@ from ._conventions import (
     TASK_ID_MASK,
     TOKEN_SIZE,
     driver_number,
+    hosted_calls,
+    hosts_mark,
     retry_limit,
     with_retry_limit,
 )
@@ -75,6 +81,8 @@ from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorLookup,
+    ActorName,
     ActorOpen,
     ActorRestore,
     Address,
@@ -136,6 +144,7 @@ from ._kinds import allowed_kinds
 from ._observer import Observer
 from ._partials import PARTIAL_CAP_BYTES
 from ._roles import Role
+from ._timeline import actor_call_task_id
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
 __all__ = [
@@ -145,6 +154,8 @@ __all__ = [
     "DEFAULT_INLINE_THRESHOLD",
     "DEFAULT_KEEP_BYTES",
     "ERROR_COVERED",
+    "ERROR_FENCED",
+    "ERROR_HOSTS_ACTOR",
     "ERROR_NO_CHECKPOINT",
     "ERROR_WARNING",
     "FETCH_GRANT_WAIT_NS",
@@ -152,6 +163,8 @@ __all__ = [
     "FREE_WITHDRAW",
     "HEAD_LINK",
     "HELLO_ANY_REGISTRY",
+    "HELLO_CHECKPOINTS",
+    "HELLO_HOSTS_ACTOR",
     "HELLO_SECRET",
     "HELLO_DEADLINE_NS",
     "HELLO_IDLE_NS",
@@ -180,8 +193,11 @@ __all__ = [
     "TASK_ID_MASK",
     "TOKEN_SIZE",
     "driver_number",
+    "hosted_calls",
+    "hosts_mark",
     "fetch_token",
     "with_retry_limit",
+    "actor_call_task_id",
     "NEED_DATA",
     "TIMELINE_CAP",
     "MAX_RETRIES",
@@ -217,6 +233,8 @@ __all__ = [
     "ActorCall",
     "ActorCreate",
     "ActorKill",
+    "ActorLookup",
+    "ActorName",
     "ActorOpen",
     "ActorRestore",
     "Address",

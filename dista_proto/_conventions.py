@@ -12,7 +12,8 @@
   free of an ID that names no object deletes nothing, a cancel still cancels.
   docs/wire.md, "Extensions", gives the reasoning for each.
 - **Fetch parts** are at least `MIN_FETCH_PART` bytes.
-- **Hello marks** in the hello's task-ID field: a worker's `HELLO_ANY_REGISTRY`.
+- **Hello marks** in the hello's task-ID field: a worker's `HELLO_ANY_REGISTRY` and
+  `HELLO_CHECKPOINTS`.
 - **Actor capabilities** are `ACTOR_CAPABILITY_SIZE` random bytes a creating driver draws
   per actor, sent in Dista's actor-open frame (kind 34).
 - **Driver secrets**: a hello marked `HELLO_SECRET` asks the head for a `SECRET_SIZE`-byte
@@ -29,12 +30,16 @@ __all__ = [
     "ACTOR_CAPABILITY_SIZE",
     "CANCEL_FORCE",
     "ERROR_COVERED",
+    "ERROR_FENCED",
+    "ERROR_HOSTS_ACTOR",
     "ERROR_NO_CHECKPOINT",
     "STATS_NO_REPLY",
     "ERROR_WARNING",
     "FREE_STORE",
     "FREE_WITHDRAW",
     "HELLO_ANY_REGISTRY",
+    "HELLO_CHECKPOINTS",
+    "HELLO_HOSTS_ACTOR",
     "HEAD_LINK",
     "HELLO_SECRET",
     "ID_BITS",
@@ -56,6 +61,8 @@ __all__ = [
     "TASK_ID_MASK",
     "TOKEN_SIZE",
     "driver_number",
+    "hosted_calls",
+    "hosts_mark",
     "kept_size",
     "retry_limit",
     "with_retry_limit",
@@ -138,6 +145,31 @@ ERROR_COVERED: Final = 2
 #: Error mark, worker to head, answering actor-restore for `RESTORE_NEWEST`: the actor has
 #: no checkpoint to restore from (the head sends its actor-create instead).
 ERROR_NO_CHECKPOINT: Final = 3
+#: Error mark, worker to head, right after the holding of a rejoin: this worker still hosts
+#: the actor the frame names, alive (it lost its head link, not its process). A new head
+#: places the actor back there (actor-restore for `RESTORE_NEWEST`, answered from the live
+#: instance) instead of rebuilding it from a checkpoint. A head that knows only the page
+#: finds no object of that ID and ignores the frame.
+ERROR_HOSTS_ACTOR: Final = 4
+
+#: Error mark, worker to head, answering actor-restore for `RESTORE_NEWEST` of the actor
+#: alive on it: that live copy is stale (the checkpoint store's fence shows the actor was
+#: built again elsewhere since: a head before lost this worker). The head drops it and
+#: waits on for the newer copy to rejoin, the recovery grace at most.
+ERROR_FENCED: Final = 5
+
+
+def hosts_mark(calls: int) -> int:
+    """`ERROR_HOSTS_ACTOR` with the calls the live actor has seen (in its heads' numbering)
+    in the mark's bits above the low byte: of two live copies a new head hears of (one a
+    head before it left behind, cut off), the one that has seen more is the newer."""
+    return calls << 8 | ERROR_HOSTS_ACTOR
+
+
+def hosted_calls(mark: int) -> int | None:
+    """The calls an `ERROR_HOSTS_ACTOR` mark says its actor has seen; None for another mark."""
+    return mark >> 8 if mark & 0xFF == ERROR_HOSTS_ACTOR else None
+
 
 #: Actor-restore's call count meaning "the newest intact checkpoint": a head restarted
 #: does not know which there is. The worker answers with a result carrying, as a u64, the
@@ -190,6 +222,14 @@ TOKEN_SIZE: Final = 16
 #: it sends such a worker nothing it would not have sent it anyway. (1 is the driver's
 #: ``HELLO_SECRET``.)
 HELLO_ANY_REGISTRY: Final = 2
+#: Hello mark, worker to head: this worker has a checkpoint store (DISTA_CHECKPOINT_URI), so
+#: it can write an actor's checkpoints and restore an actor from them. The head prefers such
+#: a worker for any actor and places an actor that restores only there. A head that knows
+#: only the page ignores the field.
+HELLO_CHECKPOINTS: Final = 4
+#: Hello mark, worker to head, on a rejoin: an error frame marked `ERROR_HOSTS_ACTOR`
+#: follows the holding; until it comes, the head gives this worker no task and no actor.
+HELLO_HOSTS_ACTOR: Final = 8
 
 #: The bytes of an actor's capability: drawn at random by its creating driver, carried by
 #: every handle, and shown to the head in actor-open by any other peer before it calls or

@@ -114,7 +114,7 @@ class CancelTask:
 class StartActor:
     """Build actor ``actor_id`` of type ``type_id`` on this worker: from its constructor's
     encoded ``argument``, or, with ``covers`` set, from the checkpoint that covers that many
-    calls. Answer with `Worker.actor_started`.
+    calls. Answer with `Worker.actors` (`ActorHosting.actor_started`).
 
     Actor work (this, `CallActor`, `CheckpointActor`, `StopActor`) runs one piece at a
     time, in the order the decisions come: the order the head sent it.
@@ -141,7 +141,7 @@ class CallActor:
 @dataclass(frozen=True, slots=True)
 class CheckpointActor:
     """Write actor ``actor_id``'s state as the checkpoint covering ``calls`` calls, then
-    answer with `Worker.checkpointed`. The checkpoint covering ``keep`` calls (None: none)
+    answer with `Worker.actors` (`ActorHosting.checkpointed`). The checkpoint covering ``keep`` calls (None: none)
     is the one the head would restore from until this one is written: keep it."""
 
     actor_id: int

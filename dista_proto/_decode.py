@@ -27,6 +27,8 @@ from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorLookup,
+    ActorName,
     ActorOpen,
     ActorRestore,
     Address,
@@ -444,6 +446,26 @@ def actor_restore(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
 def actor_open(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     _exact(F.KIND_ACTOR_OPEN, p, ACTOR_CAPABILITY_SIZE)
     return ActorOpen(oid, bytes(p))
+
+
+def _name(k: int, p: Bytes) -> str:
+    if not 1 <= len(p) <= F.MAX_ACTOR_NAME:
+        why = f"an actor name is 1 to {F.MAX_ACTOR_NAME} bytes of UTF-8, not {len(p)}"
+        raise _fail(k, "name", why)
+    try:
+        return bytes(p).decode("utf-8")
+    except UnicodeDecodeError:
+        raise _fail(k, "name", "not UTF-8") from None
+
+
+def actor_name(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+    return ActorName(oid, tid, _name(F.KIND_ACTOR_NAME, p))
+
+
+def actor_lookup(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+    if tid:
+        raise _fail(F.KIND_ACTOR_LOOKUP, "task_id", f"must be 0, not {tid}")
+    return ActorLookup(oid, _name(F.KIND_ACTOR_LOOKUP, p))
 
 
 def covered(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:

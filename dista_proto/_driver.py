@@ -24,6 +24,7 @@ from typing import Any, Final
 from . import frame as F
 from ._conventions import (
     CANCEL_FORCE,
+    ERROR_WARNING,
     HEAD_LINK,
     HELLO_SECRET,
     ID_BITS,
@@ -51,6 +52,8 @@ from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorLookup,
+    ActorName,
     ActorOpen,
     Address,
     Cancel,
@@ -365,6 +368,15 @@ class Driver:
         if self._ledger.opened(actor_id, capability):
             self._send(ActorOpen(actor_id, capability))
 
+    def actor_name(self, name: str, actor_id: int = 0) -> int:
+        """Name actor ``actor_id`` (from `reserve`, before `create_actor`), or look ``name``
+        up (no ``actor_id``): the ID of the request the head answers (`_head_actor_names`)."""
+        request = self._mint()
+        event = ActorName(actor_id, request, name) if actor_id else ActorLookup(request, name)
+        self._ledger.asked_name(event)
+        self._send(event)
+        return request
+
     def call_actor(self, actor_id: int, method_id: int, argument: Bytes, oid: int = 0) -> int:
         """Queue a call of ``actor_id``'s method; the object ID of its result (``oid`` if
         given: from `reserve`)."""
@@ -395,9 +407,10 @@ class Driver:
         handle went) the calls already made run first (`KILL_AFTER_CALLS`); with ``force``
         its worker process ends too (`KILL_FORCE`)."""
         self._calls.ended(actor_id, self._ledger.pending)
-        self._ledger.ended(actor_id)
         mark = KILL_FORCE if force else KILL_AFTER_CALLS if after_calls else 0
-        self._send(ActorKill(actor_id, mark))
+        kill = ActorKill(actor_id, mark)
+        self._ledger.ended(actor_id, kill)
+        self._send(kill)
 
     def leave(self) -> None:
         """The driver is done (a clean shutdown): cancel its unfinished tasks, release what
@@ -406,8 +419,8 @@ class Driver:
         if not self.connected_to_head or self._resuming or self.role != Role.DRIVER:
             return
         tasks, held, actors = self._ledger.leaving()
-        for actor in actors:
-            self._send(ActorKill(actor))
+        for actor in actors:  # (a named one others may hold: it lets go of it)
+            self._send(ActorKill(actor, KILL_AFTER_CALLS if self._ledger.named(actor) else 0))
         for oid in tasks:
             self._send(Cancel(oid))
         for oid in held:
@@ -507,6 +520,8 @@ class Driver:
             queue(ObjectFailed(oid, event.message))
             return
         heard = self._calls.error(oid, event.message, event.mark, self._ledger.pending)
+        if event.mark != ERROR_WARNING:
+            self._ledger.confirmed(oid)  # (if it names an actor this driver killed)
         if heard is None:
             if self._ledger.answered(oid, event) is not True and self.resumes:
                 return  # answered before a head restart, and now again; or released

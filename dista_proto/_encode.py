@@ -24,6 +24,8 @@ from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorLookup,
+    ActorName,
     ActorOpen,
     ActorRestore,
     Address,
@@ -363,6 +365,24 @@ def actor_open(e: ActorOpen, from_head: bool) -> Encoded:
             k, "capability", f"must be {ACTOR_CAPABILITY_SIZE} bytes, not {len(e.capability)}"
         )
     return k, e.object_id, 0, bytes(e.capability), None
+
+
+def _name(k: int, name: str) -> bytes:
+    data = name.encode("utf-8")  # (a str that is not UTF-8, lone surrogates: refused)
+    if not 1 <= len(data) <= F.MAX_ACTOR_NAME:
+        why = f"an actor name is 1 to {F.MAX_ACTOR_NAME} bytes of UTF-8, not {len(data)}"
+        raise _bad(k, "name", why)
+    return data
+
+
+def actor_name(e: ActorName, from_head: bool) -> Encoded:
+    k = F.KIND_ACTOR_NAME
+    return k, e.object_id, e.request, _name(k, e.name), None
+
+
+def actor_lookup(e: ActorLookup, from_head: bool) -> Encoded:
+    k = F.KIND_ACTOR_LOOKUP
+    return k, e.object_id, 0, _name(k, e.name), None
 
 
 def covered(e: Covered, from_head: bool) -> Encoded:

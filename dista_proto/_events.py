@@ -19,6 +19,8 @@ __all__ = [
     "ActorCall",
     "ActorCreate",
     "ActorKill",
+    "ActorLookup",
+    "ActorName",
     "ActorOpen",
     "ActorRestore",
     "Address",
@@ -369,6 +371,27 @@ class ActorOpen(_EventBase):
 
 
 @dataclass(frozen=True, slots=True)
+class ActorName(_EventBase):
+    """Dista's extension: actor ``object_id`` (this driver's, about to be created) is
+    ``name``; the head answers ``request`` (0: no answer wanted, a resume's)."""
+
+    kind: ClassVar[int] = F.KIND_ACTOR_NAME
+    object_id: int
+    request: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActorLookup(_EventBase):
+    """Dista's extension: which actor is ``name``? Answered on ``object_id`` (a request ID
+    of the driver's; 0: none wanted, a resume saying it still holds the actor)."""
+
+    kind: ClassVar[int] = F.KIND_ACTOR_LOOKUP
+    object_id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Checkpoint(_EventBase):
     """From a driver: checkpoint ``actor_id``, the checkpoint's ID being ``object_id``.
 
@@ -526,4 +549,6 @@ Event = (
     | Cancel
     | Part
     | ActorOpen
+    | ActorName
+    | ActorLookup
 )

@@ -2,30 +2,22 @@
 
 Theory of operation
 -------------------
-The binding reports links (`connection_made`, `receive_data`, `connection_lost`), always
-with the current time in nanoseconds, and carries out `decisions()` after each call. The
-head numbers drivers, queues their tasks, dispatches each ready task to a worker slot whose
-registry hash matches the driver's, routes every answer to the driver that owns the object,
-and counts references.
+The binding reports links with the time (ns) and carries out `decisions()` after each call;
+the head numbers drivers, runs their tasks on their registry's workers, counts references.
 
 `Head` holds the parts that own the state and the rules, and routes each event to one of
 them by its kind and the sender's role (one table per role, `_routes`):
 
 - `Wire` (`_head_wire`): links, peers, the time, fetch grants;
-- `Objects` (`_head_objects`): objects, references, settling, the failure cascade, inline
-  caps;
-- `Scheduler` (`_head_scheduling`): ready queues, idle workers, slots and prefetch, runs
-  and their answers, the timeline;
-- `Actors` (`_head_actors`, with `Checkpoints`): placement, calls, checkpoints, restore;
-- `Holdings` (`_head_holdings`): claims and holdings, lost workers' objects, stale copies,
-  drains;
+- `Objects` (`_head_objects`): objects, references, settling, failure cascade, inline caps;
+- `Scheduler` (`_head_scheduling`): ready queues, idle workers, slots, prefetch, runs, timeline;
+- `ActorRequests`, `Actors` (with `Checkpoints`), `ActorNames`: calls, restore, names;
+- `Holdings` (`_head_holdings`): claims, holdings, lost workers' objects, stale copies, drains;
 - `Resume` (`_head_resume`): drivers resuming and away, calls parked for actors;
 - `Guard` (`_head_security`): what peers may name, and links before their hello;
 - `Answers` (`_head_answers`): stats, status and timeline, in passes bounded per peer.
 
-Every record's state moves through `_lifecycle`'s tables, which keep the counters. The head
-itself keeps the routes; peers joining and leaving, and stopping, are `Membership`'s, and
-the pulled timer (`next_deadline` is the minimum of the parts').
+Records move through `_lifecycle`'s tables; peers come, go and stop through `Membership`.
 """
 
 from __future__ import annotations
@@ -66,6 +58,9 @@ from ._events import (
     TaskMany,
     Timeline,
 )
+from ._head_actor_names import ActorNames
+from ._head_actor_requests import ActorRequests
+from ._head_actor_spans import ActorSpans
 from ._head_actors import Actors
 from ._head_answers import ANSWER_BOUND, Answers
 from ._head_checkpoints import DEFAULT_ACTOR_KEEP_BYTES
@@ -165,11 +160,14 @@ class Head:
             records=actor_records,
             max_retries=max_retries,
             keep_bytes=actor_keep_bytes,
+            recovery_grace_ns=recovery_grace_ns,
         )
+        self._requests = requests = ActorRequests(wire, counts, objects, scheduler, actors)
         self._resume = resume = Resume(
             wire,
             objects,
             actors,
+            requests,
             holdings,
             scheduler.timeline,
             # Drivers' secrets: the key is an argument (the core draws no randomness); an
@@ -214,7 +212,7 @@ class Head:
             ActorCall: resume.on_actor_call,
             ActorKill: self._on_actor_kill,
             ActorOpen: resume.on_actor_open,
-            Checkpoint: actors.ask_checkpoint,
+            Checkpoint: requests.ask_checkpoint,
             Result: resume.on_driver_answer,
             Error: resume.on_driver_answer,
             Claim: self._on_claim,
@@ -222,9 +220,12 @@ class Head:
             Stats: answers.on_stats,
             Timeline: answers.on_timeline,
         }
+        self._names = names = ActorNames(wire, actors, resume, self._on_actor_kill)
+        self._driver_routes.update(names.routes())  # actor-name, -lookup; and before others
         #: A worker hosting an actor (started, or starting) runs nothing else: what these
         #: routes do not take is the actor's (`Actors.on_worker_event`).
         self._hosting_routes: dict[type[Event], _Route] = {
+            Span: ActorSpans(wire, scheduler.timeline).on_span,  # its calls' timeline records
             Holding: holdings.on_holding,
             Adopted: holdings.on_adopted,
             Drain: self._on_drain,
@@ -233,7 +234,7 @@ class Head:
             **self._hosting_routes,
             Result: scheduler.on_answer,
             Stored: scheduler.on_answer,
-            Error: scheduler.on_answer,
+            Error: actors.on_worker_error,  # (or a rejoiner's live actor)
             Span: scheduler.on_span,
         }
         self._observer_routes: dict[type[Event], _Route] = {
@@ -404,7 +405,8 @@ class Head:
 
     def next_deadline(self) -> int | None:
         """When `on_timer` has work to do (nanoseconds, as ``now``), or None."""
-        parts = (self._actors, self._scheduler, self._members, self._guard.hello_watch, self.watch)
+        hello = self._guard.hello_watch
+        parts = (self._actors, self._names, self._scheduler, self._members, hello, self.watch)
         times = [t for t in (part.next_deadline() for part in parts) if t is not None]
         return min(times) if times else None
 
@@ -413,6 +415,7 @@ class Head:
         are lost, claims, holdings and away drivers that waited out theirs end."""
         self._wire.now = now
         self._actors.on_timer(now)
+        self._names.on_timer(now)
         self._scheduler.on_timer(now)
         self._members.on_timer(now)
         self._guard.hello_watch.due(now, self._guard.no_hello)
@@ -565,9 +568,8 @@ class Head:
 
     def _on_actor_kill(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, ActorKill)
-        stopped = self._actors.kill(peer, event)
-        if stopped is not None:
-            self._members.lose(*stopped)
+        if (stopped := self._requests.kill(peer, event)) is not None:
+            self._members.lose(*stopped)  # a force-kill's worker
 
     def _on_claim(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, Claim)

@@ -7,6 +7,14 @@ if none is free at all (each hosts an actor, or none has its registry) it waits,
 first, and status says why. A waiting actor whose registry no worker has fails after the
 no-worker grace, as tasks do.
 
+Checkpoint stores: a worker says in its hello whether it has one (`HELLO_CHECKPOINTS`).
+Any actor prefers such a worker (its checkpoints can be written there, and it can come
+back from them); an actor that restores (`needs_store`: a checkpoint covers some of its
+calls, or a head restart left it to restore from the newest there is) goes only there,
+since a worker without a store would build it from its constructor and lose what the
+checkpoint holds. With no such worker it waits, status says why, and the no-worker grace
+applies as for a registry no worker has.
+
 `Placement` decides and says which worker to start an actor on; `Actors` (which holds it)
 starts it there. It never starts, ends or sends anything itself.
 """
@@ -23,7 +31,20 @@ from ._head_scheduling import Scheduler
 from ._head_wire import Wire
 from ._lifecycle import ActorCause
 
-__all__ = ["Placement"]
+__all__ = ["NO_STORE", "Placement", "needs_store"]
+
+#: Why an actor that restores waits: no worker that may host it has a checkpoint store.
+NO_STORE: Final = (
+    "no connected worker has a checkpoint store: set DISTA_CHECKPOINT_URI on the workers"
+)
+
+
+def needs_store(actor: ActorRecord) -> bool:
+    """Whether ``actor`` restores from a checkpoint, so only a worker with a store may
+    host it: one covers some of its calls, or it is rebuilt after a head restart from the
+    newest there is."""
+    return actor.covered >= 0 or actor.restoring
+
 
 _WAITING: Final = ActorState.WAITING
 
@@ -38,7 +59,15 @@ class Placement:
         self.waiting: deque[ActorRecord] = deque()
 
     def candidates(self, actor: ActorRecord) -> list[Peer]:
-        """The connected workers that may host ``actor`` now (hosting none, not draining)."""
+        """The connected workers that may host ``actor`` now (hosting none, not draining,
+        with a checkpoint store if it restores)."""
+        hosts = self._hosts(actor)
+        if needs_store(actor):
+            return [w for w in hosts if w.checkpoints]
+        return hosts
+
+    def _hosts(self, actor: ActorRecord) -> list[Peer]:
+        """The connected workers of ``actor``'s registry hosting none, not draining."""
         scheduler = self._scheduler
         serving = scheduler.workers_of.get(actor.registry, set())
         if actor.registry >= BY_VALUE:
@@ -61,7 +90,9 @@ class Placement:
             if actor not in self.waiting:
                 self.waiting.append(actor)
             return None
-        worker = min(free, key=lambda w: (len(w.running), str(w.address)))
+        # A worker with a store first (the actor's checkpoints can be written there), then
+        # the least busy.
+        worker = min(free, key=lambda w: (not w.checkpoints, len(w.running), str(w.address)))
         worker.actor = actor
         actor.worker = worker
         if worker.running:
@@ -70,6 +101,13 @@ class Placement:
         return worker
 
     def _why_none(self, actor: ActorRecord) -> str:
+        if needs_store(actor) and self._scheduler.served(actor.registry):
+            if not self._stored(actor):
+                return NO_STORE
+            return (
+                "every worker of its registry with a checkpoint store hosts an actor: start "
+                "another worker with DISTA_CHECKPOINT_URI set"
+            )
         if self._scheduler.served(actor.registry):
             return "every worker of its registry hosts an actor: start another worker"
         if actor.registry >= BY_VALUE:
@@ -96,12 +134,30 @@ class Placement:
     def better(self, actor: ActorRecord) -> Peer | None:
         """For an actor that keeps a busy worker: a worker with nothing to do, if any."""
         free = [w for w in self.candidates(actor) if not w.running]
-        return min(free, key=lambda w: str(w.address)) if free else None
+        kept = actor.worker
+        if kept is not None and kept.checkpoints:
+            free = [w for w in free if w.checkpoints]  # not one without a store instead
+        return min(free, key=lambda w: (not w.checkpoints, str(w.address))) if free else None
 
     # -- the pulled timer: actors no worker can host ---------------------------------------
 
     def _orphaned(self, actor: ActorRecord) -> bool:
-        return actor.state is _WAITING and not self._scheduler.served(actor.registry)
+        """It waits for a worker that is not there: none of its registry, or (restoring)
+        none of its registry with a checkpoint store."""
+        if actor.state is not _WAITING:
+            return False
+        if needs_store(actor):
+            return not self._stored(actor)
+        return not self._scheduler.served(actor.registry)
+
+    def _stored(self, actor: ActorRecord) -> bool:
+        """Whether a connected worker that may host ``actor`` has a store (busy or not)."""
+        key = actor.registry
+        workers = self._scheduler.workers_of.get(key, set())
+        if key >= BY_VALUE:
+            workers = self._scheduler.workers_of.get(key - BY_VALUE, set())
+            workers = workers | self._scheduler.accepting
+        return any(w.checkpoints and not w.draining for w in workers)
 
     def next_deadline(self) -> int | None:
         starts = [a.since for a in self.waiting if self._orphaned(a)]
@@ -126,6 +182,6 @@ class Placement:
 
 
 def _unhosted(actor: ActorRecord) -> str:
-    if actor.registry >= BY_VALUE:
+    if actor.registry >= BY_VALUE or actor.why == NO_STORE:
         return actor.why  # (which names the fix)
     return f"none of the connected workers has its driver's registry {actor.registry:#018x}"

@@ -1,58 +1,48 @@
 """The head's actors: calls in order, answers, restore, and their end.
 
-Where an actor goes (a free worker of its registry, a busy one kept for it, or a wait) is
-`Placement`'s choice (`_head_actor_placement.py`); this starts it there.
+Where an actor goes is `Placement`'s choice; live actors of rejoining workers are `Hosts'`;
+checkpoints and the calls kept until one covers them are `Checkpoints'`. Calls are
+numbered 1, 2, ... as they reach the head (each caller's in its order) and sent to the
+actor's worker at once; it runs them one at a time, in order.
 
-Calls are numbered 1, 2, ... in the order they reach the head (so each caller's stay in
-the order it sent them) and sent to the actor's worker at once: the worker runs them one at
-a time, in order, so the head never waits for an answer before sending the next.
-Checkpoints and the calls the head keeps until one covers them are `Checkpoints`'.
-
-When the worker is lost, the actor starts again on another worker: actor-restore from the
-checkpoint the head restores from (actor-create without one), then every kept call, in
-order. A call answered before runs again for the actor's state, but its answer is not sent
-twice: a caller gets each answer once. An actor that loses ``max_retries + 1`` workers in a
-row without answering anything in between is given up, as is one whose kept calls were
-cut. A call to an actor that is gone is a failed object, and its caller hears once that the
-actor is gone. A driver resuming after a head restart creates its actors again: they
-restore from the newest checkpoint there is (`restoring`), and what a resuming driver sends
-again is sorted out by `Resume` before it reaches here.
+A lost worker's actor starts again elsewhere: actor-restore from the head's restore point
+(actor-create without one), then every kept call in order; one answered before runs for
+the state only. ``max_retries + 1`` workers lost in a row without an answer, or kept calls
+cut, give it up. After a head restart a resuming driver's create is placed back on the
+worker where the actor lives on, or restored from its newest checkpoint (`restoring`).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Final
 
 from ._conventions import (
     ERROR_COVERED,
+    ERROR_FENCED,
     ERROR_NO_CHECKPOINT,
-    ID_BITS,
-    KILL_AFTER_CALLS,
-    KILL_FORCE,
     KILL_KEEP,
     RESTORE_NEWEST,
-    kept_size,
+    hosted_calls,
 )
 from ._events import (
     ActorCall,
-    ActorCreate,
     ActorKill,
     ActorRestore,
-    Checkpoint,
     Checkpointed,
     Error,
     Event,
     Result,
-    Stop,
     Stored,
 )
-from ._head_actor_access import MAY, ActorAccess, not_opened
+from ._head_actor_access import ActorAccess
+from ._head_actor_hosts import Hosts
 from ._head_actor_placement import Placement
 from ._head_checkpoints import Checkpoints
 from ._head_counts import Counts
 from ._head_objects import Copies, Objects
-from ._head_records import ActorRecord, ActorState, CallRecord, Peer
+from ._head_records import ActorRecord, ActorState, Peer
 from ._head_scheduling import Scheduler
 from ._head_wire import Wire
 from ._lifecycle import ActorCause, CallCause
@@ -88,6 +78,7 @@ class Actors:
         records: dict[int, ActorRecord],
         max_retries: int,
         keep_bytes: int,
+        recovery_grace_ns: int,
     ) -> None:
         self._wire = wire
         self._counts = counts
@@ -99,131 +90,40 @@ class Actors:
         self.checkpoints = Checkpoints(wire, keep_bytes)
         self.access = ActorAccess(wire, records)  # who may call and kill which actor
         self.placement = Placement(wire, counts, scheduler)
+        self.hosts = Hosts(wire, counts, recovery_grace_ns, records)  # rejoiners' live actors
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
+        #: A driver left: the actors it made that others still hold (`ActorNames`).
+        self.keeps: Callable[[Peer], set[int]] = lambda driver: set()
 
     @property
     def keep_bytes(self) -> int:
         return self.checkpoints.keep_bytes
 
-    # -- from drivers ----------------------------------------------------------------------
-
-    def create(self, peer: Peer, event: ActorCreate) -> ActorRecord | None:
-        """A new actor (None if its ID is refused)."""
-        if not self._objects.check_new_ids(peer, event.object_id, 1):
-            return None
-        registry = self._scheduler.registry_of(event.task_id, peer)
-        actor = ActorRecord(event, peer.link, registry, self._wire.now)
-        # A driver resuming after a head restart: the actor lives on in its checkpoints.
-        actor.restoring = peer.resuming
-        self.records[actor.actor_id] = actor
-        self._place(actor)
-        return actor
-
-    def call(self, peer: Peer, event: ActorCall) -> None:
-        """A new call (what a resuming driver sends again went to `Resume` first)."""
-        oid = event.object_id
-        if not self._objects.check_new_ids(peer, oid, 1):
-            return
-        obj = self._objects.track(oid, peer.link)
-        actor = self.records.get(event.actor_id)
-        if actor is None or actor.state is _DEAD:
-            why = actor.why if actor is not None else "it is unknown to the head"
-            if actor is None or peer.link not in actor.callers:
-                # A caller that never heard the actor is gone keeps this call until a
-                # checkpoint covers it, which none will: tell it, as its callers were told.
-                # (One this head never knew, after a restart, tells it each time.)
-                if actor is not None:
-                    actor.callers.add(peer.link)
-                self._wire.links.send(peer.link, Error(event.actor_id, why))
-            # A failed object the driver releases as any other (not an error frame).
-            self._objects.fail_object(obj, f"actor {event.actor_id:#x} is gone: {why}")
-            return
-        self.take_call(peer, actor, event, False)
-
-    def take_call(self, peer: Peer, actor: ActorRecord, event: ActorCall, answered: bool) -> None:
-        """Number ``event`` and send it on; one ``answered`` before (a resuming driver's)
-        runs for the actor's state only."""
-        actor.seq += 1
-        call = CallRecord(actor.seq, event.object_id, event.task_id, event.argument, peer.link)
-        if answered:
-            self._counts.move_call(call, CallCause.REPLAY)
+    def start_restoring(self, actor: ActorRecord) -> None:
+        """A resuming driver created ``actor`` again after a head restart: it lives on, on
+        the worker that hosted it (placed back there once it rejoins, the grace at most),
+        or in its checkpoints."""
+        actor.restoring = True
+        host = self.hosts.claim(actor)
+        if host is None:
+            self.hosts.await_host(actor)
         else:
-            self._counts.move_call(call, CallCause.TAKE)
-            actor.by_oid[call.oid] = call
-        actor.calls.append(call)
-        actor.kept_bytes += kept_size(event.argument)
-        actor.callers.add(peer.link)
-        actor.newest_from[peer.number] = event.object_id
-        if (actor.state is _STARTING or actor.state is _READY) and not actor.restoring:
-            self._send_calls(actor)
-        if actor.kept_bytes > self.keep_bytes and self.checkpoints.over_budget(actor):
-            self._cannot_rebuild(actor)
-
-    def kill(self, peer: Peer, event: ActorKill) -> tuple[Peer, str] | None:
-        """End an actor, now or after its calls; a force-kill also stops its worker's
-        process: that worker and why, for the head to lose (it owns losing peers)."""
-        actor = self.records.get(event.object_id)
-        if actor is None or actor.state is _DEAD:
-            return None
-        if self.access.verdict(peer, actor) != MAY:
-            self.access.refuse(peer, actor.actor_id)  # the actor lives on
-            return None
-        if event.mark == KILL_AFTER_CALLS:
-            # Its last handle went: the calls already made run first, as in Ray.
-            why = f"actor {actor.actor_id:#x} ended: {peer.name} dropped its last handle"
-            if actor.by_oid:
-                actor.ending = why
-            else:
-                self.end(actor, why)
-            return None
-        why = f"actor {actor.actor_id:#x} was killed by {peer.name}"
-        worker = actor.worker
-        stopped = None
-        if (
-            event.mark == KILL_FORCE
-            and worker is not None
-            and actor.state is not _WAITING
-            and self._wire.alive(worker)
-        ):
-            # A method stuck in C code: end its process (a supervisor replaces it).
-            worker.actor = None
-            actor.worker = None
-            stopped = (worker, f"stopped to force-kill actor {actor.actor_id:#x}")
-            self._wire.links.send(worker.link, Stop())
-            self._wire.close(worker.link, stopped[1])
-        self.end(actor, why)
-        return stopped
-
-    def ask_checkpoint(self, peer: Peer, event: Checkpoint) -> None:
-        oid = event.object_id
-        actor = self.records.get(event.actor_id or 0)
-        send = self._wire.links.send
-        if oid >> ID_BITS != peer.number:
-            why = f"checkpoint ID {oid:#x} is not numbered for driver {peer.number}"
-            send(peer.link, Error(oid, why))
-        elif actor is None or actor.state is _DEAD:
-            why = actor.why if actor is not None else "it is unknown to the head"
-            send(peer.link, Error(oid, f"actor {event.actor_id or 0:#x}: {why}"))
-        elif self.access.verdict(peer, actor) != MAY:
-            send(peer.link, Error(oid, not_opened(actor.actor_id)))
-        elif actor.seq == actor.covered:
-            send(peer.link, Result(oid, b""))  # one covering all is written
-        else:
-            self.checkpoints.ask(actor, (peer.link, oid))
+            self._counts.move_actor(actor, ActorCause.PLACE)
+            self.start_on(actor, host)
 
     # -- placement (`Placement` chooses) ----------------------------------------------------
 
-    def _place(self, actor: ActorRecord) -> None:
+    def place(self, actor: ActorRecord) -> None:
         """Start ``actor`` on a free worker, keep the least busy one for it, or wait."""
         worker = self.placement.choose(actor)
         if worker is not None:
-            self._start_on(actor, worker)
+            self.start_on(actor, worker)
 
     def place_waiting(self) -> None:
         """A worker came or was freed: place the actors that wait, oldest first."""
         placement = self.placement
         for actor, worker in placement.due():
-            self._start_on(actor, worker)
+            self.start_on(actor, worker)
         for actor in list(self.records.values()):
             kept = actor.worker
             if actor.state is _WAITING and kept is not None and kept.running:
@@ -231,7 +131,7 @@ class Actors:
                 free = placement.better(actor)
                 if free is not None:
                     kept.actor = None
-                    self._start_on(actor, free)
+                    self.start_on(actor, free)
                     self._scheduler.make_idle(kept)
                     self._scheduler.pump(kept.registry)
 
@@ -240,14 +140,15 @@ class Actors:
         actor = worker.actor
         if actor is None:
             return False
-        if actor.state is _WAITING and not worker.running:
-            self._start_on(actor, worker)
+        if actor.state is _WAITING and not worker.running and not self.hosts.holds(worker):
+            self.start_on(actor, worker)
         return True
 
-    def _start_on(self, actor: ActorRecord, worker: Peer) -> None:
+    def start_on(self, actor: ActorRecord, worker: Peer) -> None:
         """Build ``actor`` on ``worker`` and send it every kept call again, in order."""
         worker.actor = actor
         actor.worker = worker
+        actor.moving = False
         self._counts.move_actor(actor, ActorCause.START)
         actor.why = ""
         send = self._wire.links.send
@@ -260,12 +161,16 @@ class Actors:
             send(worker.link, ActorRestore(actor.actor_id, actor.type_id, actor.covered))
         else:
             send(worker.link, actor.create)
-        actor.sent = max(actor.covered, 0)
+        calls = actor.calls
+        if actor.covered >= 0:
+            actor.sent = actor.covered
+        else:  # (the calls kept may be numbered past a live copy placed back without one)
+            actor.sent = calls[0].seq - 1 if calls else actor.seq
         actor.asked_at = actor.sent
         self.checkpoints.send_at(actor, actor.sent)
-        self._send_calls(actor)
+        self.send_calls(actor)
 
-    def _send_calls(self, actor: ActorRecord) -> None:
+    def send_calls(self, actor: ActorRecord) -> None:
         """Send the calls not sent yet, in order, with a checkpoint frame every
         ``checkpoint_every`` calls; stop where a periodic checkpoint falls due while
         `CHECKPOINTS_IN_FLIGHT` frames are on their way (`_written` goes on)."""
@@ -274,7 +179,7 @@ class Actors:
         calls = actor.calls
         every = actor.every
         checkpoints = self.checkpoints
-        while True:
+        while not actor.moving:  # (a move holds them for where it lands)
             if every and actor.sent - actor.asked_at >= every:
                 sent = sum(1 for at in actor.pending if at <= actor.sent)  # asks ahead wait
                 if sent >= CHECKPOINTS_IN_FLIGHT:
@@ -314,9 +219,13 @@ class Actors:
         if actor is None or actor.actor_id != event.object_id or actor.state is _WAITING:
             return
         if self.checkpoints.written(actor, event):
-            self._cannot_rebuild(actor)
+            self.cannot_rebuild(actor)
         if actor.state is not _DEAD and actor.worker is worker:
-            self._send_calls(actor)  # calls held back for this answer go on
+            if worker.draining and not actor.lossy:
+                self.move_off(worker)  # (its move waited for this checkpoint)
+                self._copies.recheck(worker)
+                return
+            self.send_calls(actor)  # calls held back for this answer go on
 
     def _answer(
         self, worker: Peer, oid: int, answer: Result | Stored | None, error: str | None
@@ -359,20 +268,63 @@ class Actors:
         """The answer to actor-restore for the newest checkpoint (`RESTORE_NEWEST`)."""
         actor.restoring = False
         if isinstance(event, Error):
+            if event.mark in (ERROR_FENCED, ERROR_NO_CHECKPOINT) and self.hosts.copies.get(
+                actor.actor_id
+            ):
+                # A stale live copy (a head before lost its worker, and built the actor
+                # again since), or none after all: the next copy that rejoined is tried.
+                self._drop_copy(worker, actor)
+                self._counts.move_actor(actor, ActorCause.PLACE)
+                host = self.hosts.claim(actor)
+                if host is not None:
+                    self.start_on(actor, host)
+                else:
+                    self.hosts.await_host(actor)
+                return
+            if event.mark == ERROR_FENCED:
+                self._drop_copy(worker, actor)  # the newer copy may still rejoin
+                self.hosts.await_host(actor)
+                return
             if event.mark == ERROR_NO_CHECKPOINT:
                 self._wire.links.send(worker.link, actor.create)  # none: build it anew
                 actor.covered = -1
                 self._resume_calls(actor, 0)
+                self._offer(self.hosts.settled(actor.actor_id))
                 return
             self.end(actor, f"actor {actor.actor_id:#x} could not be restored: {event.message}")
             return
         value = bytes(event.value)
-        calls = int.from_bytes(value[:8], "little") if len(value) == 8 else 0
-        actor.covered = calls if len(value) == 8 else -1
-        self._resume_calls(actor, max(calls, 0))
+        calls = int.from_bytes(value[:8], "little") if len(value) >= 8 else 0
+        if len(value) == 8:
+            actor.covered = calls  # the checkpoint it came from, or one its live state wrote
+        elif worker.checkpoints:
+            # Alive, but no checkpoint covers what it has seen (none could be written): it
+            # cannot be rebuilt exactly until one does, asked for at once.
+            actor.covered = -1
+            actor.lossy = True
+            actor.pending.setdefault(0, [])  # (after the calls it has seen: `_resume_calls`)
+        else:
+            # Alive, with no store to write to: lost with its worker, it is built anew from
+            # its create and the calls kept (which, never covered, are all of them).
+            actor.covered = -1
+        self._offer(self.hosts.settled(actor.actor_id))  # other copies are stale
+        moving = worker.draining and not actor.lossy
+        self._resume_calls(actor, calls, send=not moving)
         self._started(actor, None)
+        if moving:
+            # Placed back on a worker that drains: its state (checkpointed) moves on, and
+            # the calls go to where it lands.
+            self.move_off(worker)
+            self._copies.recheck(worker)
 
-    def _resume_calls(self, actor: ActorRecord, base: int) -> None:
+    def _drop_copy(self, worker: Peer, actor: ActorRecord) -> None:
+        """``worker``'s live copy of restoring ``actor`` is stale: it goes."""
+        self._wire.links.send(worker.link, ActorKill(actor.actor_id, KILL_KEEP))
+        worker.actor = actor.worker = None
+        actor.restoring = True
+        self._offer([worker])
+
+    def _resume_calls(self, actor: ActorRecord, base: int, send: bool = True) -> None:
         """Number the calls this head took so far after the ``base`` the restored
         checkpoint covers (checkpoints stay named in order), and send them."""
         for call in actor.calls:
@@ -381,8 +333,9 @@ class Actors:
         actor.seq += base
         actor.sent = base
         actor.asked_at = base
-        self.checkpoints.send_at(actor, base)
-        self._send_calls(actor)
+        if send:
+            self.checkpoints.send_at(actor, base)
+            self.send_calls(actor)
 
     def _covered_call(self, worker: Peer, event: Error) -> None:
         """The restored checkpoint includes this call: it did not run again."""
@@ -403,7 +356,7 @@ class Actors:
 
     # -- the end of an actor ---------------------------------------------------------------
 
-    def _cannot_rebuild(self, actor: ActorRecord) -> None:
+    def cannot_rebuild(self, actor: ActorRecord) -> None:
         self.end(
             actor,
             f"actor {actor.actor_id:#x} lost its worker and cannot be rebuilt: calls "
@@ -417,6 +370,7 @@ class Actors:
             return
         wire = self._wire
         worker = actor.worker
+        self.hosts.awaiting.pop(actor.actor_id, None)
         self._counts.move_actor(actor, ActorCause.END)
         actor.why = why
         actor.worker = None
@@ -424,13 +378,18 @@ class Actors:
         self._dead.append(actor.actor_id)
         if len(self._dead) > DEAD_ACTORS_KEPT:
             self.records.pop(self._dead.popleft(), None)
+        if worker is None or worker.actor is not actor or not wire.alive(worker):
+            self._forget_elsewhere(actor)  # no host to remove its checkpoints: another does
         if worker is not None and worker.actor is actor:
             worker.actor = None
             if wire.alive(worker):
                 wire.links.send(worker.link, ActorKill(actor.actor_id))
-                self.place_waiting()  # which may keep this worker for a waiting actor
-                if _actor_of(worker) is None:
-                    self._scheduler.offer(worker)
+                if worker.draining:
+                    self._copies.recheck(worker)  # its actor was what kept it
+                else:
+                    self.place_waiting()  # which may keep this worker for a waiting actor
+                    if _actor_of(worker) is None:
+                        self._scheduler.offer(worker)
         calls = list(actor.by_oid.values())
         actor.by_oid.clear()
         for call in calls:
@@ -451,14 +410,35 @@ class Actors:
                 wire.links.send(link, Error(actor.actor_id, why))
         # `callers` stays: the drivers told (`call` tells a later one once).
 
+    def _forget_elsewhere(self, actor: ActorRecord) -> None:
+        """``actor`` ended with no worker hosting it (waiting, or its host lost): a worker
+        with a checkpoint store removes what it may have written."""
+        if not (actor.restoring or actor.covered >= 0 or actor.checkpoints or actor.pending):
+            return  # it wrote none
+        stores = [w for w in self._wire.workers() if w.checkpoints and not self.hosts.holds(w)]
+        if stores:
+            worker = min(stores, key=lambda w: str(w.address))
+            self._wire.links.send(worker.link, ActorKill(actor.actor_id))
+
     def worker_lost(self, worker: Peer, why: str) -> None:
         """The worker hosting (or kept for) an actor is lost: start it elsewhere."""
+        self.hosts.lost(worker)
         actor = worker.actor
         worker.actor = None
         if actor is None or actor.worker is not worker:
             return
         if actor.state is _WAITING:
-            self._place(actor)
+            self.place(actor)
+            return
+        if actor.restoring:
+            # Placed back on a live copy that is lost before it answered: the next copy
+            # that rejoined, or its newest checkpoint.
+            self._counts.move_actor(actor, ActorCause.PLACE)
+            host = self.hosts.claim(actor)
+            if host is not None:
+                self.start_on(actor, host)
+            else:
+                self.place(actor)
             return
         actor.losses += 1
         actor.restarts += 1
@@ -478,28 +458,48 @@ class Actors:
                 "workers in a row without answering a call in between: gave up",
             )
         else:
-            self._place(actor)
+            self.place(actor)
 
     def move_off(self, worker: Peer) -> None:
         """A draining worker's actor goes elsewhere, restored from its checkpoints."""
         actor = worker.actor
         assert actor is not None
+        if self.hosts.holds(worker):
+            # A live actor no driver has created again yet: placed back here first (its
+            # state, checkpointed, then moves on) or dropped after the grace.
+            worker.why = "it hosts a live actor its driver has not resumed yet"
+            return
         if actor.lossy:
             worker.why = f"it hosts actor {actor.actor_id:#x}, which cannot move (calls cut)"
             return
+        if actor.worker is worker and actor.covered < actor.sent:
+            # What it has seen is made durable first, and calls wait meanwhile: a head
+            # lost mid-move finds it alive here, or its checkpoint covering all it saw.
+            if actor.state is _STARTING and actor.restoring:
+                worker.why = f"moving actor {actor.actor_id:#x}: placed back here first"
+                return
+            if actor.state is _READY and (not actor.moving or actor.sent in actor.pending):
+                if not actor.moving:
+                    actor.moving = True
+                    self.checkpoints.ask(actor, None, actor.sent)
+                worker.why = f"moving actor {actor.actor_id:#x}: its checkpoint first"
+                return
+            # (That checkpoint failed: it moves with the calls the head keeps.)
         worker.actor = None
         if actor.worker is not worker:
             return
         if actor.state is not _WAITING:
             self._wire.links.send(worker.link, ActorKill(actor.actor_id, KILL_KEEP))
-        self._place(actor)
+        self.place(actor)
 
     def ends_with(self, driver: Peer) -> None:
         """A driver left: the actors it made go too (as Ray's non-detached ones do)."""
         if driver.role != Role.DRIVER and driver.role != Role.CLIENT:
             return
+        kept = self.keeps(driver)
         for actor in list(self.records.values()):
-            if actor.owner == driver.link and actor.state is not _DEAD:
+            owned = actor.owner == driver.link and actor.actor_id not in kept
+            if owned and actor.state is not _DEAD:
                 self.end(actor, f"actor {actor.actor_id:#x}: its driver disconnected")
             actor.callers.discard(driver.link)
             actor.opened.discard(driver.number)  # (the number may be given again)
@@ -508,12 +508,50 @@ class Actors:
     # -- the pulled timer: actors no worker can host ---------------------------------------
 
     def next_deadline(self) -> int | None:
-        return self.placement.next_deadline()
+        times = [t for t in (self.placement.next_deadline(), self.hosts.next_deadline()) if t]
+        return min(times) if times else None
 
     def on_timer(self, now: int) -> None:
-        """Actors no worker of their registry came for within the grace fail."""
+        """Actors no worker of their registry came for within the grace fail; live actors
+        no owner came back for go; restoring actors whose host did not come are rebuilt."""
         for actor, why in self.placement.expired(now):
             self.end(actor, why)
+        freed, due = self.hosts.expired(now)
+        for actor in due:
+            self.place(actor)
+        self._offer(freed)
+
+    # -- live actors of rejoining workers (`Hosts` decides) --------------------------------
+
+    def on_worker_error(self, worker: Peer, event: Event) -> None:
+        """An error frame from a worker hosting no actor: a task's failure, or a rejoining
+        worker saying which actor still lives on it."""
+        assert isinstance(event, Error)
+        calls = hosted_calls(event.mark)
+        if calls is None:
+            self._scheduler.on_answer(worker, event)
+            return
+        if not self.hosts.holds(worker):
+            return  # not announced in its hello: not a rejoin
+        record = self.records.get(event.object_id)
+        host, freed = self.hosts.reported(worker, event.object_id, calls, record)
+        if host is not None:
+            assert record is not None
+            self.start_on(record, host)
+        self._offer(freed)
+
+    def owner_resumed(self, number: int) -> None:
+        """Driver ``number`` resumed: its live actors it did not create again go."""
+        self._offer(self.hosts.owner_resumed(number))
+
+    def _offer(self, workers: list[Peer]) -> None:
+        for worker in workers:
+            if worker.draining:
+                self._copies.recheck(worker)  # the actor it kept was its last: it may go
+            elif self._wire.alive(worker) and worker.actor is None:
+                self.place_waiting()
+                if _actor_of(worker) is None:
+                    self._scheduler.offer(worker)
 
 
 def _actor_of(worker: Peer) -> ActorRecord | None:

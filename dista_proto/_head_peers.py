@@ -19,7 +19,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._conventions import HELLO_ANY_REGISTRY, HELLO_SECRET, NUMBER_SPACE
+from ._conventions import (
+    HELLO_ANY_REGISTRY,
+    HELLO_CHECKPOINTS,
+    HELLO_HOSTS_ACTOR,
+    HELLO_SECRET,
+    NUMBER_SPACE,
+)
 from ._credentials import fetch_token
 from ._decisions import Exit
 from ._events import Error, Hello, Stop, Welcome
@@ -90,6 +96,9 @@ class Membership:
             assert hello.address is not None
             peer.address = hello.address
             peer.any_registry = bool(hello.mark & HELLO_ANY_REGISTRY)
+            if hello.mark & HELLO_HOSTS_ACTOR:
+                self._actors.hosts.reserve(peer)  # a live actor: which one comes next
+            peer.checkpoints = bool(hello.mark & HELLO_CHECKPOINTS)
             self._replace_worker(peer)
             peer.heard = wire.now
             self._scheduler.add_worker(peer)

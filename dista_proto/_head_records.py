@@ -38,6 +38,7 @@ class Peer:
         "address",
         "any_registry",
         "blocked",
+        "checkpoints",
         "draining",
         "epoch",
         "free",
@@ -70,6 +71,8 @@ class Peer:
         self.address = NO_ADDRESS  # workers
         #: A worker that runs by-value code of any registry (`HELLO_ANY_REGISTRY`).
         self.any_registry = False
+        #: A worker with a checkpoint store (`HELLO_CHECKPOINTS`): it may restore actors.
+        self.checkpoints = False
         self.host = ""  # the IPv4 address it connects from, for fetch grants (`Head.peer`)
         self.free = 0  # worker slots not running a task
         self.spare = 0  # prefetch slots, for tasks known to be short, not running one
@@ -261,6 +264,7 @@ class ActorRecord:
         "losses",
         "lossy",
         "lost",
+        "moving",
         "newest_from",
         "opened",
         "owner",
@@ -310,6 +314,8 @@ class ActorRecord:
         self.warned = ""  # the failure its callers were last warned of
         self.kept_bytes = 0
         self.lossy = False  # calls were cut past the budget: no exact rebuild
+        #: Moving off a draining worker: calls wait until a checkpoint covers what it saw.
+        self.moving = False
         #: Per caller link, (number, ID) of its newest call cut past the budget and not
         #: covered yet: it still hears covered once a checkpoint includes it.
         self.cut: dict[int, tuple[int, int]] = {}

@@ -33,6 +33,7 @@ from ._conventions import HELLO_SECRET, ID_BITS, NUMBER_SPACE
 from ._credentials import RESUME_REFUSED, Credentials
 from ._events import ActorCall, ActorCreate, ActorOpen, Claim, Covered, Error, Hello, Result
 from ._head_actor_access import NO, WAIT, not_opened
+from ._head_actor_requests import ActorRequests
 from ._head_actors import Actors
 from ._head_holdings import Holdings
 from ._head_objects import Objects
@@ -61,6 +62,7 @@ class Resume:
         wire: Wire,
         objects: Objects,
         actors: Actors,
+        requests: ActorRequests,
         holdings: Holdings,
         timeline: TimelineLog,
         credentials: Credentials,
@@ -71,6 +73,7 @@ class Resume:
         self._wire = wire
         self._objects = objects
         self._actors = actors
+        self._requests = requests  # (what a resuming driver sends that is new goes there)
         self._holdings = holdings
         self._timeline = timeline
         #: Drivers' secrets: what a resume must show (`dista_proto._credentials`).
@@ -300,6 +303,7 @@ class Resume:
         number = peer.number
         for actor_id in [a for a in self.parked if a >> ID_BITS == number]:
             self._fail_parked(actor_id)  # its owner did not create it again
+        self._actors.owner_resumed(number)  # live ones it did not create again go too
         self._holdings.driver_resumed(number)
 
     # -- actors ----------------------------------------------------------------------------
@@ -315,7 +319,7 @@ class Resume:
             elif known.announced:
                 self._wire.links.send(peer.link, Result(known.actor_id, b""))
             return
-        actor = self._actors.create(peer, event)
+        actor = self._requests.create(peer, event)
         if actor is not None:
             self._actors.access.created(actor)
             self._unpark_calls(actor)
@@ -367,7 +371,7 @@ class Resume:
                 return
             if obj is not None and obj.owner == peer.link and obj.task is None:
                 # Answered before the restart: it runs again for the actor's state only.
-                self._actors.take_call(peer, actor, event, True)
+                self._requests.take_call(peer, actor, event, True)
                 return
         if actor is None and self._park_call(peer, event):
             return  # its owner has not resumed yet: it may create it
@@ -383,7 +387,7 @@ class Resume:
                 if actor is not None:
                     send(peer.link, Error(actor.actor_id, actor.why))
                 return
-        self._actors.call(peer, event)
+        self._requests.call(peer, event)
 
     def _park_call(self, peer: Peer, event: ActorCall, held: bool = False) -> bool:
         """A call to an actor this head does not know: if its owner may still create it
@@ -446,7 +450,7 @@ class Resume:
                 continue
             if obj is None or obj.owner != caller.link:
                 answered = True  # released meanwhile: it runs for the actor's state only
-            self._actors.take_call(caller, actor, event, answered)
+            self._requests.take_call(caller, actor, event, answered)
         if still:
             self.parked[actor.actor_id] = (parked[0], still)
 

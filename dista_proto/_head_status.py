@@ -1,11 +1,16 @@
-"""The head's status text, as `dista status` prints it (the format is in docs/protocol.md)."""
+"""The head's status text, as `dista status` prints it (the format is in docs/protocol.md).
+
+Besides the counts, it says why work waits where it can: a registry no worker has, tasks
+queued where every worker hosts an actor (an actor takes a whole worker), an actor that
+waits (`Placement`'s reason), and per worker whether it has a checkpoint store (only
+such a worker restores an actor)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from ._events import HeadStats
-from ._head_records import ActorRecord, ActorState
+from ._head_records import ActorRecord, ActorState, Peer
 from ._head_registries import BY_VALUE, home_registry
 from ._head_scheduling import Scheduler
 from ._head_wire import Wire
@@ -47,6 +52,8 @@ def status_text(
                 "  NO WORKER has this registry: its tasks wait, then fail "
                 "(start workers that import its task modules)"
             )
+        elif queued and serving and all(w.actor is not None for w in serving):
+            line += f"  {_held_by_actors(registry, serving)}"
         lines.append(line)
     accepting = sorted(str(w.address) for w in workers if w.any_registry and not w.draining)
     lines.append(
@@ -56,9 +63,13 @@ def status_text(
     for key in sorted(k for k in scheduler.ready if k >= BY_VALUE):
         if scheduler.queued(key):
             registry = home_registry(key)
-            lines.append(
-                f"by-value tasks of registry {registry:#018x}: queued {scheduler.queued(key)}"
-            )
+            line = f"by-value tasks of registry {registry:#018x}: queued {scheduler.queued(key)}"
+            hosts = [
+                w for w in workers if (w.registry == registry or w.any_registry) and not w.draining
+            ]
+            if hosts and all(w.actor is not None for w in hosts):
+                line += f"  {_held_by_actors(registry, hosts)}"
+            lines.append(line)
     for worker in sorted(workers, key=lambda w: str(w.address)):
         state = "draining" if worker.draining else "ready"
         if worker.draining and worker.why:
@@ -66,15 +77,24 @@ def status_text(
         if worker.actor is not None:
             state += f", kept for actor {worker.actor.actor_id:#x}"
         busy = len(worker.running)
+        store = "checkpoint store" if worker.checkpoints else "no checkpoint store"
         lines.append(
             f"worker {worker.address}: {state}, running {busy} (blocked {worker.blocked}), "
-            f"holding {len(worker.holds)}, registry {worker.registry:#018x}"
+            f"holding {len(worker.holds)}, registry {worker.registry:#018x}, {store}"
         )
     lines.extend(actor_lines(actors))
     for driver in sorted(drivers, key=lambda d: d.number):
         kind = "client" if driver.role == Role.CLIENT else "driver"
         lines.append(f"{kind} {driver.number}: registry {driver.registry:#018x}")
     return "\n".join(lines) + "\n"
+
+
+def _held_by_actors(registry: int, workers: list[Peer]) -> str:
+    """Why tasks queued for ``workers`` (each hosting an actor, or kept for one) wait."""
+    return (
+        f"every worker of registry {registry:#018x} hosts an actor ({len(workers)} actors): "
+        "its tasks wait: start another worker"
+    )
 
 
 def actor_lines(actors: Iterable[ActorRecord]) -> list[str]:

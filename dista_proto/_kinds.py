@@ -43,6 +43,8 @@ from ._events import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorLookup,
+    ActorName,
     ActorOpen,
     ActorRestore,
     Adopt,
@@ -137,6 +139,10 @@ _ANY_PEER: Final = (
 _OPEN: Final = (
     'our extension: "this driver holds a handle to the actor: here is its capability" '
     '(docs/protocol.md, "Actors": who may call and kill an actor)'
+)
+_NAME: Final = (
+    'our extension: "the actor this driver creates next is called this", and "which actor '
+    'is called this?" (docs/protocol.md, "Named actors")'
 )
 _GRANT: Final = (
     'our extension: a grant, "the fetcher at this host (or showing this token) may fetch '
@@ -263,6 +269,11 @@ KINDS: Final[tuple[Kind, ...]] = (
     # Dista's own kind (only our peers send it): an actor's capability, from a handle.
     Kind(F.KIND_ACTOR_OPEN,    "actor-open",    ActorOpen,    E.actor_open,    D.actor_open,
          sent=(Link(DRIVER, HEAD, _OPEN),), payload=ACTOR_CAPABILITY_SIZE),
+    # Dista's own kinds: an actor's name, and a look-up by name (answered by result/error).
+    Kind(F.KIND_ACTOR_NAME,    "actor-name",    ActorName,    E.actor_name,    D.actor_name,
+         sent=(Link(DRIVER, HEAD, _NAME),), payload=F.MAX_ACTOR_NAME),
+    Kind(F.KIND_ACTOR_LOOKUP,  "actor-lookup",  ActorLookup,  E.actor_lookup,  D.actor_lookup,
+         sent=(Link(DRIVER, HEAD, _NAME),), payload=F.MAX_ACTOR_NAME),
 )
 # fmt: on
 

@@ -36,6 +36,9 @@ from typing import Final, TypeAlias
 from ._events import (
     ActorCall,
     ActorCreate,
+    ActorKill,
+    ActorLookup,
+    ActorName,
     ActorOpen,
     Address,
     Checkpoint,
@@ -62,12 +65,16 @@ class Ledger:
 
     __slots__ = (
         "_answers",
+        "_asks",
         "_call_bytes",
         "_cancelled",
         "_creates",
         "_first",
         "_frames",
+        "_killed",
         "_left",
+        "_looked",
+        "_names",
         "_opens",
         "_released",
         "_releasing",
@@ -86,6 +93,10 @@ class Ledger:
         self._released: set[int] = set()  # released, but kept for a task that takes it
         self._releasing: list[int] = []  # of those, ones whose tasks are answered now
         self._creates: dict[int, ActorCreate] = {}  # live actors this driver made
+        #: Actors it killed whose end the head has not confirmed (an error frame for the
+        #: actor): a new head creates them again and kills them, so that the actor still
+        #: alive on its worker, and its checkpoints, go (the kill may have gone nowhere).
+        self._killed: dict[int, tuple[ActorCreate, bytes | None, ActorKill]] = {}
         self._cancelled: set[int] = set()  # tasks in ``_frames`` the driver cancelled
         self._call_bytes: dict[int, int] = {}  # actor call not answered -> its argument bytes
         #: Argument bytes of the task frames kept and the actor calls not answered.
@@ -93,6 +104,12 @@ class Ledger:
         #: Live actors -> the capability this driver showed the head for them (actor-open):
         #: its own, right after their creates, and those of handles it was given.
         self._opens: dict[int, bytes] = {}
+        #: Named actors: name and look-up requests not answered yet, by request ID; the
+        #: names of the live actors this driver made; and those of the actors it looked up
+        #: and holds (a new head hears both again, `frames`).
+        self._asks: dict[int, ActorName | ActorLookup] = {}
+        self._names: dict[int, ActorName] = {}
+        self._looked: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -135,10 +152,41 @@ class Ledger:
         self._opens[actor] = capability
         return True
 
-    def ended(self, actor: int) -> None:
-        """The actor was killed or is gone: it is not created (or opened) again."""
-        self._creates.pop(actor, None)
-        self._opens.pop(actor, None)
+    def ended(self, actor: int, kill: ActorKill | None = None) -> None:
+        """The actor was killed (``kill``: by this driver) or is gone: it is not created (or
+        opened) again, but for a kill the head may not have heard (`confirmed`)."""
+        create = self._creates.pop(actor, None)
+        capability = self._opens.pop(actor, None)
+        if kill is not None and create is not None:
+            self._killed[actor] = (create, capability, kill)
+        self._names.pop(actor, None)
+        self._looked.pop(actor, None)
+
+    def confirmed(self, actor: int) -> None:
+        """The head said ``actor`` ended: a kill of it is not sent again."""
+        if self._killed:
+            self._killed.pop(actor, None)
+
+    def asked_name(self, event: ActorName | ActorLookup) -> None:
+        """A name or a look-up asked of the head, kept until it is answered."""
+        self._asks[event.request if isinstance(event, ActorName) else event.object_id] = event
+        if isinstance(event, ActorName):
+            self._names[event.object_id] = event
+
+    def named(self, actor: int) -> bool:
+        """Whether ``actor`` is a named actor this driver made (its leaving lets go of it)."""
+        return actor in self._names
+
+    def _name_answered(self, request: int, answer: Answer) -> None:
+        event = self._asks.pop(request)
+        if isinstance(event, ActorName):
+            if isinstance(answer, Result):
+                self._names[event.object_id] = ActorName(event.object_id, 0, event.name)
+            else:
+                self._names.pop(event.object_id, None)  # taken: the create is refused
+        elif isinstance(answer, Result) and len(answer.value) >= 8:
+            actor = int.from_bytes(bytes(answer.value[:8]), "little")
+            self._looked[actor] = event.name
 
     def answered(self, oid: int, answer: Answer) -> bool | None:
         """Record the answer: True if it is the object's first, False if it had one (the
@@ -146,6 +194,9 @@ class Ledger:
         not needed (released, or not minted here)."""
         answers = self._answers
         if oid not in answers:
+            if oid in self._asks:
+                self._name_answered(oid, answer)
+                return True
             return None
         had = answers[oid]
         if had is not _PENDING:
@@ -226,6 +277,8 @@ class Ledger:
                 out.append(create)
                 if oid in self._opens:
                     out.append(ActorOpen(oid, self._opens[oid]))  # its capability, at once
+                if oid in self._names:
+                    out.append(self._names[oid])  # its name, after: the head knows it then
                 continue
             frame = frames.get(oid)
             if frame is not None:
@@ -243,10 +296,22 @@ class Ledger:
             out.append(Claim(oid) if isinstance(answer, Address) else answer)
         # The actors of others this driver opened, before its calls to them.
         out.extend(ActorOpen(a, c) for a, c in sorted(self._opens.items()) if a not in creates)
+        # Names of actors whose creates wait for their refs, those looked up (still held:
+        # request 0, no answer), then look-ups not answered yet.
+        out.extend(n for a, n in sorted(self._names.items()) if a not in creates)
+        out.extend(ActorLookup(0, name) for _, name in sorted(self._looked.items()))
+        out.extend(e for e in self._asks.values() if isinstance(e, ActorLookup))
         for call in kept:
             out.append(call)
             if call.object_id not in answers:
                 releases.append(call.object_id)  # answered and released: run for the state
+        # Actors killed while the head may not have heard: made and ended again, after the
+        # calls (a kill after calls lets them run first).
+        for create, capability, kill in self._killed.values():
+            out.append(create)
+            if capability is not None:
+                out.append(ActorOpen(create.object_id, capability))
+            out.append(kill)
         out.extend(Checkpoint(oid, 0, actor) for oid, actor in asks.items())
         out.extend(Release(oid) for oid in releases)
         return out, lost

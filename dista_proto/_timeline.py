@@ -16,19 +16,26 @@ held for an observer long gone would be the head's largest object.
 The head's four stamps come in on its monotonic clock (its ``now``) and are kept as wall-clock
 nanoseconds: ``wall_offset_ns`` (wall minus monotonic, read once by the runtime) is added
 here, once. The worker's three came converted by the worker (`Worker`'s spans).
+
+An actor call is recorded too, from its worker's span (`ActorSpans`), under a task ID made
+of the actor's type and the call's method (`actor_call_task_id`), so that a process that
+knows the class names both; its head stamps but ``settled`` are 0 (unknown: the head keeps
+no times per call).
 """
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from collections import deque
 from typing import Final
 
 from . import frame as F
+from ._conventions import TASK_ID_MASK
 from ._core import to_wall
 from ._events import Address, TimelineRecord
 
-__all__ = ["TimelineLog"]
+__all__ = ["TimelineLog", "actor_call_task_id"]
 
 #: owner link, object ID, task ID, submitted, queued, dispatched, settled, arrived,
 #: started, ended, the worker address's index.
@@ -36,6 +43,15 @@ _RECORD: Final = struct.Struct("<qQQqqqqqqqI")
 _OWNER: Final = struct.Struct("<q")
 _INDEX: Final = struct.Struct("<I")
 _COUNT: Final = struct.Struct("<Q")
+
+
+def actor_call_task_id(type_id: int, method_id: int) -> int:
+    """The task ID of an actor call's timeline record: a hash of the actor's type ID and
+    the call's method ID (the method ID alone names no class: it hashes the method's name),
+    which a process that knows the class maps back to ``Class.method``."""
+    both = (type_id & TASK_ID_MASK).to_bytes(8, "little") + method_id.to_bytes(8, "little")
+    digest = hashlib.blake2b(both, digest_size=8, person=b"dista-call").digest()
+    return int.from_bytes(digest, "little") & TASK_ID_MASK
 
 
 class TimelineLog:

@@ -33,6 +33,8 @@ from ._conventions import (
     FREE_WITHDRAW,
     HEAD_LINK,
     HELLO_ANY_REGISTRY,
+    HELLO_CHECKPOINTS,
+    HELLO_HOSTS_ACTOR,
     MIN_FETCH_PART,
     SPAN_ALIVE,
     SPAN_BLOCKED,
@@ -112,6 +114,7 @@ class Worker:
         fetch_idle_ns: int = FETCH_IDLE_NS,
         wall_offset_ns: int = 0,
         accept_by_value: bool = False,
+        checkpoints: bool = False,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -121,6 +124,8 @@ class Worker:
         self.address = address
         #: Run by-value code of drivers of any registry (`HELLO_ANY_REGISTRY` in its hello).
         self.accept_by_value = accept_by_value
+        #: It has a checkpoint store (`HELLO_CHECKPOINTS` in its hello).
+        self.checkpoints = checkpoints
         self.inline_threshold = inline_threshold
         self._links = Links()
         self._fetcher = Fetcher(self._links, part, allocate)
@@ -173,22 +178,10 @@ class Worker:
         """The actor this worker hosts (0: none)."""
         return self._actors.actor
 
-    def actor_started(
-        self,
-        actor: int,
-        error: str | None,
-        *,
-        covers: int | None = None,
-        no_checkpoint: bool = False,
-    ) -> None:
-        """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
-        the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
-        ``no_checkpoint`` says there is none (the head sends actor-create then)."""
-        self._actors.actor_started(actor, error, covers=covers, no_checkpoint=no_checkpoint)
-
-    def checkpointed(self, actor: int, calls: int, failure: str | None) -> None:
-        """The binding wrote ``actor``'s checkpoint covering ``calls`` calls, or could not."""
-        self._actors.checkpointed(actor, calls, failure)
+    @property
+    def actors(self) -> ActorHosting:
+        """The actor work's reports go here: `ActorHosting.actor_started`, `checkpointed`."""
+        return self._actors
 
     def call_covered(self, oid: int) -> None:
         """The checkpoint the actor was restored from includes call ``oid``: not run."""
@@ -210,10 +203,14 @@ class Worker:
         conn.land(None, self._allocate)
         send = self._links.send
         mark = HELLO_ANY_REGISTRY if self.accept_by_value else 0
+        mark |= HELLO_CHECKPOINTS if self.checkpoints else 0
+        if self._hellos and self._actors.actor:
+            mark |= HELLO_HOSTS_ACTOR  # the head gives us nothing until it hears which
         send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address, mark=mark))
         if self._hellos:
             address = self.address
             send(HEAD_LINK, Holding(tuple(HoldingEntry(o, address) for o in self.store)))
+            self._actors.rejoined()
         if self.draining:
             send(HEAD_LINK, Drain())  # still draining: the new head moves what it holds
         self._hellos += 1
@@ -314,7 +311,8 @@ class Worker:
     def _head_lost(self, why: str) -> None:
         """The head is gone: what it gave us is moot (a resuming driver sends its unfinished
         tasks again, the new head reruns them), what we store stays and is served; the
-        actor goes, since its state may hold calls no caller would send again."""
+        actor stays too, alive (a new head places it back here: its state is the one every
+        answer it gave came from)."""
         self._beat_at = None
         if self.stopped:
             self._links.queue(Exit(why))
@@ -326,7 +324,7 @@ class Worker:
         self._store_all.clear()
         self._gathering.clear()
         self._waiting_for.clear()
-        self._actors.head_lost()  # its checkpoints stay
+        self._actors.head_lost()
         self._links.queue(HeadLost(why))
 
     def decisions(self) -> list[Decision]:

@@ -9,7 +9,7 @@ constructor, and is answered like actor-create."
 
 Each frame becomes one decision (`StartActor`, `CallActor`, `CheckpointActor`,
 `StopActor`) in arrival order; the binding runs them one at a time in that order and
-reports back (`actor_started`, `task_done`/`task_failed` for calls, `checkpointed`). A call
+reports back (`Worker.actors`: `actor_started`, `checkpointed`; `task_done`/`task_failed` for calls). A call
 or checkpoint for an actor this worker does not host gets an error frame, as does a second
 actor. Work handed to the binding before the head link was lost is the old incarnation's:
 its reports, which come before any for later work (one per piece, in order), are dropped, so
@@ -24,7 +24,14 @@ it); its report comes to the worker, which asks `stale` whether to drop it.
 
 from __future__ import annotations
 
-from ._conventions import ERROR_NO_CHECKPOINT, HEAD_LINK, KILL_KEEP
+from ._conventions import (
+    ERROR_FENCED,
+    ERROR_NO_CHECKPOINT,
+    HEAD_LINK,
+    KILL_KEEP,
+    RESTORE_NEWEST,
+    hosts_mark,
+)
 from ._decisions import CallActor, CheckpointActor, StartActor, StopActor
 from ._events import (
     ActorCall,
@@ -53,12 +60,20 @@ class ActorHosting:
         "_stale_starts",
         "_starts",
         "actor",
+        "calls",
+        "unplaced",
     )
 
     def __init__(self, links: Links) -> None:
         self._links = links
         #: The actor this worker hosts (0: none).
         self.actor = 0
+        #: The calls it has seen in its heads' numbering, with those handed to the binding
+        #: (which runs them all, in order, even past a head loss); -1: not known yet (a
+        #: restore of the newest checkpoint not answered).
+        self.calls = -1
+        #: It rejoined hosting the actor alive, and no head has placed it back yet.
+        self.unplaced = False
         #: Actor work handed to the binding and not reported yet: starts and checkpoints
         #: (counted), calls (ID -> count); and of those, the ones handed out before the head
         #: link was lost (`head_lost`), whose reports are dropped.
@@ -80,16 +95,30 @@ class ActorHosting:
             return False
         oid = event.object_id
         self._calls[oid] = self._calls.get(oid, 0) + 1
+        if self.calls >= 0:
+            self.calls += 1
         self._links.queue(CallActor(oid, event.task_id, event.actor_id, event.argument, now))
         return True
 
     def start(self, event: ActorCreate | ActorRestore, now: int) -> None:
         """Actor-create or actor-restore: build the actor, unless another is hosted here."""
         actor = event.object_id
+        if self.actor and self.actor != actor and self.unplaced:
+            # A head that knows only the page (which has every rejoining worker destroy
+            # its actor) builds another here: the live copy goes, its checkpoints stay.
+            self._links.queue(StopActor(self.actor, False))
+            self.actor = 0
+        self.unplaced = False
         if self.actor and self.actor != actor:
             why = f"this worker already hosts actor {self.actor:#x}"
             self._links.send(HEAD_LINK, Error(actor, why))
             return
+        if isinstance(event, ActorCreate):
+            self.calls = 0
+        elif event.covers != RESTORE_NEWEST:
+            self.calls = event.covers
+        elif self.actor != actor:
+            self.calls = -1  # (the actor alive here, placed back: its count goes on)
         self.actor = actor
         self._starts += 1
         if isinstance(event, ActorCreate):
@@ -108,11 +137,15 @@ class ActorHosting:
         self._links.queue(CheckpointActor(actor, event.task_id, event.restore_covers))
 
     def kill(self, event: ActorKill, now: int) -> None:
-        """Actor-kill: stop the hosted actor (a kill for another is moot)."""
+        """Actor-kill: stop the hosted actor; for another (an actor that ended where no
+        worker hosted it), remove its checkpoints: this worker has the store."""
         if event.object_id == self.actor and self.actor:
             self.actor = 0
+            self.unplaced = False
             # Moving to another worker (ours drains): its checkpoints are its way there.
             self._links.queue(StopActor(event.object_id, event.mark != KILL_KEEP))
+        elif event.mark != KILL_KEEP and event.object_id:
+            self._links.queue(StopActor(event.object_id, True))
 
     def _not_here(self, oid: int, actor: int) -> None:
         self._links.send(HEAD_LINK, Error(oid, f"actor {actor:#x} is not on this worker"))
@@ -124,21 +157,30 @@ class ActorHosting:
         *,
         covers: int | None = None,
         no_checkpoint: bool = False,
+        uncovered: bool = False,
+        fenced: bool = False,
     ) -> None:
         """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
         the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
-        ``no_checkpoint`` says there is none (the head sends actor-create then)."""
+        ``no_checkpoint`` says there is none (the head sends actor-create then). The actor
+        still alive here (its head link was lost, not its process) answers with the calls it has seen, and
+        ``uncovered`` if no checkpoint covers them (none could be written), or says
+        it is ``fenced`` off (stale: the actor was built again elsewhere since)."""
         self._starts = max(self._starts - 1, 0)
         if self._stale_starts:
             self._stale_starts -= 1
             return  # a start from before the head was lost
         if error is None:
+            if covers is not None and actor == self.actor:
+                self.calls = covers
             payload = b"" if covers is None else covers.to_bytes(8, "little")
+            if uncovered:
+                payload += b"\x01"  # (a head that knows only the page reads 8 bytes)
             self._links.send(HEAD_LINK, Result(actor, payload))
         else:
-            if self.actor == actor:
-                self.actor = 0  # the next create may come here
-            mark = ERROR_NO_CHECKPOINT if no_checkpoint else 0
+            if self.actor == actor and not fenced:
+                self.actor = 0  # the next create may come here (a stale one: the kill)
+            mark = ERROR_NO_CHECKPOINT if no_checkpoint else ERROR_FENCED if fenced else 0
             self._links.send(HEAD_LINK, Error(actor, error, mark))
 
     def checkpointed(self, actor: int, calls: int, failure: str | None) -> None:
@@ -172,11 +214,18 @@ class ActorHosting:
         return True
 
     def head_lost(self) -> None:
-        """The head link is lost: the actor goes (its checkpoints stay), and the actor
-        work the binding still has is the old head's."""
-        if self.actor:
-            self._links.queue(StopActor(self.actor, False))
-            self.actor = 0
+        """The head link is lost: the actor lives on (a new head places it back here), and
+        the actor work handed to the binding is the old head's: it runs on, in the order
+        that head sent it (the state every answer came from), but its reports are dropped
+        (a resent call it ran is answered from the answers the binding keeps)."""
         self._stale_starts = self._starts
         self._stale_checkpoints = self._checkpoints
         self._stale_calls = dict(self._calls)
+
+    def rejoined(self) -> None:
+        """Said hello and holding to a head again: tell it the actor still lives here."""
+        if self.actor:
+            why = f"this worker still hosts actor {self.actor:#x}, alive"
+            calls = max(self.calls, 0)
+            self._links.send(HEAD_LINK, Error(self.actor, why, hosts_mark(calls)))
+            self.unplaced = True

@@ -27,6 +27,8 @@ __all__ = [
     "KIND_ACTOR_CALL",
     "KIND_ACTOR_CREATE",
     "KIND_ACTOR_KILL",
+    "KIND_ACTOR_LOOKUP",
+    "KIND_ACTOR_NAME",
     "KIND_ACTOR_OPEN",
     "KIND_ACTOR_RESTORE",
     "KIND_ADOPT",
@@ -60,6 +62,7 @@ __all__ = [
     "KIND_TIMELINE",
     "KIND_WELCOME",
     "MANY",
+    "MAX_ACTOR_NAME",
     "MAX_FRAME",
     "MAX_OBJECT",
     "MAX_PAYLOAD",
@@ -136,6 +139,14 @@ KIND_PART: Final = 33
 #: creator drew (a handle carries it); only its creator and those who opened it may call or
 #: kill it. A peer that knows only the page never sends it.
 KIND_ACTOR_OPEN: Final = 34
+#: Dista's extension, driver or client to head: name the actor (object ID) it creates; the
+#: task-ID field is the request ID the head answers (result or error), the payload the name.
+KIND_ACTOR_NAME: Final = 36
+#: Dista's extension, driver or client to head: look an actor up by name (payload); the
+#: head answers the request ID (object ID) with a result (actor ID, type ID, capability).
+KIND_ACTOR_LOOKUP: Final = 37
+#: The longest actor name, in bytes of UTF-8.
+MAX_ACTOR_NAME: Final = 255
 
 #: Task-after and task-inputs flag: the inputs gather into a Seq.
 GATHER: Final = 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dista_proto import HeadStats, TimelineRecord
 
-from ._api.actor import ActorHandle, ActorMethod, CheckpointWarning, actor
+from ._api.actor import ActorHandle, ActorMethod, CheckpointWarning, actor, get_actor
 from ._api.cluster import Cluster, init, local_pids, shutdown
 from ._api.objects import (
     as_completed,
@@ -53,6 +53,7 @@ __all__ = [
     "as_completed",
     "chrome_trace",
     "get",
+    "get_actor",
     "init",
     "local_pids",
     "put",

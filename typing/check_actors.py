@@ -217,3 +217,18 @@ def check_reserved() -> None:
             pass
 
     del Clash
+
+
+def check_named(r: ObjectRef[int]) -> None:
+    # Cls.options(name=...).remote(...) is Cls.remote(...) with a name; get_actor is typed by
+    # the class it is given, untyped without one.
+    assert_type(Counter.options(name="c").remote(r, step=2), ActorHandle[Counter])
+    assert_type(Counter.options(name="c", get_if_exists=True).remote(), ActorHandle[Counter])
+    assert_type(dista.get_actor("c", Counter), ActorHandle[Counter])
+    assert_type(dista.get_actor("c", Counter).add.remote(r), ObjectRef[int])
+    assert_type(dista.get_actor("c", timeout=1.0), ActorHandle[Any])
+    assert_type(dista.get_actor("c").anything.remote(1), ObjectRef[Any])
+    Counter.options(name="c").remote("x")  # type: ignore[arg-type]
+    Counter.options(nam="c")  # type: ignore[call-arg]
+    dista.get_actor("c", Counter).ad.remote(1)  # type: ignore[attr-defined]
+    dista.get_actor(1)  # type: ignore[call-overload]

@@ -26,19 +26,23 @@ refs allowed where values are expected. Without it, ``h.add.remote`` is untyped 
 from __future__ import annotations
 
 import secrets
+import struct
 import warnings
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final, Generic, ParamSpec, TypeVar, overload
 
 from dista_proto import ACTOR_CAPABILITY_SIZE
+from dista_proto.frame import MAX_ACTOR_NAME
 
 from .._session import context as _context
 from .._values.codec import encode_call, encode_call_carrying, note_carried
-from .._values.ids import name_hash
+from .._values.ids import method_id, name_hash
 from .._values.registry import (
     ACTOR_BY_VALUE_ID,
     by_value_argument,
     importable,
+    label_actor_calls,
+    lookup,
     method_table,
     pickle_function,
     register_actor,
@@ -55,6 +59,7 @@ __all__ = [
     "ActorType",
     "CheckpointWarning",
     "actor",
+    "get_actor",
 ]
 
 T = TypeVar("T")
@@ -63,7 +68,9 @@ T_co = TypeVar("T_co", covariant=True)
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_RESERVED: Final = frozenset({"remote", "checkpoint", "checkpoint_async", "kill"})
+#: A lookup's answer: the actor's ID, its type ID, its capability (Dista's actor-lookup).
+_LOOKUP_ANSWER: Final = struct.Struct(f"<QQ{ACTOR_CAPABILITY_SIZE}s")
+_RESERVED: Final = frozenset({"remote", "options", "checkpoint", "checkpoint_async", "kill"})
 
 
 class CheckpointWarning(UserWarning):
@@ -93,8 +100,11 @@ class ActorType:
         self._pickled: tuple[bytes, bytes] | None = None
         if self.importable:
             register_actor(self.name, cls)
+        label_actor_calls(self.type_id, cls)  # the timeline names its calls
 
-    def create(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ActorHandle[Any]:
+    def create(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], name: str = ""
+    ) -> ActorHandle[Any]:
         context = _context.session()
         argument, inputs = encode_call(args, kwargs, ObjectRef, self.name)
         prefix = b""
@@ -113,7 +123,7 @@ class ActorType:
         # it) may call or kill the actor; its ID alone is guessable.
         capability = secrets.token_bytes(ACTOR_CAPABILITY_SIZE)
         actor_id = session.actors.create_actor(
-            type_id, argument, inputs, every, prefix, capability
+            type_id, argument, inputs, every, prefix, capability, name
         )
         return ActorHandle(actor_id, self.name, self.methods, session, True, capability)
 
@@ -121,11 +131,83 @@ class ActorType:
 class _Create(Generic[T]):
     """``Cls.remote``: create the actor on a worker."""
 
+    def __init__(self, actor_type: ActorType, name: str = "", get_if_exists: bool = False) -> None:
+        self._type = actor_type
+        self._name = name
+        self._get_if_exists = get_if_exists
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ActorHandle[T]:
+        if not self._name:
+            return self._type.create(args, kwargs)
+        if self._get_if_exists:
+            try:
+                return get_actor(self._name, self._type.cls)
+            except ValueError:
+                pass  # none yet: create it (one created meanwhile wins: looked up then)
+        try:
+            return self._type.create(args, kwargs, self._name)
+        except ValueError:
+            if not self._get_if_exists:
+                raise
+        return get_actor(self._name, self._type.cls)
+
+
+class _Configured(Generic[T]):
+    """``Cls.options(...)``: ``.remote(...)`` creates the actor with those options."""
+
+    def __init__(self, actor_type: ActorType, name: str, get_if_exists: bool) -> None:
+        self.remote: _Create[T] = _Create(actor_type, name, get_if_exists)
+
+
+class _Options(Generic[T]):
+    """``Cls.options``: options for one creation (``name``, ``get_if_exists``), as Ray's."""
+
     def __init__(self, actor_type: ActorType) -> None:
         self._type = actor_type
 
-    def __call__(self, *args: Any, **kwargs: Any) -> ActorHandle[T]:
-        return self._type.create(args, kwargs)
+    def __call__(self, *, name: str | None = None, get_if_exists: bool = False) -> _Configured[T]:
+        if name is not None:
+            check_name(name)
+        elif get_if_exists:
+            raise ValueError("get_if_exists=True needs a name")
+        return _Configured(self._type, name or "", get_if_exists)
+
+
+def check_name(name: object) -> None:
+    """`ValueError` (`TypeError`) unless ``name`` may name an actor."""
+    if not isinstance(name, str):
+        raise TypeError(f"an actor name is a str, not {type(name).__name__}")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(f"actor name {name!r} is not valid UTF-8") from None
+    if not 1 <= size <= MAX_ACTOR_NAME:
+        raise ValueError(f"an actor name is 1 to {MAX_ACTOR_NAME} bytes of UTF-8, not {size}")
+
+
+@overload
+def get_actor(name: str, /, *, timeout: float | None = None) -> ActorHandle[Any]: ...
+@overload
+def get_actor(name: str, cls: type[T], /, *, timeout: float | None = None) -> ActorHandle[T]: ...
+def get_actor(
+    name: str, cls: type[Any] | None = None, /, *, timeout: float | None = None
+) -> ActorHandle[Any]:
+    """The handle of the live actor named ``name`` (``Cls.options(name=...).remote()``),
+    from any driver of the cluster: `ValueError` if there is none. ``cls`` types it
+    (``ActorHandle[Cls]``, with the class's methods); without it any public name is a method.
+    The handle keeps the actor alive, as its creator's do, until the last one goes."""
+    check_name(name)
+    session = _context.session().session
+    answer = session.actors.lookup_actor(name, timeout)
+    actor_id, type_id, capability = _LOOKUP_ANSWER.unpack(answer)
+    actor_type = getattr(cls if cls is not None else lookup(type_id), "__dista_actor__", None)
+    if isinstance(actor_type, ActorType):
+        type_name, methods = actor_type.name, actor_type.methods
+    else:
+        type_name, methods = f"<actor {name!r}>", {}
+    handle: ActorHandle[Any] = ActorHandle(actor_id, type_name, methods, session, True, capability)
+    handle._any_method = actor_type is None
+    return handle
 
 
 @overload
@@ -147,6 +229,7 @@ def actor(
         actor_type = ActorType(cls, checkpoint_every)
         cls.__dista_actor__ = actor_type  # type: ignore[attr-defined]
         cls.remote = _Create(actor_type)  # type: ignore[attr-defined]
+        cls.options = _Options(actor_type)  # type: ignore[attr-defined]
         return cls
 
     return make if cls is None else make(cls)
@@ -171,7 +254,7 @@ class ActorMethod(Generic[P, R]):
             handle.actor_id, self._id, argument, inputs, handle._capability
         )
         handle._warn(session)
-        ref: ObjectRef[R] = ObjectRef(oid, session)
+        ref: ObjectRef[R] = ObjectRef(oid, session, actor_call=True)  # cannot be cancelled
         if handles:
             ref._keep = handles
         return ref
@@ -196,6 +279,7 @@ class ActorHandle(Generic[T_co]):
 
     __slots__ = (
         "__weakref__",
+        "_any_method",
         "_capability",
         "_methods",
         "_owner",
@@ -214,6 +298,7 @@ class ActorHandle(Generic[T_co]):
         capability: bytes = b"",
     ) -> None:
         self.actor_id = actor_id
+        self._any_method = False  # looked up without its class: any public name is a method
         self._capability = capability
         self._type_name = type_name
         self._methods = methods
@@ -227,6 +312,8 @@ class ActorHandle(Generic[T_co]):
 
     def __getattr__(self, name: str) -> ActorMethod[..., Any]:
         found = self._methods.get(name) if not name.startswith("_") else None
+        if found is None and self._any_method and not name.startswith("_"):
+            found = (method_id(name), False)
         if found is None:
             raise AttributeError(
                 f"actor {self._type_name} has no method {name!r} (its methods: "

@@ -3,6 +3,10 @@
 A ref holds the driver's reference: when the last Python reference to it goes away (or
 `release` is called) the head hears a release and frees the object once no task needs it.
 Reading it blocks (`get`), awaits (`await ref`), or waits with others (`dista.wait`).
+
+A task's ref can be cancelled; an actor call's cannot: an actor runs its calls one at a time
+in the order they were made, and a checkpoint may already include a call, so taking one out
+would break the one order in which every call is applied exactly once.
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ T_co = TypeVar("T_co", covariant=True)
 class ObjectRef(Generic[T_co]):
     """The result of ``task.remote(...)``: an object that exists, or will, in the cluster."""
 
-    __slots__ = ("__weakref__", "_keep", "_released", "_session", "object_id")
+    __slots__ = ("__weakref__", "_call", "_keep", "_released", "_session", "object_id")
 
-    def __init__(self, object_id: int, session: Session) -> None:
+    def __init__(self, object_id: int, session: Session, *, actor_call: bool = False) -> None:
         self.object_id = object_id
         self._session = session
         self._released = False
+        #: The result of an actor call, which cannot be cancelled (the module docstring).
+        self._call = actor_call
         #: What this ref keeps alive: the actor handles passed to its task.
         self._keep: tuple[object, ...] = ()
 
@@ -51,7 +57,9 @@ class ObjectRef(Generic[T_co]):
 
     def __await__(self) -> Generator[Any, None, T_co]:
         self._check()
-        value: T_co = yield from self._session.await_value(self.object_id).__await__()
+        # A cancelled await may cancel the task too (``cancel_remote``); never an actor call.
+        awaiting = self._session.await_value(self.object_id, cancellable=not self._call)
+        value: T_co = yield from awaiting.__await__()
         return value
 
     def done(self) -> bool:
@@ -63,7 +71,18 @@ class ObjectRef(Generic[T_co]):
         `TaskCancelledError`. A task that has not started never runs; a running one is
         interrupted (KeyboardInterrupt in its thread, at its next Python instruction).
         ``force`` also ends the worker process running it (a supervisor replaces it): for
-        a task stuck in C code that an interrupt cannot reach."""
+        a task stuck in C code that an interrupt cannot reach.
+
+        An actor call's ref raises `ValueError` (as Ray does for what it cannot cancel of
+        an actor's): kill the actor to stop its calls."""
+        if self._call:
+            raise ValueError(
+                f"{self!r} is an actor call, which cannot be cancelled: an actor runs its "
+                "calls one at a time in the order they were made, and a checkpoint may "
+                "already include this one, so cancelling it would break that order. To stop "
+                "the actor's calls, kill the actor (handle.kill(); force=True also ends its "
+                "worker process)"
+            )
         self._check()
         self._session.cancel(self.object_id, force)
 

@@ -7,7 +7,10 @@ we write the JSON object form of the Chrome trace event format, which both viewe
 
 Slices are named ``module.function``: a record carries only the task ID, which this process's
 registry maps back to the function for every task it imported (`task_label`); tasks that
-travelled by value share one ID, so they are all "by-value task"; any other is its ID.
+travelled by value share one ID, so they are all "by-value task"; an actor call is
+``module.Class.method`` for the actor classes this process defined or imported (its record's
+task ID hashes the class's and the method's, `dista_proto.actor_call_task_id`); any other
+is its ID.
 
 Layout:
 
@@ -135,13 +138,14 @@ def _events(
 
 def task_label(task_id: int) -> str:
     """How the timeline names ``task_id``: ``module.function`` for a task this process
-    registered (imported), `BY_VALUE_LABEL` for one that travelled by value, else its ID
-    as ``task 0x…``."""
+    registered (imported), `BY_VALUE_LABEL` for one that travelled by value,
+    ``module.Class.method`` for a call to an actor class it knows, else its ID as
+    ``task 0x…``."""
     if task_id & dp.TASK_ID_MASK == _registry.BY_VALUE_ID:
         return BY_VALUE_LABEL
     fn = _registry.lookup(task_id)
     if fn is None:
-        return f"task {task_id:#x}"
+        return _registry.call_label(task_id) or f"task {task_id:#x}"
     return f"{fn.__module__}.{fn.__qualname__}"
 
 

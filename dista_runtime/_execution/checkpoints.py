@@ -2,53 +2,86 @@
 (``file:///path`` or a plain path, built in) or any fsspec URL when fsspec is installed
 (``s3://bucket/prefix``, ``memory://x``).
 
-A checkpoint is one object under ``ROOT/<actor>/``, named for how many calls it covers and
-its own ID (``<calls>-<checkpoint>.ckpt``): a header (magic, version, lengths), the record
-of which of each caller's calls it covers, the actor's state as the buffers the caller
-gives (pickle protocol 5's out-of-band buffers, written as they lie: a 100 MiB state is
-not copied on its way to the disk), then a CRC-32 of record and state, computed piece by
-piece as the pieces are written (each is still in the cache when it is written).
-A local checkpoint is read by mapping the file copy-on-write: no read into fresh memory,
-and a restored NumPy array is writable.
+Theory of operation. An actor's checkpoints live under ``ROOT/<actor>/``. Each time a
+worker builds the actor (created, or restored from the checkpoint covering ``base`` calls)
+it `begin`s a new **incarnation**: a number above any the folder shows for that actor,
+claimed by writing the fence ``fence-<incarnation>`` (holding the base) so that no two
+workers take the same number. Everything an older incarnation does from then on is fenced
+off: a worker the head cut off that still runs, or a copy a previous head started.
+
+- A checkpoint is named for the calls it covers and the incarnation that wrote it
+  (``<calls>-<incarnation>.ckpt``), so two incarnations never overwrite each other.
+  `write` refuses when the writer's own fence is gone (the actor was killed and its
+  checkpoints removed: a copy a head left behind writes nothing back).
+- A copy the head drops (moved on, or found stale) `withdraw`s its fence: a build that
+  began late (work a cut-off worker had queued) then fences off no copy the head counts on.
+- A file of incarnation I covering more calls than the base of a fence newer than I is
+  stale: written on a branch the newer incarnation does not continue. `newest` and `read`
+  never return one, and a prune removes it.
+- `prune` by incarnation I removes only files of I and older incarnations, and nothing at
+  all once a newer fence exists; fences no file needs any more go with them.
+- Files of the previous release (``<calls>-<checkpoint id>.ckpt``, format version 2) read
+  as incarnation 0.
+
+A file holds a header (magic, version, lengths), the record of which of each caller's
+calls it covers, the answers blob the runtime gives (opaque here), the actor's state as the
+buffers the caller gives (pickle protocol 5's out-of-band buffers, written as they lie: a
+100 MiB state is not copied on its way to the disk), then a CRC-32 of all of it but the
+header, computed piece by piece as the pieces are written. A local checkpoint is read by
+mapping the file copy-on-write: no read into fresh memory, and a restored NumPy array is
+writable.
 
 Writes are atomic: the bytes go to a temporary name in the same directory and are renamed
 into place (a filesystem's rename; fsspec's ``mv``, which object stores carry out as one
 whole put), so a crash mid-write leaves at worst a temporary file, which `newest` never
-reads and the next write removes. A checkpoint that does not check out (wrong magic, wrong
-length, wrong CRC) is skipped, never half-restored. Once a newer checkpoint is in place the
-older ones of that actor are removed.
+reads and a later prune removes. A checkpoint that does not check out (wrong magic, wrong
+length, wrong CRC) is skipped, never half-restored.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import mmap
 import os
 import struct
 import uuid
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
 from urllib.parse import urlparse
 
 from .._errors import CheckpointError
+from .checkpoint_files import Files, FsspecFiles, LocalFiles
 
-__all__ = ["ENV", "Checkpoint", "CheckpointError", "CheckpointStore", "open_store"]
+__all__ = ["ENV", "Checkpoint", "CheckpointError", "CheckpointStore", "Fenced", "open_store"]
 
 #: The environment variable naming the store.
 ENV: Final = "DISTA_CHECKPOINT_URI"
 _MAGIC: Final = b"DSTACKPT"
-_VERSION: Final = 2
-#: magic, version, record length, state length.
-_HEADER: Final = struct.Struct("<8sHQQ")
-#: The CRC-32 of record and state, after them.
+#: 3 adds the answers; 2 (the previous release's, no answers) is still read.
+_VERSION: Final = 3
+#: magic, version (then the lengths, by version).
+_PREFIX: Final = struct.Struct("<8sH")
+#: Version 2: magic, version, record length, state length.
+_HEADER_2: Final = struct.Struct("<8sHQQ")
+#: Version 3: magic, version, record length, answers length, state length.
+_HEADER: Final = struct.Struct("<8sHQQQ")
+#: The CRC-32 of what follows the header, after it.
 _TRAILER: Final = struct.Struct("<I")
 #: Pieces the CRC is computed over just before each is written.
 _PIECE: Final = 4 << 20
 _SUFFIX: Final = ".ckpt"
 _TEMP: Final = ".tmp-"
+_FENCE: Final = "fence-"
+#: How many numbers `begin` tries when others claim them first.
+_CLAIMS: Final = 8
+_EMPTY: Final = memoryview(b"")
+
+
+class Fenced(CheckpointError):
+    """A write refused: the writer is a stale copy (the actor was killed and its
+    checkpoints removed since it began)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,107 +89,43 @@ class Checkpoint:
     """One checkpoint of an actor, as read back."""
 
     actor: int
-    #: The checkpoint's own ID (the checkpoint frame's object ID).
-    checkpoint: int
+    #: The incarnation that wrote it (`CheckpointStore.begin`; 0: the previous release).
+    incarnation: int
     #: How many calls it covers (the page's count).
     calls: int
     #: Per caller (its driver number), the newest of its calls the checkpoint includes.
     covers: dict[int, int]
     #: The actor's state, as written (a view of the bytes read: not copied again).
     state: memoryview
+    #: What the runtime stored with it (`CheckpointStore.write`'s ``answers``), or empty.
+    answers: memoryview = field(default=_EMPTY)
 
 
-class _Files(Protocol):
-    """What the store needs of a filesystem (the local one, or an fsspec one)."""
+@dataclass(slots=True)
+class _Folder:
+    """One listing of an actor's folder, sorted out."""
 
-    def write(self, path: str, buffers: Iterable[Any]) -> None: ...
+    #: (calls, incarnation, name) of each checkpoint file.
+    files: list[tuple[int, int, str]]
+    #: Fence file names, by incarnation.
+    fences: dict[int, str]
+    #: (incarnation, name) of each temporary file (0 for the previous release's).
+    temps: list[tuple[int, str]]
 
-    def read(self, path: str) -> Any: ...
+    def top(self) -> int:
+        """The largest incarnation the folder shows."""
+        seen = [i for _, i, _ in self.files] + list(self.fences) + [i for i, _ in self.temps]
+        return max(seen, default=0)
 
-    def listdir(self, path: str) -> list[str]: ...
-
-    def rename(self, src: str, dst: str) -> None: ...
-
-    def remove(self, path: str) -> None: ...
-
-    def remove_folder(self, path: str) -> None: ...
-
-
-class _Local:
-    def write(self, path: str, buffers: Iterable[Any]) -> None:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.writelines(buffers)
-            f.flush()
-            os.fsync(f.fileno())  # on the disk before the rename makes it the newest
-
-    def read(self, path: str) -> Any:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if not size:
-                return b""
-            # Copy-on-write: pages come in as the restore touches them, and stay writable.
-            return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
-
-    def listdir(self, path: str) -> list[str]:
-        try:
-            return os.listdir(path)
-        except FileNotFoundError:
-            return []
-
-    def rename(self, src: str, dst: str) -> None:
-        os.replace(src, dst)
-
-    def remove(self, path: str) -> None:
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
-
-    def remove_folder(self, path: str) -> None:
-        with contextlib.suppress(OSError):  # gone already, or a write of a new one began
-            os.rmdir(path)
-
-
-class _Fsspec:
-    def __init__(self, fs: Any) -> None:
-        self.fs = fs
-
-    def write(self, path: str, buffers: Iterable[Any]) -> None:
-        with self.fs.open(path, "wb") as f:
-            for buffer in buffers:
-                f.write(buffer)
-
-    def read(self, path: str) -> Any:
-        return bytearray(self.fs.cat_file(path))  # writable, as a restored array must be
-
-    def listdir(self, path: str) -> list[str]:
-        try:
-            names = self.fs.ls(path, detail=False)
-        except FileNotFoundError:
-            return []
-        return [name.rstrip("/").rsplit("/", 1)[-1] for name in names]
-
-    def rename(self, src: str, dst: str) -> None:
-        self.fs.mv(src, dst)
-
-    def remove(self, path: str) -> None:
-        try:
-            self.fs.rm(path)
-        except FileNotFoundError:
-            pass
-
-    def remove_folder(self, path: str) -> None:
-        with contextlib.suppress(OSError):  # object stores have no folders to remove
-            if self.fs.isdir(path) and not self.fs.ls(path):
-                self.fs.rmdir(path)
+    def newer(self, incarnation: int) -> list[int]:
+        return sorted(i for i in self.fences if i > incarnation)
 
 
 class CheckpointStore:
     """Checkpoints under ``root`` on ``files`` (see the module docstring); `open_store`
     makes one from a URI."""
 
-    def __init__(self, uri: str, root: str, files: _Files) -> None:
+    def __init__(self, uri: str, root: str, files: Files) -> None:
         self.uri = uri
         self._root = root.rstrip("/")
         self._files = files
@@ -164,128 +133,276 @@ class CheckpointStore:
     def _dir(self, actor: int) -> str:
         return f"{self._root}/{actor:016x}"
 
+    def begin(self, actor: int, base: int) -> int:
+        """A new incarnation of ``actor`` (built by a worker: created, ``base`` -1, or
+        restored from the checkpoint covering ``base`` calls): a number larger than any
+        the store has seen for it, its fence written durably, so that whatever an older
+        incarnation writes from now on is refused or ignored. `CheckpointError` if the
+        store cannot be written."""
+        folder = self._dir(actor)
+        for _ in range(_CLAIMS):
+            token = uuid.uuid4().hex
+            temp = ""
+            try:
+                incarnation = self._list(folder).top() + 1
+                temp = f"{folder}/{_TEMP}{incarnation:010d}-{token}"
+                final = f"{folder}/{_fence_name(incarnation)}"
+                self._files.write(temp, [f"{base}\n{token}\n".encode()])
+                claimed = self._files.claim(temp, final)
+            except OSError as e:
+                raise CheckpointError(f"cannot begin actor {actor:#x} in {self.uri}: {e}") from e
+            finally:
+                if temp:
+                    self._forget(temp)
+            # Read back: on an object store two claims of one name may both seem to win.
+            if claimed and self._fence(final)[1] == token:
+                return incarnation
+        raise CheckpointError(
+            f"cannot begin actor {actor:#x} in {self.uri}: {_CLAIMS} incarnation numbers in a "
+            "row were taken by others (is something beginning it in a loop?)"
+        )
+
     def write(
         self,
         actor: int,
-        checkpoint: int,
+        incarnation: int,
         calls: int,
         covers: dict[int, int],
         state: Sequence[Any],
+        *,
+        answers: bytes | bytearray | memoryview = b"",
         keep: int | None = None,
         prune: bool = True,
     ) -> str:
-        """Write a checkpoint atomically, then (``prune``) remove older ones as `prune`
-        says; its path. `CheckpointError` says why it could not be written."""
+        """Write a checkpoint of ``incarnation`` atomically, then (``prune``) remove older
+        ones as `prune` says; its path. `CheckpointError` says why it could not be written;
+        `Fenced` that the actor was removed (killed) since this incarnation began. A write
+        of an incarnation a newer one fenced off is kept but never read (`newest`)."""
         record = json.dumps({str(k): v for k, v in covers.items()}).encode()
+        extra = memoryview(answers).cast("B")
         views = [memoryview(b).cast("B") for b in state]
         size = sum(v.nbytes for v in views)
-        header = _HEADER.pack(_MAGIC, _VERSION, len(record), size)
+        header = _HEADER.pack(_MAGIC, _VERSION, len(record), extra.nbytes, size)
         folder = self._dir(actor)
-        final = f"{folder}/{calls:020d}-{checkpoint:016x}{_SUFFIX}"
-        temp = f"{folder}/{_TEMP}{uuid.uuid4().hex}"
+        final = f"{folder}/{_name(calls, incarnation)}"
+        temp = f"{folder}/{_TEMP}{incarnation:010d}-{uuid.uuid4().hex}"
         try:
-            self._files.write(temp, _pieces(header, record, views))
+            self._files.write(temp, _pieces(header, [record, extra], views))
+            if incarnation and incarnation not in self._list(folder).fences:
+                # Its own fence is gone: the actor was killed and its checkpoints removed
+                # (this is a copy a head left behind): nothing is written back.
+                self._forget(temp)
+                self._files.remove_folder(folder)
+                raise Fenced(
+                    f"actor {actor:#x}: a checkpoint of incarnation {incarnation} was "
+                    "refused: the actor was killed and its checkpoints removed"
+                )
             self._files.rename(temp, final)
         except OSError as e:  # fsspec's filesystems raise OSErrors too
             self._forget(temp)
             raise CheckpointError(f"cannot write a checkpoint to {self.uri}: {e}") from e
         if prune:
-            self.prune(actor, final, keep)
+            try:
+                self._prune(folder, self._list(folder), calls, incarnation, keep)
+            except OSError:
+                pass  # left for the next write
         return final
 
     def prune(self, actor: int, final: str, keep: int | None = None) -> None:
-        """Remove the actor's temporary files and its checkpoints older than ``final``
-        (`write`'s path), or with ``keep`` given, only those covering fewer than ``keep``
-        calls: an actor's worker passes the restore point the head named (-1 for none),
-        since a checkpoint written after it may be the head's restore point by now. A
-        worker does this after it answered: removing 100 MiB is nobody's wait."""
+        """Remove what `write` wrote ``final`` (its path) makes useless: temporary files,
+        stale files, and the checkpoints older than ``final``, or with ``keep`` given, only
+        those covering fewer than ``keep`` calls: an actor's worker passes the restore point
+        the head named (-1 for none), since a checkpoint written after it may be the head's
+        restore point by now. Only ``final``'s incarnation's files and older ones', and
+        nothing once a newer incarnation began. A worker does this after it answered:
+        removing 100 MiB is nobody's wait."""
+        parsed = _parse(final)
+        if parsed is None:
+            raise ValueError(f"{final!r} is not a checkpoint's path")
         folder = self._dir(actor)
-        for name in self._files.listdir(folder):
-            path = f"{folder}/{name}"
-            if path == final:
-                continue
-            calls = _parse(name)[0]
-            older = _parse(name) < _parse(final) if keep is None else calls < keep
-            if name.startswith(_TEMP) or (calls >= 0 and older):
-                self._forget(path)  # older, or a write that died
+        self._prune(folder, self._list(folder), *parsed, keep)
 
     def read(self, actor: int, calls: int) -> Checkpoint:
         """The actor's checkpoint covering exactly ``calls`` calls (the one the head restores
-        from); `CheckpointError` if there is none that checks out."""
+        from), the newest incarnation's first; `CheckpointError` if there is none that
+        checks out."""
         folder = self._dir(actor)
-        names = [n for n in self._files.listdir(folder) if _parse(n)[0] == calls]
-        for name in sorted(names, key=_parse, reverse=True):
-            found = self._read(actor, name, f"{folder}/{name}")
-            if found is not None:
-                return found
+        found = [f for f in self._current(folder) if f[0] == calls]
+        for file_calls, incarnation, name in sorted(found, reverse=True):
+            checkpoint = self._read(actor, f"{folder}/{name}", file_calls, incarnation)
+            if checkpoint is not None:
+                return checkpoint
         raise CheckpointError(
             f"actor {actor:#x}: no intact checkpoint covering {calls} calls under {self.uri}"
         )
 
     def newest(self, actor: int) -> Checkpoint | None:
-        """The actor's newest checkpoint that checks out, or None."""
+        """The actor's newest checkpoint that checks out, on the newest incarnation's
+        chain; None if there is none."""
         folder = self._dir(actor)
-        names = [n for n in self._files.listdir(folder) if n.endswith(_SUFFIX)]
-        for name in sorted(names, key=_parse, reverse=True):
-            found = self._read(actor, name, f"{folder}/{name}")
-            if found is not None:
-                return found
+        for calls, incarnation, name in sorted(self._current(folder), reverse=True):
+            checkpoint = self._read(actor, f"{folder}/{name}", calls, incarnation)
+            if checkpoint is not None:
+                return checkpoint
         return None
 
     def remove(self, actor: int) -> None:
-        """Forget every checkpoint of ``actor`` (it was killed)."""
+        """Forget every checkpoint and fence of ``actor`` (it was killed)."""
         folder = self._dir(actor)
         for name in self._files.listdir(folder):
             self._forget(f"{folder}/{name}")
         self._files.remove_folder(folder)
 
-    def _read(self, actor: int, name: str, path: str) -> Checkpoint | None:
+    def superseded(self, actor: int, incarnation: int) -> bool:
+        """Whether ``incarnation`` of ``actor`` is stale: a newer one began, or its own
+        fence is gone (killed and removed)."""
+        listing = self._list(self._dir(actor))
+        return bool(listing.newer(incarnation)) or incarnation not in listing.fences
+
+    def withdraw(self, actor: int, incarnation: int) -> None:
+        """``incarnation`` of ``actor`` was dropped (it moved on, or a head found it stale):
+        its fence goes, so that a build that began late (work a cut-off worker had queued)
+        fences off no copy the head counts on; its checkpoints stay, and it writes no more
+        (its own fence is gone)."""
+        if incarnation:
+            self._forget(f"{self._dir(actor)}/{_fence_name(incarnation)}")
+
+    # -- the folder ------------------------------------------------------------------------
+
+    def _list(self, folder: str) -> _Folder:
+        listing = _Folder([], {}, [])
+        for name in self._files.listdir(folder):
+            parsed = _parse(name)
+            if parsed is not None:
+                listing.files.append((*parsed, name))
+            elif name.startswith(_FENCE):
+                with contextlib.suppress(ValueError):
+                    listing.fences[int(name[len(_FENCE) :])] = name
+            elif name.startswith(_TEMP):
+                number = name[len(_TEMP) :].partition("-")[0]
+                listing.temps.append((int(number) if len(number) == 10 else 0, name))
+        return listing
+
+    def _fence(self, path: str) -> tuple[int, str]:
+        """(base, token) of a fence; a fence that cannot be read hides every older file."""
+        try:
+            base, token = self._files.read_bytes(path).decode().split()
+            return int(base), token
+        except (OSError, ValueError, UnicodeDecodeError):
+            return -1, ""
+
+    def _bases(self, folder: str, listing: _Folder, fences: Sequence[int]) -> dict[int, int]:
+        return {i: self._fence(f"{folder}/{listing.fences[i]}")[0] for i in fences}
+
+    def _current(self, folder: str) -> list[tuple[int, int, str]]:
+        """The folder's checkpoint files that are not stale."""
+        listing = self._list(folder)
+        bases = self._bases(folder, listing, list(listing.fences))
+        return [f for f in listing.files if f[0] <= _limit(bases, f[1])]
+
+    def _prune(
+        self, folder: str, listing: _Folder, calls: int, incarnation: int, keep: int | None
+    ) -> None:
+        if listing.newer(incarnation):
+            return  # fenced off: the folder is a newer incarnation's to tidy
+        bases = self._bases(folder, listing, list(listing.fences))
+        left: list[int] = []
+        for file_calls, file_incarnation, name in listing.files:
+            if file_incarnation > incarnation:
+                continue
+            if file_calls > _limit(bases, file_incarnation):
+                stale = True
+            elif keep is None:
+                stale = (file_calls, file_incarnation) < (calls, incarnation)
+            else:
+                stale = file_calls < keep
+            if stale:
+                self._forget(f"{folder}/{name}")
+            else:
+                left.append(file_incarnation)
+        for temp_incarnation, name in listing.temps:
+            if temp_incarnation <= incarnation:
+                self._forget(f"{folder}/{name}")  # a write that died
+        # A fence only limits older incarnations' files: once none is left, it goes (the
+        # newest fence stays, refusing every older incarnation's writes).
+        for fence, name in listing.fences.items():
+            if fence < incarnation and not any(i < fence for i in left):
+                self._forget(f"{folder}/{name}")
+
+    def _read(self, actor: int, path: str, calls: int, incarnation: int) -> Checkpoint | None:
         try:
             data = self._files.read(path)
         except OSError:
             return None
-        if len(data) < _HEADER.size + _TRAILER.size:
+        if len(data) < _PREFIX.size:
             return None
-        magic, version, record_size, size = _HEADER.unpack_from(data)
-        body = memoryview(data)[_HEADER.size : len(data) - _TRAILER.size]
-        if magic != _MAGIC or version != _VERSION or len(body) != record_size + size:
+        magic, version = _PREFIX.unpack_from(data)
+        if magic != _MAGIC or version not in (2, _VERSION):
+            return None
+        header = _HEADER if version == _VERSION else _HEADER_2
+        if len(data) < header.size + _TRAILER.size:
+            return None
+        if version == _VERSION:
+            _, _, record_size, answers_size, size = header.unpack_from(data)
+        else:
+            (_, _, record_size, size), answers_size = header.unpack_from(data), 0
+        body = memoryview(data)[header.size : len(data) - _TRAILER.size]
+        if len(body) != record_size + answers_size + size:
             return None
         (crc,) = _TRAILER.unpack_from(data, len(data) - _TRAILER.size)
         if zlib.crc32(body) != crc:
             return None
         covers = {int(k): int(v) for k, v in json.loads(bytes(body[:record_size])).items()}
-        calls, checkpoint = _parse(name)
-        return Checkpoint(actor, checkpoint, calls, covers, body[record_size:])
+        answers = body[record_size : record_size + answers_size]
+        state = body[record_size + answers_size :]
+        return Checkpoint(actor, incarnation, calls, covers, state, answers)
 
     def _forget(self, path: str) -> None:
-        # A file left behind is skipped by name, and removed by the next write.
+        # A file left behind is skipped by name, and removed by a later prune.
         with contextlib.suppress(OSError):
             self._files.remove(path)
 
 
-def _pieces(header: bytes, record: bytes, views: list[memoryview]) -> Iterator[Any]:
+def _limit(bases: dict[int, int], incarnation: int) -> float:
+    """The most calls a file of ``incarnation`` may cover and not be stale: the least base
+    of the fences newer than it (no limit under none)."""
+    return min((b for i, b in bases.items() if i > incarnation), default=float("inf"))
+
+
+def _pieces(header: bytes, small: list[Any], views: list[memoryview]) -> Iterator[Any]:
     """What a checkpoint file holds, in order, the CRC taken of each piece as it goes."""
     yield header
-    crc = zlib.crc32(record)
-    yield record
-    for view in views:
-        for start in range(0, view.nbytes, _PIECE):
+    crc = 0
+    for view in (*small, *views):
+        for start in range(0, len(view), _PIECE):
             piece = view[start : start + _PIECE]
             crc = zlib.crc32(piece, crc)
             yield piece
     yield _TRAILER.pack(crc)
 
 
-def _parse(name: str) -> tuple[int, int]:
-    """(calls, checkpoint) of a checkpoint's file name; (-1, -1) for anything else."""
+def _name(calls: int, incarnation: int) -> str:
+    return f"{calls:020d}-{incarnation:010d}{_SUFFIX}"
+
+
+def _fence_name(incarnation: int) -> str:
+    return f"{_FENCE}{incarnation:010d}"
+
+
+def _parse(name: str) -> tuple[int, int] | None:
+    """(calls, incarnation) of a checkpoint's file name (or path), None for anything else;
+    a name of the previous release (``<calls>-<16 hex digits of its ID>``) is incarnation 0."""
     base = name.rsplit("/", 1)[-1]
     if not base.endswith(_SUFFIX):
-        return -1, -1
-    calls, _, checkpoint = base[: -len(_SUFFIX)].partition("-")
+        return None
+    calls, _, mark = base[: -len(_SUFFIX)].partition("-")
+    if not calls.isdigit() or len(mark) not in (10, 16):
+        return None
     try:
-        return int(calls), int(checkpoint, 16)
+        incarnation = int(mark, 10 if len(mark) == 10 else 16)
     except ValueError:
-        return -1, -1
+        return None
+    return int(calls), incarnation if len(mark) == 10 else 0
 
 
 def open_store(uri: str | None = None) -> CheckpointStore | None:
@@ -300,7 +417,7 @@ def open_store(uri: str | None = None) -> CheckpointStore | None:
         path = parsed.path if parsed.scheme else uri
         if parsed.scheme == "file" and parsed.netloc not in ("", "localhost"):
             raise CheckpointError(f"{ENV}={uri}: a file:// URI names a local path (file:///x)")
-        return CheckpointStore(uri, os.path.abspath(path), _Local())
+        return CheckpointStore(uri, os.path.abspath(path), LocalFiles())
     try:
         import fsspec
     except ImportError:
@@ -312,4 +429,4 @@ def open_store(uri: str | None = None) -> CheckpointStore | None:
         fs, root = fsspec.core.url_to_fs(uri)
     except (ImportError, ValueError) as e:
         raise CheckpointError(f"{ENV}={uri}: {e}") from e
-    return CheckpointStore(uri, root, _Fsspec(fs))
+    return CheckpointStore(uri, root, FsspecFiles(fs))

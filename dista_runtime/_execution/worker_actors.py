@@ -16,14 +16,14 @@ also records, per caller, the newest of its calls it includes: the object ID of 
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
-from collections import OrderedDict, deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections import deque
+from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 import dista_proto as dp
-from dista_proto.frame import Bytes
 
 from .._clock import now
 from .._errors import CheckpointError
@@ -38,17 +38,13 @@ from .._values.registry import (
     split_by_value,
 )
 from .call import encode_results
-from .checkpoints import Checkpoint, CheckpointStore, open_store
+from .checkpoints import Checkpoint, CheckpointStore, Fenced, open_store
+from .kept_answers import KeptAnswers
 
 __all__ = ["ActorHost"]
 
 #: The decisions `ActorHost` carries out (its worker's engine routes them to `handle`).
 _Work = dp.StartActor | dp.CallActor | dp.CheckpointActor | dp.StopActor
-#: Answers of recent calls this worker keeps, past the actor's end on it: after a head
-#: restart a call its restored checkpoint covers is answered from here instead of failing
-#: as lost (its first answer may have died in the old head's buffers).
-_ANSWERS_KEPT: Final = 4096
-_ANSWER_BYTES_KEPT: Final = 64 << 20
 _NO_STORE: Final = (
     "no checkpoint store: set DISTA_CHECKPOINT_URI (a directory, file:///path, or an fsspec "
     "URL such as s3://bucket/prefix) in the workers' environment"
@@ -71,13 +67,21 @@ class ActorHost:
         self._instance: object = None
         self._methods: dict[int, tuple[str, bool]] = {}  # method ID -> (name, async)
         self._covers: dict[int, int] = {}  # caller number -> newest call of its it ran
-        #: Recent calls' answers (values, or the failure), oldest first, bounded.
-        self._answers: OrderedDict[int, tuple[int, Sequence[Bytes] | str]] = OrderedDict()
-        self._answer_bytes = 0
+        self._actor = 0  # the actor built here (0: none)
+        #: Calls it has seen in its heads' numbering (run, or covered by what it came from).
+        self._label = 0
+        #: Recent calls' answers (values, or the failure): a resent call it ran gets its
+        #: answer from here, on this worker or restored elsewhere (checkpoints carry them).
+        self._answers = KeptAnswers()
         self._classes: dict[bytes, type] = {}  # by-value classes, by digest
         self._store: CheckpointStore | None = None
         self._store_error = ""
         self._store_opened = False
+        #: This build of the actor in the store (`CheckpointStore.begin`; 0 without one).
+        self._incarnation = 0
+        #: Actors whose checkpoints go with them, queued and not yet removed (`stop`).
+        self._forgetting: dict[int, int] = {}
+        self._forgetting_lock = threading.Lock()
 
     # -- the loop's side -------------------------------------------------------------------
 
@@ -87,6 +91,33 @@ class ActorHost:
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="dista-actor", daemon=True)
             self._thread.start()
+
+    def stop(self, work: dp.StopActor) -> None:
+        """Queue a `StopActor` like `handle`, remembering an actor whose checkpoints go with
+        it until the actor's thread has removed them: an exiting worker waits for that
+        (`forgetting`), and removes them itself past its wait (`forget_now`)."""
+        if work.forget:
+            with self._forgetting_lock:
+                self._forgetting[work.actor_id] = self._forgetting.get(work.actor_id, 0) + 1
+        self.handle(work)
+
+    def forgetting(self) -> bool:
+        """Whether checkpoints of stopped actors are still to be removed."""
+        return bool(self._forgetting)
+
+    def forget_now(self) -> None:
+        """Remove the checkpoints the actor's thread has not got to (it is busy, or stuck
+        in a call): the worker is exiting and the thread goes with it."""
+        with self._forgetting_lock:
+            actors, self._forgetting = list(self._forgetting), {}
+        store = self._open_store() if actors else None
+        if store is None:
+            return
+        for actor in actors:
+            try:
+                store.remove(actor)
+            except Exception:
+                pass  # a store gone away: nothing to restore from anyway
 
     def _report(self, report: Callable[[], None]) -> None:
         """From the actor's thread: ``report`` runs on the loop, in order with the others."""
@@ -120,7 +151,15 @@ class ActorHost:
                 self._stop(work)
 
     def _start(self, work: dp.StartActor) -> None:
+        self._begin(work)
         actor = work.actor_id
+        if (
+            work.covers == dp.RESTORE_NEWEST
+            and self._instance is not None
+            and self._actor == actor
+        ):
+            self._placed_back(actor)
+            return
         restored: int | None = None
         try:
             if work.covers is None:
@@ -132,27 +171,87 @@ class ActorHost:
                 newest = self._newest(actor)
                 if newest is None:
                     why = f"actor {actor:#x} has no checkpoint to restore from"
-                    self._report(lambda: self.core.actor_started(actor, why, no_checkpoint=True))
+                    self._report(
+                        lambda: self.core.actors.actor_started(actor, why, no_checkpoint=True)
+                    )
                     return
                 instance, covers, restored = (
                     decode(newest.state),
                     dict(newest.covers),
                     newest.calls,
                 )
+                self._answers.load(newest.answers)
             else:
                 instance, covers = self._restore(actor, work.covers)
         except BaseException as e:  # SystemExit in a constructor fails the actor, no more
             error = message_from_exception(e)
-            self._report(lambda: self.core.actor_started(actor, error))
+            self._report(lambda: self.core.actors.actor_started(actor, error))
             return
         self._instance = instance
+        self._actor = actor
+        self._label = restored if restored is not None else (work.covers or 0)
         self._covers = covers
         self._methods = {i: (m, a) for m, (i, a) in method_table(type(instance)).items()}
-        self._report(lambda: self.core.actor_started(actor, None, covers=restored))
+        self._report(lambda: self.core.actors.actor_started(actor, None, covers=restored))
+
+    def _placed_back(self, actor: int) -> None:
+        """A new head places the actor back here, where it lived on through the head's
+        loss: its state answers, made the restore point by a checkpoint covering the calls
+        it has seen (``uncovered`` if none can be written: the head asks again)."""
+        calls = self._label
+        uncovered = False
+        try:
+            store = self._open_store()
+            if store is None:
+                uncovered = True
+            else:
+                if self._incarnation and store.superseded(actor, self._incarnation):
+                    raise Fenced(
+                        f"actor {actor:#x}: this live copy (incarnation {self._incarnation}) "
+                        "is stale: the actor was built again elsewhere since"
+                    )
+                parts = encode_parts(self._instance, "the actor's state")
+                covers = dict(self._covers)
+                answers = self._answers.dump()
+                store.write(
+                    actor, self._incarnation, calls, covers, parts, answers=answers, prune=False
+                )
+        except Fenced as e:
+            why = str(e)  # a stale copy: the head drops it, and waits for the newer one
+            self._report(lambda: self.core.actors.actor_started(actor, why, fenced=True))
+            return
+        except Exception:  # unpicklable, a full disk: it lives on, not yet rebuildable
+            uncovered = True
+        self._report(
+            lambda: self.core.actors.actor_started(actor, None, covers=calls, uncovered=uncovered)
+        )
+
+    def _begin(self, work: dp.StartActor) -> None:
+        """A new incarnation of the actor in the store, fencing off older builds of it (a
+        cut-off worker that still runs); `_newest` begins once it knows the base (and an
+        instance kept alive through a head restart goes on as the incarnation it was)."""
+        if work.covers == dp.RESTORE_NEWEST:
+            return
+        self._incarnation = 0
+        store = self._open_store()
+        if store is None:
+            return
+        base = -1 if work.covers is None else work.covers
+        try:
+            self._incarnation = store.begin(work.actor_id, base)
+        except Exception:
+            pass  # a store gone away: its checkpoints fail with the reason, the actor runs
 
     def _newest(self, actor: int) -> Checkpoint | None:
         store = self._open_store()
-        return None if store is None else store.newest(actor)
+        newest = None if store is None else store.newest(actor)
+        if store is not None and newest is not None:
+            self._incarnation = 0
+            try:
+                self._incarnation = store.begin(actor, newest.calls)
+            except Exception:
+                pass  # as in `_begin`: the actor runs, its checkpoints say why they fail
+        return newest
 
     def _construct(self, type_id: int, argument: Any) -> object:
         if type_id & dp.TASK_ID_MASK == ACTOR_BY_VALUE_ID:
@@ -178,17 +277,18 @@ class ActorHost:
         if store is None:
             raise CheckpointError(self._store_error)
         checkpoint = store.read(actor, covers)
+        self._answers.load(checkpoint.answers)
         return decode(checkpoint.state), dict(checkpoint.covers)
 
     def _call(self, work: dp.CallActor) -> None:
         oid = work.object_id
         caller = oid >> dp.ID_BITS
+        self._label += 1
         if oid <= self._covers.get(caller, 0):
             # The checkpoint this actor came back from has it (a call resent after a head
             # restart): running it again would apply it twice. Its answer, if kept here,
             # still reaches its caller.
-            kept = self._answers.get(oid)
-            answer = None if kept is None else kept[1]
+            answer = self._answers.get(oid)
             if answer is None:
                 self._report(lambda: self.core.call_covered(oid))
             elif isinstance(answer, str):
@@ -218,23 +318,12 @@ class ActorHost:
         except BaseException as e:  # one call's failure, whatever it raised
             error = message_from_exception(e)
             ended = now()
-            self._keep_answer(oid, error)
+            self._answers.keep(oid, error)
             self._report(lambda: self.core.task_failed(oid, error, started, ended))
             return
         ended = now()
-        self._keep_answer(oid, values)
+        self._answers.keep(oid, values)
         self._report(lambda: self.core.task_done(oid, values, started, ended))
-
-    def _keep_answer(self, oid: int, answer: Sequence[Bytes] | str) -> None:
-        size = len(answer) if isinstance(answer, str) else sum(len(v) for v in answer)
-        answers = self._answers
-        answers[oid] = (size, answer)
-        self._answer_bytes += size
-        while answers and (
-            len(answers) > _ANSWERS_KEPT or self._answer_bytes > _ANSWER_BYTES_KEPT
-        ):
-            old, _ = answers.popitem(last=False)[1]
-            self._answer_bytes -= old
 
     def _on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run ``coro`` on the worker's loop and wait for it here."""
@@ -269,7 +358,15 @@ class ActorHost:
             else:
                 parts = encode_parts(self._instance, "the actor's state")
                 covers = dict(self._covers)
-                written = store.write(work.actor_id, 0, work.calls, covers, parts, prune=False)
+                written = store.write(
+                    work.actor_id,
+                    self._incarnation,
+                    work.calls,
+                    covers,
+                    parts,
+                    answers=self._answers.dump(),
+                    prune=False,
+                )
         except TypeError as e:  # unpicklable state: the actor goes on
             failure = (
                 f"{e} (an actor can define __getstate__ and __setstate__ to leave out "
@@ -277,7 +374,7 @@ class ActorHost:
             )
         except Exception as e:  # a full disk, a store gone away: the actor goes on
             failure = str(e) if isinstance(e, CheckpointError) else repr(e)
-        self._report(lambda: self.core.checkpointed(work.actor_id, work.calls, failure))
+        self._report(lambda: self.core.actors.checkpointed(work.actor_id, work.calls, failure))
         if store is not None and written:
             try:  # after the answer: removing the older ones is nobody's wait
                 keep = -1 if work.keep is None else work.keep  # None: no restore point yet
@@ -286,9 +383,14 @@ class ActorHost:
                 pass  # left for the next write to remove
 
     def _stop(self, work: dp.StopActor) -> None:
-        self._instance = None
-        self._methods = {}
-        self._covers = {}
+        if self._actor == work.actor_id or self._instance is None:
+            self._instance = None  # (a forget for another actor leaves ours alone)
+            self._actor = 0
+            self._methods = {}
+            self._covers = {}
+            if not work.forget and self._store is not None:
+                with contextlib.suppress(Exception):  # a store gone away: nothing to fence
+                    self._store.withdraw(work.actor_id, self._incarnation)
         if work.forget:
             store = self._open_store()
             if store is not None:
@@ -296,6 +398,10 @@ class ActorHost:
                     store.remove(work.actor_id)
                 except Exception:
                     pass  # a store gone away: nothing to restore from anyway
+            with self._forgetting_lock:  # removed: an exiting worker need not wait for it
+                left = self._forgetting.pop(work.actor_id, 0) - 1
+                if left > 0:
+                    self._forgetting[work.actor_id] = left
 
     def _open_store(self) -> CheckpointStore | None:
         if not self._store_opened:

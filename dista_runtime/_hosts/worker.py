@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from typing import Any, Final
 
 import dista_proto as dp
 
 from .._clock import now, wall_offset_ns
+from .._execution.checkpoints import ENV as CHECKPOINT_ENV
 from .._execution.execution import Execution
 from .._net.address import advertised_host, format_head
 from .._net.contract import Listener, Loop
@@ -51,6 +53,10 @@ CURRENT: WorkerHost | None = None
 _JOIN_TIMEOUT_S: Final = 10.0
 #: Hosts that listen on every interface: never an address to tell fetchers.
 _ANY: Final = frozenset({"0.0.0.0", "", "::"})
+#: How long an exiting worker waits for its actor's thread to remove the checkpoints of
+#: actors stopped for good (killed, or their driver left), before removing them itself.
+_FORGET_WAIT_S: Final = 1.0
+_FORGET_POLL_S: Final = 0.005
 
 
 class WorkerHost(Engine):
@@ -71,7 +77,7 @@ class WorkerHost(Engine):
         self.route(dp.StartActor, actors.handle)
         self.route(dp.CallActor, actors.handle)
         self.route(dp.CheckpointActor, actors.handle)
-        self.route(dp.StopActor, actors.handle)
+        self.route(dp.StopActor, actors.stop)  # `_on_exit` waits for its removals
         self.route(dp.HeadLost, self._head_lost)
         self.runners = self.execution.runners
         self.inline = self.execution.inline
@@ -200,16 +206,30 @@ class WorkerHost(Engine):
         if not joined:  # it never joined: both say why
             self.ready.fail(ConnectionError(reason))
 
-        def drained(_: object) -> None:
-            # `done` ends the loop: once no connection is left to it (`Engine.close_all`).
-            if self.client is not None and not self.client.drained.done():
-                self.client.drained.add_callback(drained)
-            elif joined:
+        def finish() -> None:
+            if joined:
                 self.done.set(reason)
             else:
                 self.done.fail(ConnectionError(reason))
 
+        def drained(_: object) -> None:
+            # `done` ends the loop: once no connection is left to it (`Engine.close_all`),
+            # and no checkpoint of an actor stopped for good is left behind: the local
+            # cluster's head forwards its drivers' actor kills just before it stops us.
+            if self.client is not None and not self.client.drained.done():
+                self.client.drained.add_callback(drained)
+            else:
+                self._forget_actors(time.monotonic() + _FORGET_WAIT_S, finish)
+
         self.drained.add_callback(drained)
+
+    def _forget_actors(self, deadline: float, then: Callable[[], None]) -> None:
+        actors = self.execution.actors
+        if actors.forgetting() and time.monotonic() < deadline:
+            self.loop.call_later(_FORGET_POLL_S, self._forget_actors, deadline, then)
+            return
+        actors.forget_now()  # what the actor's thread did not get to (a call still runs)
+        then()
 
     def greeted(self, link: int) -> bool:
         return self.core.greeted(link)  # a fetcher's greeting: a whole frame
@@ -273,6 +293,8 @@ def start_worker(
         heartbeat_ns=heartbeat_ns(),
         check_fetches=True,  # fetches only by the head's grant, or from a TLS member
         accept_by_value=accept_by_value_env() if accept_by_value is None else accept_by_value,
+        # It says so in its hello: only such a worker is chosen to restore an actor.
+        checkpoints=bool(os.environ.get(CHECKPOINT_ENV, "").strip()),
         fetch_wait_ns=fetch_grant_wait_ns(),
         wall_offset_ns=wall_offset_ns(),  # its spans' stamps, for people
     )

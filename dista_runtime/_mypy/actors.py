@@ -50,8 +50,9 @@ HANDLE = "dista_runtime._api.actor.ActorHandle"
 METHOD = "dista_runtime._api.actor.ActorMethod"
 CREATE = "dista_runtime._api.actor._Create"
 CREATE_CALL = f"{CREATE}.__call__"
+OPTIONS = "dista_runtime._api.actor._Options"
 # What `ActorHandle` itself answers to (`dista_runtime._api.actor._RESERVED`).
-RESERVED = frozenset({"remote", "checkpoint", "checkpoint_async", "kill"})
+RESERVED = frozenset({"remote", "options", "checkpoint", "checkpoint_async", "kill"})
 
 
 def _object_ref_of(api: CheckerPluginInterface) -> TypeInfo | None:
@@ -95,12 +96,18 @@ def _add_remote(ctx: ClassDefContext) -> bool:
     create = ctx.api.lookup_fully_qualified_or_none(CREATE)
     if create is None or not isinstance(create.node, TypeInfo):
         return True  # not our ``actor`` after all: leave the class alone
-    var = Var("remote", Instance(create.node, [fill_typevars_with_any(info)]))
-    var.info = info
-    var._fullname = f"{info.fullname}.remote"
-    var.is_classvar = True
-    var.allow_incompatible_override = True  # an actor subclass's ``remote`` makes the subclass
-    info.names["remote"] = SymbolTableNode(MDEF, var, plugin_generated=True)
+    options = ctx.api.lookup_fully_qualified_or_none(OPTIONS)
+    added = [("remote", create)] + ([("options", options)] if options is not None else [])
+    for name, node in added:
+        if not isinstance(node.node, TypeInfo):
+            continue
+        # ``options(name=...)`` gives an object whose ``remote`` is a ``_Create[Cls]`` too.
+        var = Var(name, Instance(node.node, [fill_typevars_with_any(info)]))
+        var.info = info
+        var._fullname = f"{info.fullname}.{name}"
+        var.is_classvar = True
+        var.allow_incompatible_override = True  # an actor subclass's makes the subclass
+        info.names[name] = SymbolTableNode(MDEF, var, plugin_generated=True)
     return True
 
 

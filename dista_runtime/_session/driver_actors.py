@@ -163,21 +163,69 @@ class SessionActors:
         every: int,
         prefix: bytes,
         capability: bytes,
+        name: str = "",
     ) -> int:
         """Create an actor (``prefix`` + argument) whose handles carry ``capability``; its
-        ID, at once."""
+        ID, at once (named ``name``: once the head reserved the name, `ValueError` if it is
+        taken)."""
         self._on_use()
+        request = 0
         with self._lock:
             self._host.check_open()
-            if inputs:
+            actor = 0
+            if name:  # the name goes first: the head refuses the create if it is taken
                 actor = self.core.reserve()
+                request = self.core.actor_name(name, actor)
+                self._slots[request] = _Slot()
+            if inputs:
+                actor = actor or self.core.reserve()
                 self._capabilities[actor] = capability
                 self._hold(actor, _Held(_CREATE, actor, type_id, argument, inputs, every, prefix))
             else:
-                actor = self.core.create_actor(type_id, prefix + argument, every, 0, capability)
+                actor = self.core.create_actor(
+                    type_id, prefix + argument, every, actor, capability
+                )
             self._slots[actor] = _Slot()
         self.io.schedule_flush()
+        if request:
+            answer = self.wait_request(request, None)
+            if isinstance(answer, str):
+                self._forget(actor)
+                raise ValueError(answer)
         return actor
+
+    def lookup_actor(self, name: str, timeout: float | None) -> bytes:
+        """The head's answer to a look-up of ``name`` (actor ID, type ID, capability);
+        `ValueError` if no live actor has that name."""
+        self._on_use()
+        with self._lock:
+            self._host.check_open()
+            request = self.core.actor_name(name)
+            self._slots[request] = _Slot()
+        self.io.schedule_flush()
+        answer = self.wait_request(request, timeout)
+        if not isinstance(answer, bytes):
+            raise ValueError(answer)  # noqa: TRY004 (no actor has that name)
+        return answer
+
+    def wait_request(self, oid: int, timeout: float | None) -> bytes | str:
+        """Wait for the answer to a request the head keeps no object for: its value, or
+        why it failed."""
+        if self.io.in_io_thread():
+            raise RuntimeError("naming or looking up an actor would block Dista's event loop")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            event = threading.Event()
+            ready, slot = self._host.poll(oid, event.set)
+            if ready:
+                self._forget(oid)
+                value = slot.value
+                return value if isinstance(value, str) else bytes(value)
+            left = None if deadline is None else deadline - time.monotonic()
+            with self._on_block():
+                if not event.wait(left):
+                    self._forget(oid)
+                    raise GetTimeoutError(f"the head did not answer within {timeout} s")
 
     def call_actor(
         self, actor: int, method: int, argument: Bytes, inputs: Sequence[int], capability: bytes

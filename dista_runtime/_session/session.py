@@ -377,8 +377,10 @@ class Session:
             if not arrived:
                 raise GetTimeoutError(f"object {oid:#x} was not ready within {timeout} s")
 
-    async def await_value(self, oid: int) -> Any:
-        """The value, awaited on whatever loop runs the caller (`dista_runtime._session.awaiting`)."""
+    async def await_value(self, oid: int, *, cancellable: bool = True) -> Any:
+        """The value, awaited on whatever loop runs the caller (`dista_runtime._session.awaiting`);
+        a cancelled wait cancels the task too with ``cancel_remote``, if ``cancellable`` (an
+        actor call's is not: the wait stops and the call still runs)."""
         while True:
             latch: Latch[None] = Latch()
             ready, slot = self.poll(oid, partial(latch.set, None))
@@ -388,7 +390,8 @@ class Session:
                 try:
                     await wait_latch(latch, None)
                 except BaseException:  # the awaiting task was cancelled
-                    if self.cancel_remote and not self.closed and not self.is_done(oid):
+                    remote = self.cancel_remote and cancellable
+                    if remote and not self.closed and not self.is_done(oid):
                         self.cancel(oid)
                     raise
 

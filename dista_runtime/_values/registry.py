@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import cloudpickle
 
-from dista_proto import TASK_ID_MASK
+from dista_proto import TASK_ID_MASK, actor_call_task_id
 from dista_proto.frame import Bytes
 
 from .codec import dumps_by_value
@@ -34,9 +34,11 @@ __all__ = [
     "PUT_ID",
     "Source",
     "by_value_argument",
+    "call_label",
     "digest_of",
     "importable",
     "install_source",
+    "label_actor_calls",
     "load_function",
     "lookup",
     "method_table",
@@ -85,6 +87,25 @@ def register_actor(name: str, cls: type) -> None:
     """Record importable actor class ``cls`` under ``name``: its type ID finds it."""
     _tasks[name] = cls
     _by_hash[name_hash(name)] = cls
+
+
+#: Actor calls' timeline task IDs (`dista_proto.actor_call_task_id`) -> ``module.Class.method``.
+_call_labels: dict[int, str] = {}
+
+
+def label_actor_calls(type_id: int, cls: type) -> None:
+    """Name the timeline records of calls to ``cls`` (type ``type_id``) in this process:
+    under its own type ID, and under the by-value one (a by-value class of this process's
+    with a method of that name first)."""
+    label = f"{cls.__module__}.{cls.__qualname__}"
+    for method, (mid, _) in method_table(cls).items():
+        _call_labels[actor_call_task_id(type_id, mid)] = f"{label}.{method}"
+        _call_labels.setdefault(actor_call_task_id(ACTOR_BY_VALUE_ID, mid), f"{label}.{method}")
+
+
+def call_label(task_id: int) -> str | None:
+    """``module.Class.method`` of an actor call's timeline record, if this process knows it."""
+    return _call_labels.get(task_id & TASK_ID_MASK)
 
 
 def snapshot() -> tuple[frozenset[str], int]:

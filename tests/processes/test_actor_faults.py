@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 import warnings
 from collections.abc import Iterator
@@ -16,7 +19,8 @@ import pytest
 import dista_runtime as dista
 from dista_runtime._session import context as _context
 from tests.processes.support import actor_classes as ac
-from tests.support.cluster import assert_gone, settle_to_zero, wait_for_workers
+from tests.support.cluster import assert_gone, settle_to_zero, stop_process, wait_for_workers
+from tests.support.processes import ROOT
 
 
 def _cluster(workers: int = 2) -> Iterator[dista.Cluster]:
@@ -209,3 +213,53 @@ def test_kill_force_ends_the_worker_of_an_actor_stuck_in_c(
         assert_gone([pid])
         assert ac.sleep_then.remote(0, 6).get(timeout=30) == 6  # the workers serve tasks
         assert pid not in cluster.pids()
+
+
+#: A driver that checkpoints actors, then leaves without kill(): through `with`, or
+#: through `shutdown()` with one actor still inside a call, then the interpreter's exit.
+_LEAVES = {
+    "with": """
+        with dista.init(workers=1) as cluster:
+            counter = ac.Counter.remote()
+            counter.add.remote(1).get(timeout=30)
+            counter.checkpoint(timeout=30)
+            print("pids", *cluster.pids(), flush=True)
+        """,
+    "shutdown": """
+        cluster = dista.init(workers=2)
+        counter, napping = ac.Counter.remote(), ac.Counter.remote()
+        dista.get([counter.add.remote(1), napping.add.remote(1)], timeout=30)
+        counter.checkpoint(timeout=30)
+        napping.checkpoint(timeout=30)
+        napping.add.remote(1, 30.0)  # still running when the cluster goes
+        time.sleep(0.3)
+        print("pids", *cluster.pids(), flush=True)
+        dista.shutdown()
+        """,
+}
+
+
+def test_a_cluster_shut_down_without_kill_leaves_no_checkpoint(tmp_path: Path) -> None:
+    runs = {}
+    for name, body in _LEAVES.items():
+        store = tmp_path / name
+        store.mkdir()
+        script = "import time\nimport dista_runtime as dista\n"
+        script += "from tests.processes.support import actor_classes as ac\n"
+        env = dict(os.environ, DISTA_CHECKPOINT_URI=store.as_uri())
+        argv = [sys.executable, "-c", script + textwrap.dedent(body)]
+        runs[name] = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    try:
+        for name, run in runs.items():
+            out, _ = run.communicate(timeout=60)
+            assert run.returncode == 0, out
+            pids = [int(p) for p in out.split("pids", 1)[1].split()]
+            assert_gone(pids)
+            # Every actor's folder went with its actor: the driver's leave kills them, and
+            # the workers finish removing before they exit.
+            assert list((tmp_path / name).iterdir()) == [], (name, out)
+    finally:
+        for run in runs.values():
+            stop_process(run)

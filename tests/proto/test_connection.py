@@ -173,6 +173,8 @@ PROJECT_DECISIONS: dict[str, set[tuple[Role, Role]]] = {
     "error": {(H, W), (H, O)},
     "located": {(H, W)},
     "actor-open": {(D, H)},  # Dista's own kind: an actor's capability
+    "actor-name": {(D, H)},  # Dista's own kinds: named actors
+    "actor-lookup": {(D, H)},
 }
 
 

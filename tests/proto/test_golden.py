@@ -15,6 +15,8 @@ from dista_proto import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorLookup,
+    ActorName,
     ActorOpen,
     ActorRestore,
     Address,
@@ -420,6 +422,16 @@ GOLDEN: list[Golden] = [
         TO_HEAD,
         "21000000 22" + O + Z + "000102030405060708090a0b0c0d0e0f",
     ),
+    # 36 actor-name (Dista's own kind): the actor's ID, the request ID in the task-ID field,
+    # the name's UTF-8 (1 to 255 bytes).
+    Golden(
+        "actor-name",
+        ActorName(OID, TID, "ledger"),
+        TO_HEAD,
+        "17000000 24" + O + T + "6c6564676572",
+    ),
+    # 37 actor-lookup (Dista's own kind): the request ID, then the name's UTF-8.
+    Golden("actor-lookup", ActorLookup(OID, "l\u00e9"), TO_HEAD, "14000000 25" + O + Z + "6cc3a9"),
 ]
 
 CASES = [
@@ -430,8 +442,9 @@ CASES = [
 
 
 def test_every_kind_has_a_golden_frame() -> None:
-    assert {g.event.kind for g in GOLDEN} == set(range(1, 35))
-    assert {g.data[4] for g in GOLDEN} == set(range(1, 35))
+    kinds = {*range(1, 35), 36, 37}
+    assert {g.event.kind for g in GOLDEN} == kinds
+    assert {g.data[4] for g in GOLDEN} == kinds
 
 
 def test_every_direction_a_kind_travels_has_a_golden_frame() -> None:

@@ -126,16 +126,21 @@ def _resume(net: Net, number: int) -> Raw:
 
 def test_opens_are_sent_again_after_a_head_restart_before_the_creator_resumes() -> None:
     # A new head: the opener resumes first; its open and call wait for the creator's
-    # actor-create and actor-open, which decide them.
+    # actor-create and actor-open, which decide them. (The actor's worker rejoins saying
+    # it hosts it, so that the new head places it back there at once.)
     for shown, taken in ((CAP, True), (WRONG, False)):
         net = Net(recovery_grace_ns=10 * GRACE)
-        worker = net.worker()
+        worker = net.connect()
+        marks = dp.HELLO_CHECKPOINTS | dp.HELLO_HOSTS_ACTOR
+        worker.send(dp.Hello(F.ROLE_WORKER, REGISTRY, dp.Address("10.0.0.1", 7000), mark=marks))
         friend = _resume(net, 5)
         actor = 9 << dp.ID_BITS | 1
         friend.send(dp.ActorOpen(actor, shown))
         call = _call(friend, actor, 3)
         owner = _resume(net, 9)
         owner.send(dp.ActorCreate(actor, TYPE, b"init", 0))
+        assert worker.take() == []  # it waits for the worker that hosts it
+        worker.send(dp.Error(actor, "still hosts it", dp.hosts_mark(0)))
         (restore,) = worker.take()
         assert isinstance(restore, dp.ActorRestore)
         assert friend.take() == []  # still waiting: the creator's capability decides

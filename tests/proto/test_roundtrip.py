@@ -17,6 +17,8 @@ from dista_proto import (
     ActorCall,
     ActorCreate,
     ActorKill,
+    ActorLookup,
+    ActorName,
     ActorOpen,
     ActorRestore,
     Address,
@@ -74,6 +76,8 @@ u64 = st.integers(0, U64_MAX)
 ids = st.one_of(st.integers(0, 1 << 20), u64)
 blobs = st.binary(max_size=40)
 texts = st.text(max_size=30)
+#: Actor names: 1 to 255 bytes of UTF-8 (no lone surrogates: those are not UTF-8).
+names = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=60)
 
 #: A secret or a fetch token (16 bytes), or none.
 secrets = st.just(b"") | st.binary(min_size=16, max_size=16)
@@ -221,6 +225,8 @@ def strategy(kind: int, from_head: bool) -> st.SearchStrategy[Any]:
         frame.KIND_ACTOR_OPEN: lambda: st.builds(
             ActorOpen, ids, st.binary(min_size=16, max_size=16)
         ),
+        frame.KIND_ACTOR_NAME: lambda: st.builds(ActorName, ids, ids, names),
+        frame.KIND_ACTOR_LOOKUP: lambda: st.builds(ActorLookup, ids, names),
     }
     return table[kind]()
 
@@ -233,7 +239,7 @@ KIND_DIRECTIONS = [
 
 
 def test_strategies_cover_every_kind() -> None:
-    assert set(frame.KIND_NAMES) == set(range(1, 35))
+    assert set(frame.KIND_NAMES) == {*range(1, 35), 36, 37}
     for kind in frame.KIND_NAMES:
         strategy(kind, False)
         strategy(kind, True)

@@ -486,7 +486,7 @@ def test_a_drain_with_no_other_worker_waits_and_says_why() -> None:
 # -- actors across a head restart ------------------------------------------------------------
 
 
-def test_an_actor_is_restored_from_its_newest_checkpoint_and_covered_calls_do_not_run() -> None:
+def test_an_actor_lives_on_through_a_head_restart_and_answers_what_it_ran() -> None:
     sim = _sim(seed=14, workers=2)
     actors = SimActors(sim)
     d = sim.drivers[0]
@@ -495,17 +495,14 @@ def test_an_actor_is_restored_from_its_newest_checkpoint_and_covered_calls_do_no
     deliver_all(sim)
     host = _host(sim, actor)
     # The calls and their checkpoints run; the head dies before any answer reaches the
-    # driver: it still keeps every call, and its answers are lost.
+    # driver: it still keeps every call, and their answers are on the worker only.
     actors.run_all(host)  # (two checkpoints on their way hold the third one back)
-    assert sorted(actors.disk[actor]) == [1, 2]
     _restart(sim)
-    assert actors.restored_newest[-1] == (actor, 2)
-    assert sorted(actors.covered_calls) == calls[:2]  # in the checkpoint: not run again
-    assert actors.runs[calls[0]] == actors.runs[calls[1]] == 1
-    for c in calls[:2]:  # their answers were lost with the head: they fail saying so
-        assert "its answer was lost" in d.failed[c] and d.answers[c] == ["failed"]
-    assert actors.runs[calls[2]] == 2  # past the checkpoint: run again, answered once
-    assert d.got[calls[2]] == result_of(6, 3) and d.answers[calls[2]] == ["value"]
+    assert actors.restored_live[-1] == actor and _host(sim, actor) is host  # placed back
+    assert not actors.restored_newest  # no checkpoint read: its live state answers
+    assert all(actors.runs[c] == 1 for c in calls)  # nothing ran twice...
+    assert all(d.answers[c] == ["value"] for c in calls)  # ... and nothing was lost
+    assert [d.got[c] for c in calls] == [result_of(1, 1), result_of(3, 2), result_of(6, 3)]
     later = _call(sim, d, actor, 4)
     sim.settle()
     assert d.got[later] == result_of(10, 4)
@@ -517,20 +514,24 @@ def test_an_actor_is_restored_from_its_newest_checkpoint_and_covered_calls_do_no
     _clean(sim)
 
 
-def test_calls_answered_before_a_restart_replay_only_past_the_checkpoint() -> None:
+def test_an_actor_lost_with_its_head_comes_back_from_its_newest_checkpoint_with_answers() -> None:
     sim = _sim(seed=15, workers=2)
     actors = SimActors(sim)
     d = sim.drivers[0]
     actor = _start_actor(sim, d, every=2)
     calls = [_call(sim, d, actor, v) for v in (1, 2, 3)]
-    sim.settle()  # answered; the checkpoint covers the first two, the third is kept
-    assert [d.got[c] for c in calls] == [result_of(1, 1), result_of(3, 2), result_of(6, 3)]
-    assert d.core.kept(actor) == 1
-    _restart(sim)
+    deliver_all(sim)
+    host = _host(sim, actor)
+    actors.run_all(host)  # run, checkpointed at 2; no answer has reached the driver
+    assert sorted(actors.disk[actor]) == [2]
+    sim.crash(host)  # the worker and the head die together: its live state is gone
+    _restart(sim)  # the new head waits the grace for its host, then restores it
     assert actors.restored_newest[-1] == (actor, 2)
-    assert actors.runs[calls[2]] == 2 and actors.runs[calls[0]] == 1
-    for c in calls:
-        assert d.answers[c] == ["value"]  # the replay's answer goes nowhere
+    # The checkpoint holds the answers of the calls it covers: they reach the driver; the
+    # call past it runs again.
+    assert [d.got[c] for c in calls] == [result_of(1, 1), result_of(3, 2), result_of(6, 3)]
+    assert all(d.answers[c] == ["value"] for c in calls)
+    assert actors.runs[calls[0]] == actors.runs[calls[1]] == 1 and actors.runs[calls[2]] == 2
     later = _call(sim, d, actor, 4)
     sim.settle()
     assert d.got[later] == result_of(10, 4)
@@ -540,7 +541,7 @@ def test_calls_answered_before_a_restart_replay_only_past_the_checkpoint() -> No
     _clean(sim)
 
 
-def test_an_actor_with_no_checkpoint_is_rebuilt_from_the_kept_calls() -> None:
+def test_an_actor_with_no_checkpoint_lost_with_its_head_is_rebuilt_from_the_kept_calls() -> None:
     sim = _sim(seed=16, workers=2)
     actors = SimActors(sim)
     d = sim.drivers[0]
@@ -548,6 +549,7 @@ def test_an_actor_with_no_checkpoint_is_rebuilt_from_the_kept_calls() -> None:
     calls = [_call(sim, d, actor, v) for v in (5, 6)]
     sim.settle()
     assert actor not in actors.disk and d.core.kept(actor) == 2
+    sim.crash(_host(sim, actor))
     _restart(sim)
     assert actors.restored_newest[-1] == (actor, None)  # none: created again, calls replayed
     assert [s for s in actors.starts if s[0] == actor][-1] == (actor, None)
@@ -580,7 +582,7 @@ def test_a_call_from_a_driver_resuming_before_the_actors_owner_waits_for_it() ->
     sim.settle()
     assert not head._resume.parked
     assert _host(sim, actor).hosted.total == 1  # type: ignore[union-attr]
-    assert actors.runs[mine] == 2 and caller.answers[mine] == ["value"]
+    assert actors.runs[mine] == 1 and caller.answers[mine] == ["value"]  # placed back
     owner.core.kill_actor(actor)
     sim.driver_call(owner)
     _release(sim, caller, mine)
@@ -605,7 +607,7 @@ def test_a_task_cancelled_while_the_head_is_away_never_runs_again() -> None:
     _clean(sim)
 
 
-def test_actor_work_queued_before_a_head_loss_does_not_answer_for_the_new_incarnation() -> None:
+def test_actor_work_queued_before_a_head_loss_runs_on_and_answers_through_the_new_head() -> None:
     sim = _sim(seed=19, workers=1)
     actors = SimActors(sim)
     d = sim.drivers[0]
@@ -614,29 +616,27 @@ def test_actor_work_queued_before_a_head_loss_does_not_answer_for_the_new_incarn
     calls = [_call(sim, d, actor, v) for v in (1, 2, 3)]
     deliver_all(sim)
     assert len(w.actor_work) == 4  # three calls and a checkpoint, not run yet
-    # The head restarts; the worker rejoins before its binding ran that work, and the new
-    # head puts the actor back on it (the only worker): the restore comes after the old
-    # work, whose reports (the checkpoint's above all) must not reach the new head.
+    # The head restarts; the worker rejoins before its binding ran that work. The work
+    # runs on, in the order the old head sent it (the state its answers come from), but
+    # its reports (the checkpoint's above all) must not reach the new head as news.
     sim.restart_head()
     deliver_all(sim)
     _reconnect_all(sim)
     deliver_all(sim)
     head = sim.head
     record = next(a for a in head.actors() if a.actor_id == actor)
-    while w.actor_work and not isinstance(w.actor_work[0], dp.StopActor):
-        actors.run(w)  # the old incarnation's work: its answers go nowhere
+    while w.actor_work and not isinstance(w.actor_work[0], dp.StartActor):
+        actors.run(w)  # the old head's work: its reports are dropped
     deliver_all(sim)
     assert record.covered == -1 and record.restoring  # no stale checkpoint taken as news
     sim.settle()
     inst = _host(sim, actor).hosted
     assert isinstance(inst, Instance) and inst.total == 6 and inst.label == record.seq
-    # The old incarnation wrote the checkpoint covering the first two calls after the head
-    # was gone, with their answers dropped: restored from it, they cannot run again, and
-    # fail saying so (a limit of the design: see the report). The third runs again.
-    assert actors.restored_newest[-1] == (actor, 2)
-    for c in calls[:2]:
-        assert "its answer was lost" in d.failed[c]
-    assert d.got[calls[2]] == result_of(6, 3)
+    # Placed back: the calls the driver resends ran already, and are answered from what
+    # the worker kept, once each; nothing runs twice and nothing is lost.
+    assert actors.restored_live[-1] == actor and not actors.restored_newest
+    assert [d.got[c] for c in calls] == [result_of(1, 1), result_of(3, 2), result_of(6, 3)]
+    assert all(actors.runs[c] == 1 and d.answers[c] == ["value"] for c in calls)
     later = _call(sim, d, actor, 4)
     sim.settle()
     assert d.got[later] == result_of(10, 4) and inst.label == record.seq

@@ -65,6 +65,11 @@ def handlers() -> dict[tuple[int, Role, Role], list[tuple[str, Handler]]]:
     put(worker._on_head, Role.HEAD, Role.WORKER)
     # Tested inline, not through a dict: what each core's `_received` does by hand.
     hosting = head._hosting_routes
+    for event, handler in hosting.items():  # a hosting worker's own routes
+        if head._worker_routes.get(event) != handler:
+            out[(event.kind, Role.WORKER, Role.HEAD)].append(
+                ("a worker hosting an actor", handler)
+            )
     for kind in dp.allowed_kinds(Role.WORKER, Role.HEAD):
         if not any(e.kind == kind for e in hosting) and kind != F.KIND_HELLO:
             out.setdefault((kind, Role.WORKER, Role.HEAD), []).append(

@@ -49,9 +49,11 @@ class Net:
         d.number = welcome.number
         return d
 
-    def worker(self, port: int = 7000) -> Raw:
+    def worker(self, port: int = 7000, checkpoints: bool = True) -> Raw:
+        """A worker (with a checkpoint store, unless told otherwise: one may restore)."""
         w = self.connect()
-        w.send(dp.Hello(F.ROLE_WORKER, REGISTRY, dp.Address("10.0.0.1", port)))
+        mark = dp.HELLO_CHECKPOINTS if checkpoints else 0
+        w.send(dp.Hello(F.ROLE_WORKER, REGISTRY, dp.Address("10.0.0.1", port), mark=mark))
         return w
 
 

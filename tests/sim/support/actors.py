@@ -83,6 +83,11 @@ class Snapshot:
     count: int  # calls run
     last: dict[int, int]  # caller (driver number) -> its newest call ID run
     label: int = -1  # the calls it covers in the head's numbering (-1: ``count``)
+    #: The answers of the calls it includes (they travel with it: a caller that lost one
+    #: with a head gets it from the actor restored elsewhere).
+    answers: dict[int, bytes | None] = field(default_factory=dict)
+    #: Calls it includes that ran past a head's loss, not in the order yet (`Instance`).
+    pending: list[tuple[int, int, bytes | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -96,10 +101,22 @@ class Instance:
     label: int = 0  # calls the head sent it, in its numbering (see the module docstring)
     #: The newest call per caller the checkpoint it was restored from includes.
     restored: dict[int, int] = field(default_factory=dict)
-    head: object = None  # the head it was built for
+    head: object = None  # the head it was built for (or placed back by)
+    answers: dict[int, bytes | None] = field(default_factory=dict)  # call ID -> its answer
+    #: Its build of the actor (the checkpoint store's fence: a newer one makes it stale).
+    incarnation: int = 0
+    #: Calls run past its head's loss, not recorded in the order yet: (position, ID, answer).
+    pending: list[tuple[int, int, bytes | None]] = field(default_factory=list)
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.total, self.count, dict(self.last), self.label)
+        return Snapshot(
+            self.total,
+            self.count,
+            dict(self.last),
+            self.label,
+            dict(self.answers),
+            list(self.pending),
+        )
 
 
 class SimActors:
@@ -113,6 +130,7 @@ class SimActors:
     def __init__(self, sim: Sim, failure_rate: float = 0.0) -> None:
         self.sim = sim
         sim.actor_runner = self.run
+        sim.actor_exit = self._exit
         self.failure_rate = failure_rate
         self.failing: str | None = None
         self.restore_failure: str | None = None
@@ -126,6 +144,12 @@ class SimActors:
         self.stopped: list[int] = []
         #: (actor, the checkpoint it came from or None) per restore of the newest one.
         self.restored_newest: list[tuple[int, int | None]] = []
+        self.restored_live: list[int] = []  # actors placed back where they live on
+        self.fenced: list[int] = []  # stale live copies a new head tried to place back
+        #: Per actor, its newest build (create or restore), and the fences the store holds
+        #: (removing its checkpoints removes them).
+        self.incarnations: dict[int, int] = {}
+        self.fences: dict[int, set[int]] = {}
         self.covered_calls: list[int] = []  # calls not run: the restored state had them
         self.zombie_calls = 0  # calls run by an incarnation its head left behind
         #: Answers of calls run before a head restart, run again after it (`_redecide`).
@@ -152,6 +176,20 @@ class SimActors:
         if pipe is None or pipe.target is not self.sim.head:
             return True
         return self.sim.head.worker_address(pipe.link) != w.address
+
+    def _left_behind(self, w: SimWorker, actor: int) -> bool:
+        """Whether ``w``'s incarnation of ``actor`` was left behind by a head that lives on
+        (it lost ``w``, which does not know yet), or moved on by the head there is now. An
+        actor whose head restarted lives on: a new head places it back there."""
+        pipe = self.sim.ends.get((id(w.core), dp.HEAD_LINK))
+        if pipe is not None and pipe.target is self.sim.head and self.zombie(w):
+            return True
+        record = next((a for a in self.sim.head.actors() if a.actor_id == actor), None)
+        if record is None:
+            return False
+        if record.state is ActorState.DEAD:
+            return True
+        return record.worker is not None and record.worker.address != w.address
 
     def superseded(self, w: SimWorker, actor: int) -> bool:
         """Whether the head no longer has ``actor`` on ``w`` (moved on, or ended)."""
@@ -181,6 +219,10 @@ class SimActors:
 
     def _start(self, w: SimWorker, work: dp.StartActor) -> None:
         actor = work.actor_id
+        live = w.hosted
+        if isinstance(live, Instance) and live.actor_id == actor:
+            self._placed_back(w, live, work)
+            return
         assert w.hosted is None, (
             f"{self.where()}: {w.address} builds actor {actor:#x} while hosting {w.hosted}"
         )
@@ -188,19 +230,20 @@ class SimActors:
         if work.covers is None:
             assert work.argument is not None
             if bytes(work.argument) == FAIL_CREATE:
-                w.core.actor_started(actor, "ValueError: the sim constructor raised")
+                w.core.actors.actor_started(actor, "ValueError: the sim constructor raised")
                 return
             w.hosted = Instance(actor, from_u64(bytes(work.argument)), head=self.sim.head)
+            self._began(w.hosted)
         else:
             if self.restore_failure is not None:
-                w.core.actor_started(actor, self.restore_failure)
+                w.core.actors.actor_started(actor, self.restore_failure)
                 return
             kept = self.disk.get(actor, {})
             covers = work.covers
             if covers == dp.RESTORE_NEWEST:
                 if not kept:
                     self.restored_newest.append((actor, None))
-                    w.core.actor_started(actor, "no checkpoint", no_checkpoint=True)
+                    w.core.actors.actor_started(actor, "no checkpoint", no_checkpoint=True)
                     return
                 covers = max(kept)
                 self.restored_newest.append((actor, covers))
@@ -208,7 +251,7 @@ class SimActors:
             if snapshot is None and (self.zombie(w) or self.superseded(w, actor)):
                 # Work the head sent before it lost this worker (silent, or cut off), or
                 # moved the actor on: it lives elsewhere now, or is gone with its checkpoints.
-                w.core.actor_started(actor, "OSError: the sim's checkpoint is not there")
+                w.core.actors.actor_started(actor, "OSError: the sim's checkpoint is not there")
                 return
             assert snapshot is not None, (
                 f"{self.where()}: actor {actor:#x} restored from the checkpoint covering "
@@ -226,11 +269,59 @@ class SimActors:
                 label,
                 dict(snapshot.last),
                 self.sim.head,
+                dict(snapshot.answers),
             )
+            self._began(w.hosted)
+            for count, oid, outcome in snapshot.pending:  # (restored: they count now)
+                self._record(w.hosted, count, oid, outcome)
             if work.covers == dp.RESTORE_NEWEST:
-                w.core.actor_started(actor, None, covers=covers)
+                w.core.actors.actor_started(actor, None, covers=covers)
                 return
-        w.core.actor_started(actor, None)
+        w.core.actors.actor_started(actor, None)
+
+    def _began(self, inst: Instance) -> None:
+        """A new build of the actor: it fences off every older one (as `begin` does)."""
+        inst.incarnation = self.incarnations.get(inst.actor_id, 0) + 1
+        self.incarnations[inst.actor_id] = inst.incarnation
+        self.fences.setdefault(inst.actor_id, set()).add(inst.incarnation)
+
+    def _stale(self, inst: Instance, *, writing: bool = False) -> bool:
+        """Whether ``inst`` is a stale copy: its fence is gone (the actor was killed and its
+        checkpoints removed: the store refuses its writes), or, placing it back, a newer
+        build's fence is there."""
+        fences = self.fences.get(inst.actor_id, set())
+        if inst.incarnation not in fences:
+            return True
+        return not writing and inst.incarnation < max(fences)
+
+    def _placed_back(self, w: SimWorker, inst: Instance, work: dp.StartActor) -> None:
+        """A new head places the actor back on the worker where it lives on (it lost its
+        head link, not its process): answered from the live state, which a checkpoint
+        covering what it has seen makes the restore point (none if it cannot be written)."""
+        assert work.covers == dp.RESTORE_NEWEST, (
+            f"{self.where()}: actor {inst.actor_id:#x} built again over its live instance"
+        )
+        if self._stale(inst):
+            # Built again elsewhere since (a head before lost this worker), or killed and
+            # its checkpoints removed: stale.
+            self.fenced.append(inst.actor_id)
+            w.core.actors.actor_started(inst.actor_id, "fenced off by a newer build", fenced=True)
+            return
+        inst.head = self.sim.head
+        inst.restored = dict(inst.last)  # resent calls it ran are answered, not run
+        pending, inst.pending = inst.pending, []
+        for count, oid, outcome in pending:  # what it ran past its head's loss counts now
+            self._record(inst, count, oid, outcome)
+        failure = self.failing
+        if failure is None and self.failure_rate and self.sim.rng.random() < self.failure_rate:
+            failure = "OSError: the sim's disk is full"
+        self.restored_live.append(inst.actor_id)
+        if failure is None:
+            self.disk.setdefault(inst.actor_id, {})[inst.label] = inst.snapshot()
+            self.written.add((inst.actor_id, inst.label))
+        w.core.actors.actor_started(
+            inst.actor_id, None, covers=inst.label, uncovered=failure is not None
+        )
 
     def _redecide(self, actor: int, position: int) -> None:
         """A head restarted: the calls from ``position`` on, which the state it restored
@@ -257,10 +348,16 @@ class SimActors:
             return
         caller = oid >> dp.ID_BITS
         if oid <= inst.restored.get(caller, 0):
-            # The checkpoint it was restored from includes this call: not run again.
+            # The state it was restored from (or lives on with) includes this call: not
+            # run again, answered as it was if the answer is kept.
             inst.label += 1
             self.covered_calls.append(oid)
-            w.core.call_covered(oid)
+            if oid not in inst.answers:
+                w.core.call_covered(oid)
+            elif inst.answers[oid] is None:
+                w.core.task_failed(oid, RAISED, started, started)
+            else:
+                w.core.task_done(oid, [inst.answers[oid] or b""], started, started)
             return
         last = inst.last.get(caller, 0)
         assert oid > last, (
@@ -271,38 +368,30 @@ class SimActors:
         inst.count += 1
         inst.label += 1
         value = from_u64(bytes(work.argument))
-        if inst.head is not sim.head or self.zombie(w):
-            # The work of an incarnation its head has left behind (a head restarted, or
-            # lost this worker, and the actor lives elsewhere): its answers go nowhere.
+        if self._left_behind(w, inst.actor_id):
+            # The work of an incarnation its head has left behind (it lost this worker,
+            # and the actor lives elsewhere): its answers go nowhere.
             if work.method_id != RAISE:
                 inst.total = (inst.total + value) & MASK
+            outcome = result_of(inst.total, value) if work.method_id != RAISE else None
+            inst.answers[oid] = outcome
+            inst.pending.append((inst.count, oid, outcome))  # (counts if placed back)
             self.zombie_calls += 1
             w.core.task_done(oid, [b""], started, started)
             return
-        order = self.order.setdefault(inst.actor_id, {})
-        at = order.setdefault(inst.count, oid)
-        was = self.positions.setdefault(oid, inst.count)
-        if (at != oid or was != inst.count) and any(
-            a == inst.actor_id for a, _ in self.restored_newest
-        ):
-            # Numbered again after a head restart (it, or another call, at a new place).
-            self._redecide(inst.actor_id, min(inst.count, was))
-            at = order[inst.count] = oid
-            self.positions[oid] = inst.count
-        assert at == oid, (
-            f"{self.where()}: actor {inst.actor_id:#x}'s call {inst.count} was {at:#x}, "
-            f"and is {oid:#x} now"
-        )
         outcome: bytes | None
         if work.method_id == RAISE:
             outcome = None
         else:
             inst.total = (inst.total + value) & MASK
             outcome = result_of(inst.total, value)
-        first = self.outcomes.setdefault(oid, outcome)
-        assert first == outcome, (
-            f"{self.where()}: call {oid:#x} answered differently when run again"
-        )
+        inst.answers[oid] = outcome
+        if inst.head is not sim.head:
+            # Run on past its head's loss: its place in the order counts only if a new head
+            # places this instance back (another may be the live one; this one then goes).
+            inst.pending.append((inst.count, oid, outcome))
+        else:
+            self._record(inst, inst.count, oid, outcome)
         self.runs[oid] = self.runs.get(oid, 0) + 1
         sim.now += sim.rng.randrange(1, 100)
         if outcome is None:
@@ -310,12 +399,33 @@ class SimActors:
         else:
             w.core.task_done(oid, [outcome], started, sim.now)
 
+    def _record(self, inst: Instance, count: int, oid: int, outcome: bytes | None) -> None:
+        """Call ``oid`` ran at position ``count`` of ``inst``'s actor, answering ``outcome``."""
+        order = self.order.setdefault(inst.actor_id, {})
+        at = order.setdefault(count, oid)
+        was = self.positions.setdefault(oid, count)
+        if (at != oid or was != count) and any(
+            a == inst.actor_id for a, _ in self.restored_newest
+        ):
+            # Numbered again after a head restart (it, or another call, at a new place).
+            self._redecide(inst.actor_id, min(count, was))
+            at = order[count] = oid
+            self.positions[oid] = count
+        assert at == oid, (
+            f"{self.where()}: actor {inst.actor_id:#x}'s call {count} was {at:#x}, "
+            f"and is {oid:#x} now"
+        )
+        first = self.outcomes.setdefault(oid, outcome)
+        assert first == outcome, (
+            f"{self.where()}: call {oid:#x} answered differently when run again"
+        )
+
     def _checkpoint(self, w: SimWorker, work: dp.CheckpointActor) -> None:
         actor = work.actor_id
         inst = w.hosted
         if not isinstance(inst, Instance) or inst.actor_id != actor:
             self.strays += 1
-            w.core.checkpointed(actor, work.calls, f"actor {actor:#x} is not built here")
+            w.core.actors.checkpointed(actor, work.calls, f"actor {actor:#x} is not built here")
             return
         assert inst.label == work.calls, (
             f"{self.where()}: the checkpoint of actor {actor:#x} said to cover {work.calls} "
@@ -324,6 +434,8 @@ class SimActors:
         failure = self.failing
         if failure is None and self.failure_rate and self.sim.rng.random() < self.failure_rate:
             failure = "OSError: the sim's disk is full"
+        if failure is None and self._stale(inst, writing=True):
+            failure = "fenced off: a newer build of the actor began, or it was removed"
         self.checkpoints.append((actor, work.calls, failure))
         if failure is None:
             kept = self.disk.setdefault(actor, {})
@@ -344,15 +456,28 @@ class SimActors:
                 # checkpoint written meanwhile may be (or become) the head's restore point.
                 if work.keep is not None and calls < work.keep:
                     del kept[calls]
-        w.core.checkpointed(actor, work.calls, failure)
+        w.core.actors.checkpointed(actor, work.calls, failure)
+
+    def _exit(self, w: SimWorker) -> None:
+        """``w`` exits: the actors killed there lose their checkpoints first (as a worker
+        process finishes removing them before it exits)."""
+        for work in w.actor_work:
+            if isinstance(work, dp.StopActor) and work.forget:
+                self.stopped.append(work.actor_id)
+                self.disk.pop(work.actor_id, None)
+                self.fences.pop(work.actor_id, None)
 
     def _stop(self, w: SimWorker, work: dp.StopActor) -> None:
         inst = w.hosted
         if isinstance(inst, Instance) and inst.actor_id == work.actor_id:
             w.hosted = None
+            # Dropped (moved on, or a stale copy): its fence goes, as `withdraw` does, so
+            # that a build that began late there fences off no copy the head counts on.
+            self.fences.get(inst.actor_id, set()).discard(inst.incarnation)
         self.stopped.append(work.actor_id)
         if work.forget:
             self.disk.pop(work.actor_id, None)
+            self.fences.pop(work.actor_id, None)
 
     # -- invariants ----------------------------------------------------------------------
 

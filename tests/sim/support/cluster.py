@@ -66,7 +66,7 @@ class Pipe:
 
 
 class SimWorker:
-    def __init__(self, sim: Sim, index: int) -> None:
+    def __init__(self, sim: Sim, index: int, checkpoints: bool = True) -> None:
         self.sim = sim
         self.address = dp.Address(f"10.0.0.{index + 1}", 7000)
         self.core = dp.Worker(
@@ -76,6 +76,7 @@ class SimWorker:
             part=PART,
             min_part=PART,
             heartbeat_ns=sim.heartbeat_ns,
+            checkpoints=checkpoints,  # it reaches the sim's checkpoint store (`SimActors`)
         )
         self.running: list[dp.RunTask] = []
         self.blocked: set[int] = set()  # running tasks blocked reading others (slot lent)
@@ -162,6 +163,9 @@ class Sim:
         self.seed = seed
         # Runs one piece of a worker's `actor_work` (tests/sim/support/actors.py installs it).
         self.actor_runner: Callable[[SimWorker], None] | None = None
+        # What a worker's binding finishes before its process exits (its killed actors'
+        # checkpoints go: the runtime waits for that), installed the same way.
+        self.actor_exit: Callable[[SimWorker], None] | None = None
         self.registry = 0xD15A
         self.now = 1_000
         self.head = dp.Head(
@@ -400,9 +404,10 @@ class Sim:
                 return
         raise AssertionError(f"seed {self.seed}: the cluster did not settle in {limit} steps")
 
-    def add_worker(self) -> SimWorker:
-        """A new worker joins (as a supervisor replaces a crashed one): a new address."""
-        w = SimWorker(self, len(self.workers))
+    def add_worker(self, checkpoints: bool = True) -> SimWorker:
+        """A new worker joins (as a supervisor replaces a crashed one): a new address;
+        without ``checkpoints`` it has no checkpoint store."""
+        w = SimWorker(self, len(self.workers), checkpoints)
         self.workers.append(w)
         self.by_address[w.address] = w
         self._connect_to_head(w.core)

@@ -202,6 +202,8 @@ class RecoverySim(Sim):
         if not isinstance(machine, SimWorker) or not machine.alive:
             return
         self.note(f"worker {machine.address} exits")
+        if self.actor_exit is not None:
+            self.actor_exit(machine)
         machine.alive = False
         machine.running.clear()
         machine.blocked.clear()

@@ -1,0 +1,266 @@
+"""Issue 25's real-process target: actor calls applied once, in one order, and answered
+once, through head restarts by SIGKILL.
+
+A head (restarted on the same port), 2 `dista worker` processes and a checkpoint store in
+the test's directory; three driver processes (tests/processes/support/ledger_driver.py),
+each its own `dista.init(address)`. The owner creates a ledger actor (`append` adds its
+argument to a list and answers the list's length: not commutative) and hands its pickled
+handle to a second driver; both make CALLS calls with distinct arguments, in batches, while
+the test SIGKILLs the head and starts a new one RESTARTS times, at spaced points of their
+progress. Before the first restart, while both wait at PAUSE_AT calls each, a third driver
+(the leaver) makes LEAVER_CALLS calls, reads their answers and exits cleanly. Run with no periodic checkpoint, one every 1,000
+calls and one every 5.
+
+Then: every call has its answer (none failed, none left unanswered); the final list holds
+every argument exactly once, nothing else; the call whose argument sits at index i
+answered i + 1 (each answer agrees with the one serial order the list records); the
+leaver's calls are in the list. The test prints these figures in one line either way.
+
+The test process is no driver: the drivers' registries and the workers' imports are the
+ledger module alone, so their registry hashes match.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from tests.processes.support import ledger_actors as la
+from tests.processes.support.restartable_cluster import ROOT, Processes, processes
+
+CALLS = 3000  # per calling driver
+BATCH = 100
+LEAVER_CALLS = 5
+#: Where the two callers wait while the leaver calls: after 2 x 600 calls, so that the
+#: first restart (at a quarter of the calls, 1,500) comes before the next checkpoint of
+#: the actor that writes one every 1,000 calls.
+PAUSE_AT = 600
+RESTARTS = 3
+#: How long a driver waits for one batch's answers, and for everything (its settings).
+BATCH_TIMEOUT = 12.0
+DEADLINE = 45.0
+#: How long the test waits for a step: a driver's handle, its progress, its exit.
+STEP = 30.0
+
+
+class Driver:
+    """A ledger_driver process; a thread reads what it prints (its handle, its progress)
+    and wakes whoever waits on ``changed``."""
+
+    def __init__(
+        self,
+        procs: Processes,
+        changed: threading.Condition,
+        role: str,
+        name: str,
+        cadence: int,
+        calls: int,
+        pause_at: int = 0,
+    ) -> None:
+        self.name = name
+        self.out = procs.logs / f"driver-{name}.json"
+        self.log = procs.logs / f"driver-{name}.log"
+        self.changed = changed
+        self.handle = ""
+        self.ready = False
+        self.paused = False
+        self.progress = 0
+        self.called = False
+        self.done = False
+        argv = [sys.executable, "-m", "tests.processes.support.ledger_driver"]
+        argv += [procs.address, role, name, "--out", str(self.out), "--cadence", str(cadence)]
+        argv += ["--calls", str(calls), "--batch", str(BATCH)]
+        argv += ["--batch-timeout", str(BATCH_TIMEOUT), "--deadline", str(DEADLINE)]
+        argv += ["--pause-at", str(pause_at)]
+        with open(self.log, "ab") as err:
+            self.process = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env=procs.env,
+                cwd=ROOT,
+                text=True,
+            )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        stdout: IO[str] | None = self.process.stdout
+        assert stdout is not None
+        for line in stdout:
+            word, _, rest = line.strip().partition(" ")
+            with self.changed:
+                if word == "HANDLE":
+                    self.handle = line.strip()
+                elif word == "PAUSED":
+                    self.paused = True
+                elif word == "READY":
+                    self.ready = True
+                elif word == "PROGRESS":
+                    self.progress = int(rest)
+                elif word == "CALLED":
+                    self.called = True
+                elif word == "DONE":
+                    self.done = True
+                self.changed.notify_all()
+        with self.changed:
+            self.done = True
+            self.changed.notify_all()
+
+    def tell(self, line: str) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        stdin.write(line + "\n")
+        stdin.flush()
+
+    def report(self) -> dict[str, Any]:
+        assert self.out.exists(), f"driver {self.name} wrote no report: {self.tail()}"
+        report: dict[str, Any] = json.loads(self.out.read_text())
+        return report
+
+    def tail(self, lines: int = 15) -> str:
+        text = self.log.read_text(errors="replace").splitlines()[-lines:]
+        return f"--- driver {self.name} ({self.process.poll()}):\n" + "\n".join(text)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+
+def figures(owner: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the run shows: answers that contradict the final list's order, calls with no
+    answer, and what the list holds twice, lacks or holds unasked."""
+    entries: list[str] = owner.get("entries") or []
+    first: dict[str, int] = {}
+    for index, item in enumerate(entries):
+        first.setdefault(item, index)
+    made = {item for r in reports for item in (*r["answers"], *r["errors"])}
+    answers = {item: n for r in reports for item, n in r["answers"].items()}
+    # Two more views of the order, which a single lost entry does not inflate: lengths
+    # answered to more than one call (no serial order gives two calls the same place), and
+    # calls answered in one order but listed in the other (by neighbouring answers).
+    by_answer = sorted(answers, key=answers.__getitem__)
+    places = [first.get(item, -1) for item in by_answer]
+    return {
+        "calls": len(made) + sum(r["unmade"] for r in reports),
+        "answered": len(answers),
+        "contradicting": sum(first.get(item, -2) + 1 != n for item, n in answers.items()),
+        "shared_answers": len(answers) - len(set(answers.values())),
+        "swapped": sum(a > b for a, b in pairwise(places)),
+        "failed": sum(len(r["errors"]) for r in reports),
+        "unmade": sum(r["unmade"] for r in reports),
+        "why": Counter(
+            re.sub(r"0x[0-9a-f]+", "0x…", e)[:120] for r in reports for e in r["errors"].values()
+        ).most_common(3),
+        "entries": len(entries)
+        if owner.get("entries") is not None
+        else owner.get("entries_error"),
+        "duplicates": len(entries) - len(first),
+        "missing": len(made - set(first)),
+        "unasked": len(set(first) - made),
+    }
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("cadence", [0, 1000, 5], ids=lambda c: f"checkpoint_every={c}")
+def test_two_drivers_calls_applied_and_answered_once_through_three_head_restarts(
+    tmp_path: Path, cadence: int
+) -> None:
+    store = tmp_path / "checkpoints"
+    changed = threading.Condition()
+    drivers: list[Driver] = []
+
+    def wait(what: str, ready: Any, procs: Processes) -> None:
+        with changed:
+            if not changed.wait_for(ready, timeout=STEP):
+                tails = "\n".join(d.tail() for d in drivers)
+                raise AssertionError(procs.why(f"waited {STEP} s for {what}\n{tails}"))
+
+    with processes(tmp_path, DISTA_CHECKPOINT_URI=store.as_uri()) as procs:
+        procs.imports = la.__name__  # what the drivers register, nothing else
+        try:
+            procs.start_head()
+            for _ in range(2):
+                procs.start_worker()
+            owner = Driver(procs, changed, "owner", "a", cadence, CALLS, PAUSE_AT)
+            drivers.append(owner)
+            wait("the owner's handle", lambda: bool(owner.handle) or owner.done, procs)
+            assert owner.handle, "\n".join(d.tail() for d in drivers)
+            caller = Driver(procs, changed, "caller", "b", cadence, CALLS, PAUSE_AT)
+            leaver = Driver(procs, changed, "leaver", "c", cadence, LEAVER_CALLS)
+            drivers += [caller, leaver]
+            for d in (caller, leaver):
+                d.tell(owner.handle)
+            wait("the drivers", lambda: all(d.ready or d.done for d in drivers), procs)
+            for d in (owner, caller):
+                d.tell("GO")
+
+            def settled() -> int:
+                return owner.progress + caller.progress
+
+            # The leaver's calls come after PAUSE_AT of each caller's (past the checkpoint
+            # after 1,000 calls, not yet at the next); it reads their answers and exits
+            # cleanly before any restart.
+            wait("the pause", lambda: owner.paused and caller.paused, procs)
+            leaver.tell("GO")
+            assert leaver.process.wait(STEP) == 0, leaver.tail()
+            for d in (owner, caller):
+                d.tell("GO")
+            left = leaver.report()
+            assert len(left["answers"]) == LEAVER_CALLS, left
+            restarts, killed_at = [], []
+            for k in range(1, RESTARTS + 1):
+                wait(f"restart {k}'s point", lambda k=k: settled() >= 2 * CALLS * k // 4, procs)
+                began = time.monotonic()
+                killed_at.append(settled())
+                procs.kill_head()
+                procs.start_head()
+                restarts.append(time.monotonic() - began)
+            wait("the calls", lambda: owner.called and caller.called, procs)
+            owner.tell("FINAL")
+            wait("the owner's end", lambda: owner.done and caller.done, procs)
+            result = figures(owner.report(), [owner.report(), caller.report(), left])
+            result["left_kept"] = sum(
+                1 for item in left["answers"] if item in (owner.report().get("entries") or [])
+            )
+            result["killed_at"] = killed_at
+            result["restart_s"] = [round(r, 2) for r in restarts]
+            print(f"checkpoint_every={cadence}: {json.dumps(result)}")
+            for d in (owner, caller):
+                assert d.process.wait(STEP) == 0, d.tail()
+            want = {
+                "entries": 2 * CALLS + LEAVER_CALLS,
+                "answered": 2 * CALLS + LEAVER_CALLS,
+                "contradicting": 0,
+                "shared_answers": 0,
+                "swapped": 0,
+                "failed": 0,
+                "unmade": 0,
+                "duplicates": 0,
+                "missing": 0,
+                "unasked": 0,
+                "left_kept": LEAVER_CALLS,
+            }
+            wrong = {k: result[k] for k, v in want.items() if result[k] != v}
+            assert not wrong, f"{wrong} (every figure: {json.dumps(result)})"
+        finally:
+            for d in drivers:
+                d.close()
