@@ -28,11 +28,11 @@ from ._conventions import (
 )
 from ._credentials import fetch_token
 from ._decisions import Exit
-from ._events import Error, Hello, Stop, Welcome
+from ._events import ActorKill, Error, Hello, Stop, Welcome
 from ._head_actors import Actors
 from ._head_holdings import Holdings
 from ._head_objects import Objects
-from ._head_records import Peer
+from ._head_records import ActorState, Peer
 from ._head_resume import Resume
 from ._head_scheduling import Scheduler
 from ._head_security import hello_refusal
@@ -190,6 +190,10 @@ class Membership:
         wire.stopping = True
         for peer in list(wire.peers.values()):
             if peer.role == Role.WORKER:
+                if peer.actor is not None and peer.actor.state is not ActorState.DEAD:
+                    # The cluster ends, and its actors with it: their checkpoints go (the
+                    # worker finishes removing them before it exits).
+                    wire.links.send(peer.link, ActorKill(peer.actor.actor_id))
                 wire.links.send(peer.link, Stop())
                 wire.close(peer.link, why)
             elif peer.role in (Role.DRIVER, Role.CLIENT):

@@ -174,8 +174,9 @@ class Ledger:
             self._names[event.object_id] = event
 
     def named(self, actor: int) -> bool:
-        """Whether ``actor`` is a named actor this driver made (its leaving lets go of it)."""
-        return actor in self._names
+        """Whether ``actor`` is a named actor this driver made or looked up (its leaving
+        lets go of it, as its last handle going does, rather than ending it for all)."""
+        return actor in self._names or actor in self._looked
 
     def _name_answered(self, request: int, answer: Answer) -> None:
         event = self._asks.pop(request)
@@ -248,8 +249,9 @@ class Ledger:
 
     def leaving(self) -> tuple[list[int], list[int], list[int]]:
         """For a driver that is done: its unfinished tasks, every object it needs, and its
-        live actors."""
-        return sorted(self._frames), sorted(self._answers), sorted(self._creates)
+        live actors, those it made and those it looked up by name (it holds them)."""
+        actors = sorted({*self._creates, *self._looked})
+        return sorted(self._frames), sorted(self._answers), actors
 
     # -- resuming ------------------------------------------------------------------------
 

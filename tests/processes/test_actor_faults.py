@@ -19,6 +19,8 @@ import pytest
 import dista_runtime as dista
 from dista_runtime._session import context as _context
 from tests.processes.support import actor_classes as ac
+from tests.processes.support import recovery_tasks as rt
+from tests.processes.support.restartable_cluster import processes
 from tests.support.cluster import assert_gone, settle_to_zero, stop_process, wait_for_workers
 from tests.support.processes import ROOT
 
@@ -64,11 +66,17 @@ def test_a_counter_keeps_every_increment_through_two_sigkills(stored: Path) -> N
     del refs
     settle_to_zero()
     deadline = time.monotonic() + 10
-    while (stored / f"{counter.actor_id:016x}").exists() and any(
-        (stored / f"{counter.actor_id:016x}").iterdir()
-    ):
+    while _left(stored / f"{counter.actor_id:016x}"):
         assert time.monotonic() < deadline, "a killed actor's checkpoints stay"
         time.sleep(0.05)
+
+
+def _left(folder: Path) -> list[Path]:
+    """What is left in ``folder`` (nothing once it is removed, even mid-listing)."""
+    try:
+        return list(folder.iterdir())
+    except FileNotFoundError:
+        return []
 
 
 def test_without_checkpoints_every_call_runs_again_from_the_constructor(
@@ -263,3 +271,22 @@ def test_a_cluster_shut_down_without_kill_leaves_no_checkpoint(tmp_path: Path) -
     finally:
         for run in runs.values():
             stop_process(run)
+
+
+def test_a_head_stopped_by_a_signal_leaves_no_checkpoint(tmp_path: Path) -> None:
+    # SIGTERM to the head stops the cluster: its actors end, and their checkpoints go.
+    store = tmp_path / "store"
+    store.mkdir()
+    with processes(tmp_path, DISTA_CHECKPOINT_URI=store.as_uri()) as procs:
+        head = procs.start_head()
+        worker = procs.start_worker()
+        with dista.init(procs.address):
+            wait_for_workers(1)
+            recorder = rt.Recorder.remote("kept")
+            for i in range(20):  # (a checkpoint every 7 calls)
+                recorder.record.remote(str(i)).get(timeout=30)
+            assert list(store.iterdir()), "no checkpoint written"
+            head.send_signal(signal.SIGTERM)
+            assert head.wait(30) == 0
+            assert worker.wait(30) is not None
+        assert list(store.iterdir()) == []

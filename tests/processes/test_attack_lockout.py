@@ -263,14 +263,22 @@ def test_refused_tls_observers_leave_no_memory_behind(procs: Procs, tls_dir: Pat
     rss = psutil.Process(procs.procs["head"].pid).memory_info
     before = rss().rss
     kept = [head.connect("observer") for _ in range(4)]  # the cap
-    for sock in kept:
-        sock.sendall(_hello(F.ROLE_OBSERVER))
-    for _ in range(300):
-        with head.connect("observer") as sock:
+    try:
+        for sock in kept:
             sock.sendall(_hello(F.ROLE_OBSERVER))
-            assert errors_in(read_all(sock))[0].startswith("too many observers")
-    for sock in kept:
-        sock.close()
+        for _ in range(300):
+            with head.connect("observer") as sock:
+                sock.sendall(_hello(F.ROLE_OBSERVER))
+                why = errors_in(read_all(sock))[0]
+                # Refused past the cap; on a loaded machine the kept four may idle out
+                # (1.5 s) during the flood, and a new one is then let in and idles out too:
+                # either way the link is closed, which is what this test measures after.
+                assert why.startswith(
+                    ("too many observers", "the head closed the connection: idle")
+                )
+    finally:
+        for sock in kept:
+            sock.close()
     deadline = time.monotonic() + 8.0
     while rss().rss > before + (24 << 20) and time.monotonic() < deadline:
         time.sleep(0.2)

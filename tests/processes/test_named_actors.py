@@ -63,6 +63,17 @@ def test_a_named_actor_is_shared_survives_a_head_restart_and_outlives_its_creato
                 name, _, items = ledger.state.remote().get(timeout=30)
                 assert name == "ledger" and items[-1] == "c"
                 assert ledger.record.remote("d").get(timeout=30) == len(items) + 1
+            # We were its last holder: leaving lets go of it, and it ends now, not after the
+            # recovery grace (10 s here).
+            with dista.init(procs.address):
+                deadline = time.monotonic() + 5
+                while True:
+                    try:
+                        dista.get_actor("ledger")
+                    except ValueError:
+                        break
+                    assert time.monotonic() < deadline, "it outlived its last holder"
+                    time.sleep(0.1)
         finally:
             if creator.poll() is None:
                 creator.kill()
