@@ -75,7 +75,9 @@ def status_text(
         if worker.draining and worker.why:
             state += f" ({worker.why})"  # what its drain waits for
         if worker.actor is not None:
-            state += f", kept for actor {worker.actor.actor_id:#x}"
+            actor = worker.actor
+            kept = actor.state is ActorState.WAITING  # (a busy worker kept for it)
+            state += f", {'kept for' if kept else 'hosts'} actor {actor.actor_id:#x}"
         busy = len(worker.running)
         store = "checkpoint store" if worker.checkpoints else "no checkpoint store"
         lines.append(

@@ -157,7 +157,7 @@ def test_an_actor_takes_a_whole_worker_and_tasks_go_to_the_others() -> None:
     assert d.got[call] == result_of(3, 3)
     assert sim.runs.keys() == set(tasks)
     status = sim.head.status()
-    assert f"worker {host.address}: ready, kept for actor {actor:#x}" in status
+    assert f"worker {host.address}: ready, hosts actor {actor:#x}" in status
     assert f"worker {other.address}: ready, running 0" in status
     line = _status_line(sim, actor)
     assert line.startswith(
