@@ -148,7 +148,7 @@ class Actors:
         """Build ``actor`` on ``worker`` and send it every kept call again, in order."""
         worker.actor = actor
         actor.worker = worker
-        actor.moving = False
+        actor.moving = 0
         self._counts.move_actor(actor, ActorCause.START)
         actor.why = ""
         send = self._wire.links.send
@@ -478,13 +478,15 @@ class Actors:
             if actor.state is _STARTING and actor.restoring:
                 worker.why = f"moving actor {actor.actor_id:#x}: placed back here first"
                 return
-            if actor.state is _READY and (not actor.moving or actor.sent in actor.pending):
-                if not actor.moving:
-                    actor.moving = True
+            waiting = actor.sent in actor.pending
+            if actor.state is _READY and worker.checkpoints and (waiting or actor.moving < 3):
+                if not waiting:  # (asked again if it failed: twice more at most)
+                    actor.moving += 1
                     self.checkpoints.ask(actor, None, actor.sent)
                 worker.why = f"moving actor {actor.actor_id:#x}: its checkpoint first"
                 return
-            # (That checkpoint failed: it moves with the calls the head keeps.)
+            # (No store there, or that checkpoint failed three times: it moves with the
+            # calls the head keeps.)
         worker.actor = None
         if actor.worker is not worker:
             return

@@ -314,8 +314,9 @@ class ActorRecord:
         self.warned = ""  # the failure its callers were last warned of
         self.kept_bytes = 0
         self.lossy = False  # calls were cut past the budget: no exact rebuild
-        #: Moving off a draining worker: calls wait until a checkpoint covers what it saw.
-        self.moving = False
+        #: Moving off a draining worker: the checkpoints asked so that one covers what it
+        #: saw (0: not moving); calls wait meanwhile.
+        self.moving = 0
         #: Per caller link, (number, ID) of its newest call cut past the budget and not
         #: covered yet: it still hears covered once a checkpoint includes it.
         self.cut: dict[int, tuple[int, int]] = {}
