@@ -268,11 +268,12 @@ class Actors:
         """The answer to actor-restore for the newest checkpoint (`RESTORE_NEWEST`)."""
         actor.restoring = False
         if isinstance(event, Error):
-            if event.mark in (ERROR_FENCED, ERROR_NO_CHECKPOINT) and self.hosts.copies.get(
-                actor.actor_id
+            if event.mark == ERROR_FENCED or (
+                event.mark == ERROR_NO_CHECKPOINT and self.hosts.copies.get(actor.actor_id)
             ):
                 # A stale live copy (a head before lost its worker, and built the actor
-                # again since), or none after all: the next copy that rejoined is tried.
+                # again since), or none after all: the next copy that rejoined is tried,
+                # or awaited (the newer one may still rejoin).
                 self._drop_copy(worker, actor)
                 self._counts.move_actor(actor, ActorCause.PLACE)
                 host = self.hosts.claim(actor)
@@ -280,10 +281,6 @@ class Actors:
                     self.start_on(actor, host)
                 else:
                     self.hosts.await_host(actor)
-                return
-            if event.mark == ERROR_FENCED:
-                self._drop_copy(worker, actor)  # the newer copy may still rejoin
-                self.hosts.await_host(actor)
                 return
             if event.mark == ERROR_NO_CHECKPOINT:
                 self._wire.links.send(worker.link, actor.create)  # none: build it anew
