@@ -78,6 +78,7 @@ from ._decisions import (
 from ._driver import DEFAULT_KEEP_BYTES, Driver
 from ._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._events import (
+    ActorBuild,
     ActorCall,
     ActorCreate,
     ActorKill,
@@ -236,6 +237,7 @@ __all__ = [
     "ActorLookup",
     "ActorName",
     "ActorOpen",
+    "ActorBuild",
     "ActorRestore",
     "Address",
     "Adopt",

@@ -124,6 +124,10 @@ class StartActor:
     type_id: int
     argument: Bytes | None
     covers: int | None = None
+    #: This build's number in its head's order (actor-build; 0: the head gave none) and
+    #: that head's epoch: the checkpoint store orders builds by them (fencing).
+    build: int = 0
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from . import frame as F
 from ._conventions import ACTOR_CAPABILITY_SIZE, HELLO_SECRET, SECRET_SIZE, TOKEN_SIZE
 from ._errors import RemoteProtocolError
 from ._events import (
+    ActorBuild,
     ActorCall,
     ActorCreate,
     ActorKill,
@@ -441,6 +442,13 @@ def checkpointed(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
 def actor_restore(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     _exact(F.KIND_ACTOR_RESTORE, p, 8)
     return ActorRestore(oid, tid, _U64.unpack(p)[0])
+
+
+def actor_build(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+    if not tid:
+        raise _fail(F.KIND_ACTOR_BUILD, "task_id", "a build number starts at 1")
+    _exact(F.KIND_ACTOR_BUILD, p, 8)
+    return ActorBuild(oid, tid, _U64.unpack(p)[0])
 
 
 def actor_open(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:

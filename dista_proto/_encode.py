@@ -21,6 +21,7 @@ from . import frame as F
 from ._conventions import ACTOR_CAPABILITY_SIZE, HELLO_SECRET, SECRET_SIZE, TOKEN_SIZE
 from ._errors import LocalProtocolError
 from ._events import (
+    ActorBuild,
     ActorCall,
     ActorCreate,
     ActorKill,
@@ -356,6 +357,13 @@ def checkpointed(e: Checkpointed, from_head: bool) -> Encoded:
 def actor_restore(e: ActorRestore, from_head: bool) -> Encoded:
     k = F.KIND_ACTOR_RESTORE
     return k, e.object_id, e.task_id, _u64(k, "covers", e.covers), None
+
+
+def actor_build(e: ActorBuild, from_head: bool) -> Encoded:
+    k = F.KIND_ACTOR_BUILD
+    if e.build <= 0:
+        raise _bad(k, "build", f"numbers start at 1, not {e.build}")
+    return k, e.object_id, e.build, _u64(k, "epoch", e.epoch), None
 
 
 def actor_open(e: ActorOpen, from_head: bool) -> Encoded:

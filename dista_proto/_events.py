@@ -16,6 +16,7 @@ from . import frame as F
 from .frame import Bytes
 
 __all__ = [
+    "ActorBuild",
     "ActorCall",
     "ActorCreate",
     "ActorKill",
@@ -392,6 +393,17 @@ class ActorLookup(_EventBase):
 
 
 @dataclass(frozen=True, slots=True)
+class ActorBuild(_EventBase):
+    """Dista's extension, head to a worker with a store: the actor-create or actor-restore
+    of actor ``object_id`` that follows is build ``build`` (from 1) of head ``epoch``."""
+
+    kind: ClassVar[int] = F.KIND_ACTOR_BUILD
+    object_id: int
+    build: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
 class Checkpoint(_EventBase):
     """From a driver: checkpoint ``actor_id``, the checkpoint's ID being ``object_id``.
 
@@ -549,6 +561,7 @@ Event = (
     | Cancel
     | Part
     | ActorOpen
+    | ActorBuild
     | ActorName
     | ActorLookup
 )

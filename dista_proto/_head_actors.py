@@ -27,7 +27,9 @@ from ._conventions import (
     hosted_calls,
 )
 from ._events import (
+    ActorBuild,
     ActorCall,
+    ActorCreate,
     ActorKill,
     ActorRestore,
     Checkpointed,
@@ -92,6 +94,7 @@ class Actors:
         self.placement = Placement(wire, counts, scheduler)
         self.hosts = Hosts(wire, counts, recovery_grace_ns, records)  # rejoiners' live actors
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
+        self._builds = 0  # actor builds this head asked for (`_build`)
         #: A driver left: the actors it made that others still hold (`ActorNames`).
         self.keeps: Callable[[Peer], set[int]] = lambda driver: set()
 
@@ -151,16 +154,15 @@ class Actors:
         actor.moving = 0
         self._counts.move_actor(actor, ActorCause.START)
         actor.why = ""
-        send = self._wire.links.send
         if actor.restoring:
             # After a head restart: the newest checkpoint there is, whose answer says what
             # it covers (`_restored` sends the calls then).
-            send(worker.link, ActorRestore(actor.actor_id, actor.type_id, RESTORE_NEWEST))
+            self._build(worker, ActorRestore(actor.actor_id, actor.type_id, RESTORE_NEWEST))
             return
         if actor.covered >= 0:
-            send(worker.link, ActorRestore(actor.actor_id, actor.type_id, actor.covered))
+            self._build(worker, ActorRestore(actor.actor_id, actor.type_id, actor.covered))
         else:
-            send(worker.link, actor.create)
+            self._build(worker, actor.create)
         calls = actor.calls
         if actor.covered >= 0:
             actor.sent = actor.covered
@@ -169,6 +171,16 @@ class Actors:
         actor.asked_at = actor.sent
         self.checkpoints.send_at(actor, actor.sent)
         self.send_calls(actor)
+
+    def _build(self, worker: Peer, frame: ActorCreate | ActorRestore) -> None:
+        """Send ``frame`` to ``worker``; to one with a store, numbered first (actor-build):
+        its checkpoint store orders builds as the heads asked for them, not as they ran, so
+        a build a cut-off worker had queued and runs late fences off no newer one."""
+        send = self._wire.links.send
+        if worker.checkpoints:
+            self._builds += 1
+            send(worker.link, ActorBuild(frame.object_id, self._builds, self._wire.epoch))
+        send(worker.link, frame)
 
     def send_calls(self, actor: ActorRecord) -> None:
         """Send the calls not sent yet, in order, with a checkpoint frame every
@@ -283,7 +295,7 @@ class Actors:
                     self.hosts.await_host(actor)
                 return
             if event.mark == ERROR_NO_CHECKPOINT:
-                self._wire.links.send(worker.link, actor.create)  # none: build it anew
+                self._build(worker, actor.create)  # none: build it anew
                 actor.covered = -1
                 self._resume_calls(actor, 0)
                 self._offer(self.hosts.settled(actor.actor_id))

@@ -40,6 +40,7 @@ from ._conventions import ACTOR_CAPABILITY_SIZE, SECRET_SIZE, TOKEN_SIZE
 from ._decode import Decoder
 from ._encode import Encoder
 from ._events import (
+    ActorBuild,
     ActorCall,
     ActorCreate,
     ActorKill,
@@ -139,6 +140,10 @@ _ANY_PEER: Final = (
 _OPEN: Final = (
     'our extension: "this driver holds a handle to the actor: here is its capability" '
     '(docs/protocol.md, "Actors": who may call and kill an actor)'
+)
+_BUILD: Final = (
+    'our extension: "the actor-create or actor-restore that follows is this head\'s build N" '
+    '(docs/protocol.md, "Fenced checkpoints"), to workers with a checkpoint store'
 )
 _NAME: Final = (
     'our extension: "the actor this driver creates next is called this", and "which actor '
@@ -274,6 +279,9 @@ KINDS: Final[tuple[Kind, ...]] = (
          sent=(Link(DRIVER, HEAD, _NAME),), payload=F.MAX_ACTOR_NAME),
     Kind(F.KIND_ACTOR_LOOKUP,  "actor-lookup",  ActorLookup,  E.actor_lookup,  D.actor_lookup,
          sent=(Link(DRIVER, HEAD, _NAME),), payload=F.MAX_ACTOR_NAME),
+    # Dista's own kind: the build number of the actor-create or actor-restore that follows.
+    Kind(F.KIND_ACTOR_BUILD,   "actor-build",   ActorBuild,   E.actor_build,   D.actor_build,
+         sent=(Link(HEAD, WORKER, _BUILD),), payload=8),  # the head's epoch
 )
 # fmt: on
 

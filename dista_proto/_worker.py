@@ -44,6 +44,7 @@ from ._conventions import (
 from ._core import to_wall
 from ._decisions import CancelTask, Decision, Exit, HeadLost, RunTask
 from ._events import (
+    ActorBuild,
     ActorCall,
     ActorCreate,
     ActorKill,
@@ -171,6 +172,7 @@ class Worker:
             ActorRestore: actors.start,
             Checkpoint: actors.checkpoint,
             ActorKill: actors.kill,
+            ActorBuild: actors.numbered,
         }
 
     @property

@@ -34,6 +34,7 @@ from ._conventions import (
 )
 from ._decisions import CallActor, CheckpointActor, StartActor, StopActor
 from ._events import (
+    ActorBuild,
     ActorCall,
     ActorCreate,
     ActorKill,
@@ -52,6 +53,7 @@ class ActorHosting:
     """The actor a worker hosts, and the actor work handed to its binding."""
 
     __slots__ = (
+        "_build",
         "_calls",
         "_checkpoints",
         "_links",
@@ -74,6 +76,8 @@ class ActorHosting:
         self.calls = -1
         #: It rejoined hosting the actor alive, and no head has placed it back yet.
         self.unplaced = False
+        #: The actor-build that numbered the next start (`numbered`), if one did.
+        self._build: ActorBuild | None = None
         #: Actor work handed to the binding and not reported yet: starts and checkpoints
         #: (counted), calls (ID -> count); and of those, the ones handed out before the head
         #: link was lost (`head_lost`), whose reports are dropped.
@@ -100,9 +104,17 @@ class ActorHosting:
         self._links.queue(CallActor(oid, event.task_id, event.actor_id, event.argument, now))
         return True
 
+    def numbered(self, event: ActorBuild, now: int) -> None:
+        """Actor-build: the head's number for the actor-create or actor-restore that
+        follows (its checkpoint store fences by it)."""
+        self._build = event
+
     def start(self, event: ActorCreate | ActorRestore, now: int) -> None:
         """Actor-create or actor-restore: build the actor, unless another is hosted here."""
         actor = event.object_id
+        build, self._build = self._build, None
+        if build is not None and build.object_id != actor:
+            build = None  # (numbered another actor's start: not this one's)
         if self.actor and self.actor != actor and self.unplaced:
             # A head that knows only the page (which has every rejoining worker destroy
             # its actor) builds another here: the live copy goes, its checkpoints stay.
@@ -121,10 +133,12 @@ class ActorHosting:
             self.calls = -1  # (the actor alive here, placed back: its count goes on)
         self.actor = actor
         self._starts += 1
+        number, epoch = (build.build, build.epoch) if build is not None else (0, 0)
         if isinstance(event, ActorCreate):
-            self._links.queue(StartActor(actor, event.task_id, event.argument))
+            start = StartActor(actor, event.task_id, event.argument, None, number, epoch)
         else:
-            self._links.queue(StartActor(actor, event.task_id, None, event.covers))
+            start = StartActor(actor, event.task_id, None, event.covers, number, epoch)
+        self._links.queue(start)
 
     def checkpoint(self, event: Checkpoint, now: int) -> None:
         """A checkpoint of the hosted actor, between its calls."""

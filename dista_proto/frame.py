@@ -28,6 +28,7 @@ __all__ = [
     "KIND_ACTOR_CREATE",
     "KIND_ACTOR_KILL",
     "KIND_ACTOR_LOOKUP",
+    "KIND_ACTOR_BUILD",
     "KIND_ACTOR_NAME",
     "KIND_ACTOR_OPEN",
     "KIND_ACTOR_RESTORE",
@@ -145,6 +146,10 @@ KIND_ACTOR_NAME: Final = 36
 #: Dista's extension, driver or client to head: look an actor up by name (payload); the
 #: head answers the request ID (object ID) with a result (actor ID, type ID, capability).
 KIND_ACTOR_LOOKUP: Final = 37
+#: Dista's extension, head to a worker with a checkpoint store, just before actor-create or
+#: actor-restore: the build's number in this head's order (task-ID field, from 1) and the
+#: head's epoch (payload, u64), so that the store orders builds as the heads decided them.
+KIND_ACTOR_BUILD: Final = 38
 #: The longest actor name, in bytes of UTF-8.
 MAX_ACTOR_NAME: Final = 255
 

@@ -4,17 +4,18 @@
 
 Theory of operation. An actor's checkpoints live under ``ROOT/<actor>/``. Each time a
 worker builds the actor (created, or restored from the checkpoint covering ``base`` calls)
-it `begin`s a new **incarnation**: a number above any the folder shows for that actor,
-claimed by writing the fence ``fence-<incarnation>`` (holding the base) so that no two
-workers take the same number. Everything an older incarnation does from then on is fenced
-off: a worker the head cut off that still runs, or a copy a previous head started.
+it `begin`s a new **incarnation**, claimed by writing the fence ``fence-<incarnation>``
+(holding the base and the head's epoch) so that no two builds take the same number.
+Incarnations are ordered as the heads asked for the builds: the head numbers each build
+(actor-build), and a head's builds come after every build of the heads before it (its
+rank in the folder, then its number). So a build a cut-off worker had queued and runs late
+is still older than the one its head made next. Everything an older incarnation does is
+fenced off: a worker the head cut off that still runs, or a copy a previous head started.
 
 - A checkpoint is named for the calls it covers and the incarnation that wrote it
   (``<calls>-<incarnation>.ckpt``), so two incarnations never overwrite each other.
   `write` refuses when the writer's own fence is gone (the actor was killed and its
   checkpoints removed: a copy a head left behind writes nothing back).
-- A copy the head drops (moved on, or found stale) `withdraw`s its fence: a build that
-  began late (work a cut-off worker had queued) then fences off no copy the head counts on.
 - A file of incarnation I covering more calls than the base of a fence newer than I is
   stale: written on a branch the newer incarnation does not continue. `newest` and `read`
   never return one, and a prune removes it.
@@ -52,6 +53,7 @@ from typing import Any, Final
 from urllib.parse import urlparse
 
 from .._errors import CheckpointError
+from .checkpoint_chain import Fence, chain
 from .checkpoint_files import Files, FsspecFiles, LocalFiles
 
 __all__ = ["ENV", "Checkpoint", "CheckpointError", "CheckpointStore", "Fenced", "open_store"]
@@ -74,6 +76,9 @@ _PIECE: Final = 4 << 20
 _SUFFIX: Final = ".ckpt"
 _TEMP: Final = ".tmp-"
 _FENCE: Final = "fence-"
+#: A numbered incarnation: its head's rank in the actor's folder, then its build number.
+_RANK_SHIFT: Final = 32
+_BUILDS: Final = 1 << _RANK_SHIFT
 #: How many numbers `begin` tries when others claim them first.
 _CLAIMS: Final = 8
 _EMPTY: Final = memoryview(b"")
@@ -133,21 +138,29 @@ class CheckpointStore:
     def _dir(self, actor: int) -> str:
         return f"{self._root}/{actor:016x}"
 
-    def begin(self, actor: int, base: int) -> int:
+    def begin(
+        self, actor: int, base: int, *, source: int | None = None, build: int = 0, epoch: int = 0
+    ) -> int:
         """A new incarnation of ``actor`` (built by a worker: created, ``base`` -1, or
-        restored from the checkpoint covering ``base`` calls): a number larger than any
-        the store has seen for it, its fence written durably, so that whatever an older
-        incarnation writes from now on is refused or ignored. `CheckpointError` if the
-        store cannot be written."""
+        restored from incarnation ``source``'s checkpoint covering ``base`` calls), its
+        fence written durably, so that whatever an older incarnation writes from now on is
+        ignored (`chain`). Numbered by
+        its head (``build`` of head ``epoch``, actor-build), it is ordered as the heads
+        asked for it: `_numbered`; else it is a number above any the store has seen.
+        `CheckpointError` if the store cannot be written."""
         folder = self._dir(actor)
-        for _ in range(_CLAIMS):
+        for attempt in range(_CLAIMS):
             token = uuid.uuid4().hex
             temp = ""
             try:
-                incarnation = self._list(folder).top() + 1
-                temp = f"{folder}/{_TEMP}{incarnation:010d}-{token}"
+                listing = self._list(folder)
+                if attempt == 0 and 0 < build < _BUILDS:
+                    incarnation = self._numbered(folder, listing, build, epoch)
+                else:  # (not numbered, or its number taken: only after it, then)
+                    incarnation = listing.top() + 1
+                temp = f"{folder}/{_TEMP}{incarnation:020d}-{token}"
                 final = f"{folder}/{_fence_name(incarnation)}"
-                self._files.write(temp, [f"{base}\n{token}\n".encode()])
+                self._files.write(temp, [Fence(base, token, epoch, source).encode()])
                 claimed = self._files.claim(temp, final)
             except OSError as e:
                 raise CheckpointError(f"cannot begin actor {actor:#x} in {self.uri}: {e}") from e
@@ -155,12 +168,27 @@ class CheckpointStore:
                 if temp:
                     self._forget(temp)
             # Read back: on an object store two claims of one name may both seem to win.
-            if claimed and self._fence(final)[1] == token:
+            fence = self._fence(final) if claimed else None
+            if fence is not None and fence.token == token:
                 return incarnation
         raise CheckpointError(
             f"cannot begin actor {actor:#x} in {self.uri}: {_CLAIMS} incarnation numbers in a "
             "row were taken by others (is something beginning it in a loop?)"
         )
+
+    def _numbered(self, folder: str, listing: _Folder, build: int, epoch: int) -> int:
+        """The incarnation of ``build`` of head ``epoch``: the head's rank above its build
+        number. A head's rank is the one its first build of the actor took: one above every
+        rank the folder shows then. Heads follow one another, so a later head's builds come
+        after every earlier head's, and a build an earlier head asked for that a cut-off
+        worker runs only now (it had it queued) still comes before them, and before its
+        own head's later builds: it fences off no copy a head counts on."""
+        for incarnation in sorted(listing.fences):
+            rank = incarnation >> _RANK_SHIFT
+            fence = self._fence(f"{folder}/{listing.fences[incarnation]}")
+            if rank and fence is not None and fence.epoch == epoch:
+                return rank << _RANK_SHIFT | build
+        return ((listing.top() >> _RANK_SHIFT) + 1) << _RANK_SHIFT | build
 
     def write(
         self,
@@ -185,7 +213,7 @@ class CheckpointStore:
         header = _HEADER.pack(_MAGIC, _VERSION, len(record), extra.nbytes, size)
         folder = self._dir(actor)
         final = f"{folder}/{_name(calls, incarnation)}"
-        temp = f"{folder}/{_TEMP}{incarnation:010d}-{uuid.uuid4().hex}"
+        temp = f"{folder}/{_TEMP}{incarnation:020d}-{uuid.uuid4().hex}"
         try:
             self._files.write(temp, _pieces(header, [record, extra], views))
             if incarnation and incarnation not in self._list(folder).fences:
@@ -259,14 +287,6 @@ class CheckpointStore:
         listing = self._list(self._dir(actor))
         return bool(listing.newer(incarnation)) or incarnation not in listing.fences
 
-    def withdraw(self, actor: int, incarnation: int) -> None:
-        """``incarnation`` of ``actor`` was dropped (it moved on, or a head found it stale):
-        its fence goes, so that a build that began late (work a cut-off worker had queued)
-        fences off no copy the head counts on; its checkpoints stay, and it writes no more
-        (its own fence is gone)."""
-        if incarnation:
-            self._forget(f"{self._dir(actor)}/{_fence_name(incarnation)}")
-
     # -- the folder ------------------------------------------------------------------------
 
     def _list(self, folder: str) -> _Folder:
@@ -280,38 +300,40 @@ class CheckpointStore:
                     listing.fences[int(name[len(_FENCE) :])] = name
             elif name.startswith(_TEMP):
                 number = name[len(_TEMP) :].partition("-")[0]
-                listing.temps.append((int(number) if len(number) == 10 else 0, name))
+                ours = number.isdigit() and len(number) in (10, 20)
+                listing.temps.append((int(number) if ours else 0, name))
         return listing
 
-    def _fence(self, path: str) -> tuple[int, str]:
-        """(base, token) of a fence; a fence that cannot be read hides every older file."""
+    def _fence(self, path: str) -> Fence | None:
+        """A fence's content; None if it cannot be read (it ends the chain)."""
         try:
-            base, token = self._files.read_bytes(path).decode().split()
-            return int(base), token
-        except (OSError, ValueError, UnicodeDecodeError):
-            return -1, ""
+            return Fence.parse(self._files.read_bytes(path))
+        except OSError:
+            return None
 
-    def _bases(self, folder: str, listing: _Folder, fences: Sequence[int]) -> dict[int, int]:
-        return {i: self._fence(f"{folder}/{listing.fences[i]}")[0] for i in fences}
+    def _chain(self, folder: str, listing: _Folder) -> dict[int, float]:
+        fences = {i: self._fence(f"{folder}/{name}") for i, name in listing.fences.items()}
+        return chain(fences)
 
     def _current(self, folder: str) -> list[tuple[int, int, str]]:
-        """The folder's checkpoint files that are not stale."""
+        """The folder's checkpoint files that are on the chain (`chain`)."""
         listing = self._list(folder)
-        bases = self._bases(folder, listing, list(listing.fences))
-        return [f for f in listing.files if f[0] <= _limit(bases, f[1])]
+        limits = self._chain(folder, listing)
+        return [f for f in listing.files if f[0] <= limits.get(f[1], -1)]
 
     def _prune(
         self, folder: str, listing: _Folder, calls: int, incarnation: int, keep: int | None
     ) -> None:
         if listing.newer(incarnation):
             return  # fenced off: the folder is a newer incarnation's to tidy
-        bases = self._bases(folder, listing, list(listing.fences))
+        fences = {i: self._fence(f"{folder}/{name}") for i, name in listing.fences.items()}
+        limits = chain(fences)
         left: list[int] = []
         for file_calls, file_incarnation, name in listing.files:
             if file_incarnation > incarnation:
                 continue
-            if file_calls > _limit(bases, file_incarnation):
-                stale = True
+            if file_calls > limits.get(file_incarnation, -1):
+                stale = True  # on a branch nobody continues
             elif keep is None:
                 stale = (file_calls, file_incarnation) < (calls, incarnation)
             else:
@@ -323,10 +345,18 @@ class CheckpointStore:
         for temp_incarnation, name in listing.temps:
             if temp_incarnation <= incarnation:
                 self._forget(f"{folder}/{name}")  # a write that died
-        # A fence only limits older incarnations' files: once none is left, it goes (the
-        # newest fence stays, refusing every older incarnation's writes).
-        for fence, name in listing.fences.items():
-            if fence < incarnation and not any(i < fence for i in left):
+        # Fences stay while the chain needs them (down to its oldest file), and the newest
+        # of each head's: a build that head asked for and a cut-off worker runs late still
+        # finds its head's rank (`_numbered`). The others go.
+        oldest = min(left, default=incarnation)
+        needed = {i for i in limits if i >= oldest}
+        newest_of: dict[int, int] = {}
+        for i, fence in fences.items():
+            if fence is not None and fence.epoch:
+                newest_of[fence.epoch] = max(i, newest_of.get(fence.epoch, i))
+        needed.update(newest_of.values())
+        for fence_incarnation, name in listing.fences.items():
+            if fence_incarnation < incarnation and fence_incarnation not in needed:
                 self._forget(f"{folder}/{name}")
 
     def _read(self, actor: int, path: str, calls: int, incarnation: int) -> Checkpoint | None:
@@ -363,12 +393,6 @@ class CheckpointStore:
             self._files.remove(path)
 
 
-def _limit(bases: dict[int, int], incarnation: int) -> float:
-    """The most calls a file of ``incarnation`` may cover and not be stale: the least base
-    of the fences newer than it (no limit under none)."""
-    return min((b for i, b in bases.items() if i > incarnation), default=float("inf"))
-
-
 def _pieces(header: bytes, small: list[Any], views: list[memoryview]) -> Iterator[Any]:
     """What a checkpoint file holds, in order, the CRC taken of each piece as it goes."""
     yield header
@@ -382,11 +406,11 @@ def _pieces(header: bytes, small: list[Any], views: list[memoryview]) -> Iterato
 
 
 def _name(calls: int, incarnation: int) -> str:
-    return f"{calls:020d}-{incarnation:010d}{_SUFFIX}"
+    return f"{calls:020d}-{incarnation:020d}{_SUFFIX}"
 
 
 def _fence_name(incarnation: int) -> str:
-    return f"{_FENCE}{incarnation:010d}"
+    return f"{_FENCE}{incarnation:020d}"
 
 
 def _parse(name: str) -> tuple[int, int] | None:
@@ -396,13 +420,14 @@ def _parse(name: str) -> tuple[int, int] | None:
     if not base.endswith(_SUFFIX):
         return None
     calls, _, mark = base[: -len(_SUFFIX)].partition("-")
-    if not calls.isdigit() or len(mark) not in (10, 16):
+    if not calls.isdigit() or len(mark) not in (10, 16, 20):
         return None
+    hexadecimal = len(mark) == 16  # (the previous release's checkpoint ID)
     try:
-        incarnation = int(mark, 10 if len(mark) == 10 else 16)
+        incarnation = int(mark, 16 if hexadecimal else 10)
     except ValueError:
         return None
-    return int(calls), incarnation if len(mark) == 10 else 0
+    return int(calls), 0 if hexadecimal else incarnation
 
 
 def open_store(uri: str | None = None) -> CheckpointStore | None:

@@ -16,7 +16,6 @@ also records, per caller, the newest of its calls it includes: the object ID of 
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 from collections import deque
@@ -151,7 +150,6 @@ class ActorHost:
                 self._stop(work)
 
     def _start(self, work: dp.StartActor) -> None:
-        self._begin(work)
         actor = work.actor_id
         if (
             work.covers == dp.RESTORE_NEWEST
@@ -164,11 +162,12 @@ class ActorHost:
         try:
             if work.covers is None:
                 assert work.argument is not None
+                self._begin(work, -1, None)
                 instance = self._construct(work.type_id, work.argument)
                 covers: dict[int, int] = {}
             elif work.covers == dp.RESTORE_NEWEST:
                 # After a head restart: the newest checkpoint there is, if any.
-                newest = self._newest(actor)
+                newest = self._newest(work)
                 if newest is None:
                     why = f"actor {actor:#x} has no checkpoint to restore from"
                     self._report(
@@ -182,7 +181,7 @@ class ActorHost:
                 )
                 self._answers.load(newest.answers)
             else:
-                instance, covers = self._restore(actor, work.covers)
+                instance, covers = self._restore(work, work.covers)
         except BaseException as e:  # SystemExit in a constructor fails the actor, no more
             error = message_from_exception(e)
             self._report(lambda: self.core.actors.actor_started(actor, error))
@@ -226,31 +225,27 @@ class ActorHost:
             lambda: self.core.actors.actor_started(actor, None, covers=calls, uncovered=uncovered)
         )
 
-    def _begin(self, work: dp.StartActor) -> None:
-        """A new incarnation of the actor in the store, fencing off older builds of it (a
-        cut-off worker that still runs); `_newest` begins once it knows the base (and an
-        instance kept alive through a head restart goes on as the incarnation it was)."""
-        if work.covers == dp.RESTORE_NEWEST:
-            return
+    def _begin(self, work: dp.StartActor, base: int, source: int | None) -> None:
+        """A new incarnation of the actor in the store (created: ``base`` -1; or restored
+        from incarnation ``source``'s checkpoint covering ``base`` calls), fencing off
+        older builds of it (a cut-off worker that still runs). An instance kept alive
+        through a head restart goes on as the incarnation it was."""
         self._incarnation = 0
         store = self._open_store()
         if store is None:
             return
-        base = -1 if work.covers is None else work.covers
         try:
-            self._incarnation = store.begin(work.actor_id, base)
+            self._incarnation = store.begin(
+                work.actor_id, base, source=source, build=work.build, epoch=work.epoch
+            )
         except Exception:
             pass  # a store gone away: its checkpoints fail with the reason, the actor runs
 
-    def _newest(self, actor: int) -> Checkpoint | None:
+    def _newest(self, work: dp.StartActor) -> Checkpoint | None:
         store = self._open_store()
-        newest = None if store is None else store.newest(actor)
-        if store is not None and newest is not None:
-            self._incarnation = 0
-            try:
-                self._incarnation = store.begin(actor, newest.calls)
-            except Exception:
-                pass  # as in `_begin`: the actor runs, its checkpoints say why they fail
+        newest = None if store is None else store.newest(work.actor_id)
+        if newest is not None:
+            self._begin(work, newest.calls, newest.incarnation)
         return newest
 
     def _construct(self, type_id: int, argument: Any) -> object:
@@ -272,11 +267,12 @@ class ActorHost:
         args, kwargs = decode_actor_call(argument)
         return cls(*args, **kwargs)
 
-    def _restore(self, actor: int, covers: int) -> tuple[object, dict[int, int]]:
+    def _restore(self, work: dp.StartActor, covers: int) -> tuple[object, dict[int, int]]:
         store = self._open_store()
         if store is None:
             raise CheckpointError(self._store_error)
-        checkpoint = store.read(actor, covers)
+        checkpoint = store.read(work.actor_id, covers)
+        self._begin(work, covers, checkpoint.incarnation)
         self._answers.load(checkpoint.answers)
         return decode(checkpoint.state), dict(checkpoint.covers)
 
@@ -388,9 +384,6 @@ class ActorHost:
             self._actor = 0
             self._methods = {}
             self._covers = {}
-            if not work.forget and self._store is not None:
-                with contextlib.suppress(Exception):  # a store gone away: nothing to fence
-                    self._store.withdraw(work.actor_id, self._incarnation)
         if work.forget:
             store = self._open_store()
             if store is not None:

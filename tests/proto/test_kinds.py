@@ -41,7 +41,7 @@ ANY: Final = frame.MAX_FRAME  # the largest body of a kind that carries a value 
 OLD_NAMES: Final = PAGE_KIND_NAMES  # the page's table, as tests/proto/test_frame.py holds it
 OLD_KINDS: Final = dict(enumerate(OLD_NAMES, 1))
 #: Dista's own kinds past the page's 33 (only our peers send them): docs/wire.md, "Extensions".
-OUR_KINDS: Final = {34: "actor-open", 36: "actor-name", 37: "actor-lookup"}
+OUR_KINDS: Final = {34: "actor-open", 36: "actor-name", 37: "actor-lookup", 38: "actor-build"}
 OLD_EVENTS: Final = {
     "Task": 1, "Result": 2, "Error": 3, "Hello": 4, "Welcome": 5, "TaskAfter": 6, "Stored": 7,
     "Located": 8, "Fetch": 9, "TaskInputs": 10, "Release": 11, "Free": 12, "Stats": 13,
@@ -49,7 +49,7 @@ OLD_EVENTS: Final = {
     "ActorCall": 20, "ActorKill": 21, "Checkpoint": 22, "Checkpointed": 23, "ActorRestore": 24,
     "Covered": 25, "Status": 26, "Stop": 27, "TaskMany": 28, "Drain": 29, "Adopt": 30,
     "Adopted": 31, "Cancel": 32, "Part": 33, "ActorOpen": 34, "ActorName": 36,
-    "ActorLookup": 37,
+    "ActorLookup": 37, "ActorBuild": 38,
 }  # fmt: skip
 #: (sender, receiver): {kind: largest body} for every kind the sender may send.
 OLD_LIMITS: Final = {
@@ -60,7 +60,7 @@ OLD_LIMITS: Final = {
     (O, H): {4: 58, 18: 17, 26: 17, 27: 17},
     (H, D): {2: ANY, 3: ANY, 5: 49, 8: 45, 13: 57, 18: ANY, 25: 25},
     (H, W): {1: ANY, 3: ANY, 8: 45, 10: ANY, 12: 17, 19: ANY, 20: ANY, 21: 17, 22: 25, 24: 25,
-             27: 17, 28: ANY, 30: 29},
+             27: 17, 28: ANY, 30: 29, 38: 25},
     (H, O): {3: ANY, 18: ANY, 26: ANY},
     (S, F): {2: ANY, 3: ANY, 33: 17 + 16 + frame.PART_SIZE},
     (F, S): {9: 41},
@@ -190,6 +190,7 @@ def test_links_beyond_the_page_say_why() -> None:
         ("timeline", O, H), ("timeline", H, O),  # an observer's timeline
         ("actor-open", D, H),  # Dista's kind: an actor's capability, from a handle
         ("actor-name", D, H), ("actor-lookup", D, H),  # Dista's kinds: named actors
+        ("actor-build", H, W),  # Dista's kind: a build's number, for the checkpoint fences
     }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from dista_proto import (
     HELLO_SECRET,
     NEED_DATA,
+    ActorBuild,
     ActorCall,
     ActorCreate,
     ActorKill,
@@ -227,6 +228,9 @@ def strategy(kind: int, from_head: bool) -> st.SearchStrategy[Any]:
         ),
         frame.KIND_ACTOR_NAME: lambda: st.builds(ActorName, ids, ids, names),
         frame.KIND_ACTOR_LOOKUP: lambda: st.builds(ActorLookup, ids, names),
+        frame.KIND_ACTOR_BUILD: lambda: st.builds(
+            ActorBuild, ids, st.integers(1, 2**64 - 1), st.integers(0, 2**64 - 1)
+        ),
     }
     return table[kind]()
 
@@ -239,7 +243,7 @@ KIND_DIRECTIONS = [
 
 
 def test_strategies_cover_every_kind() -> None:
-    assert set(frame.KIND_NAMES) == {*range(1, 35), 36, 37}
+    assert set(frame.KIND_NAMES) == {*range(1, 35), 36, 37, 38}
     for kind in frame.KIND_NAMES:
         strategy(kind, False)
         strategy(kind, True)

@@ -103,3 +103,21 @@ def test_placed_back_its_answer_says_the_calls_it_has_seen_or_that_it_is_stale()
     (refusal,), _ = _frames(core)
     assert isinstance(refusal, dp.Error) and refusal.mark == dp.ERROR_FENCED
     assert core.actor == ACTOR  # (the head's kill takes it)
+
+
+def test_an_actor_build_numbers_the_start_that_follows_it() -> None:
+    core = dp.Worker(registry_hash=9, address=dp.Address("127.0.0.1", 1), checkpoints=True)
+    _start(core)
+    _frames(core)
+    # Numbered: the store orders this build by its head's number (fencing).
+    _give(core, dp.ActorBuild(ACTOR, 7, 0xE), dp.ActorRestore(ACTOR, 3, 12))
+    _, decisions = _frames(core)
+    (start,) = [d for d in decisions if isinstance(d, dp.StartActor)]
+    assert (start.covers, start.build, start.epoch) == (12, 7, 0xE)
+    core.actors.actor_started(ACTOR, None)
+    _give(core, dp.ActorKill(ACTOR, dp.KILL_KEEP))
+    # A number for another actor's build does not number this one's; none: 0.
+    _give(core, dp.ActorBuild(OTHER, 8, 0xE), dp.ActorCreate(ACTOR, 3, b"init"))
+    _, decisions = _frames(core)
+    (start,) = [d for d in decisions if isinstance(d, dp.StartActor)]
+    assert (start.build, start.epoch) == (0, 0)

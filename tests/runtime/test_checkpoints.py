@@ -45,8 +45,8 @@ def test_file_store_keeps_the_newest_and_what_it_covers(tmp_path: Path) -> None:
     )
     # The older one is gone; the fence stays while the actor lives.
     assert sorted(os.listdir(tmp_path / f"{7:016x}")) == [
-        f"{20:020d}-{incarnation:010d}.ckpt",
-        f"fence-{incarnation:010d}",
+        f"{20:020d}-{incarnation:020d}.ckpt",
+        f"fence-{incarnation:020d}",
     ]
     store.remove(7)
     assert store.newest(7) is None
@@ -167,10 +167,54 @@ def test_each_build_of_an_actor_gets_a_larger_incarnation(
     third = other.begin(3, 4)
     assert 0 < first < second < third
     store.write(3, third, 9, {}, [b"nine"])  # prunes the rest, and the fences no file needs
-    assert _names(store, 3) == [f"{9:020d}-{third:010d}.ckpt", f"fence-{third:010d}"]
+    assert _names(store, 3) == [f"{9:020d}-{third:020d}.ckpt", f"fence-{third:020d}"]
     assert store.begin(3, 9) == third + 1  # the numbers never go back
     store.remove(3)
     assert _names(store, 3) == []
+
+
+def test_builds_are_ordered_as_their_heads_asked_not_as_they_ran(
+    store: checkpoints.CheckpointStore,
+) -> None:
+    # Head A numbers three builds: 1 and 2 on workers it then lost, 3 on the one it counts
+    # on. Build 3 runs first; 1 and 2 (queued on cut-off workers) run late.
+    third = store.begin(9, -1, build=3, epoch=0xA)
+    first = store.begin(9, -1, build=1, epoch=0xA)
+    second = store.begin(9, -1, build=2, epoch=0xA)
+    assert first < second < third
+    assert not store.superseded(9, third)  # the copy head A counts on is not fenced off
+    assert store.superseded(9, first) and store.superseded(9, second)
+    store.write(9, third, 2, {1: 2}, [b"two"])
+    # Head B (A died) restores it: its builds come after all of A's, even one of A's that
+    # runs later still (a cut-off worker that had it queued).
+    mine = store.begin(9, 2, source=third, build=1, epoch=0xB)
+    late = store.begin(9, -1, build=4, epoch=0xA)
+    assert third < late < mine
+    assert store.superseded(9, third) and not store.superseded(9, mine)
+    # The late build (a create: base -1) is no part of B's chain: B's restore point (the
+    # checkpoint it came from) stays readable, and what the late one writes is never read.
+    assert store.read(9, 2).state == b"two"
+    store.write(9, late, 1, {}, [b"a zombie's"], prune=False)
+    store.write(9, late, 7, {}, [b"a zombie's"], prune=False)
+    still = store.newest(9)
+    assert still is not None and still.state == b"two"
+    written = store.write(9, mine, 5, {1: 5}, [b"five"], keep=2)
+    newest = store.newest(9)
+    assert newest is not None and (newest.incarnation, newest.state) == (mine, b"five")
+    # B's prune takes the late branch's files, keeps its restore point and a fence of each
+    # head (a build head A asked for that runs later still finds A's rank).
+    assert _names(store, 9) == sorted(
+        [
+            f"{2:020d}-{third:020d}.ckpt",
+            f"{5:020d}-{mine:020d}.ckpt",
+            f"fence-{third:020d}",
+            f"fence-{late:020d}",
+            f"fence-{mine:020d}",
+        ]
+    )
+    assert store.begin(9, -1, build=5, epoch=0xA) < mine
+    store.prune(9, written)
+    assert store.read(9, 5).state == b"five"
 
 
 def test_two_claims_of_one_number_never_both_win(store: checkpoints.CheckpointStore) -> None:
@@ -213,7 +257,7 @@ def test_a_fenced_off_incarnation_is_never_read_and_prunes_nothing(
     newest = store.newest(5)
     assert newest is not None and (newest.incarnation, newest.calls) == (new, 25)
     store.prune(5, mine)  # the new one's prune takes the stale branch too
-    assert _names(store, 5) == [f"{25:020d}-{new:010d}.ckpt", f"fence-{new:010d}"]
+    assert _names(store, 5) == [f"{25:020d}-{new:020d}.ckpt", f"fence-{new:020d}"]
 
 
 def test_a_write_racing_a_newer_begin_is_never_read(
@@ -255,7 +299,7 @@ def test_newest_and_read_ignore_a_stale_chain(store: checkpoints.CheckpointStore
     assert store.read(8, 9).state == b"nine, the new chain"
     assert store.read(8, 9).incarnation == new
     # The new chain's prune removes the stale file, keeps its restore point.
-    assert f"{9:020d}-{old:010d}.ckpt" not in _names(store, 8)
+    assert f"{9:020d}-{old:020d}.ckpt" not in _names(store, 8)
     assert store.read(8, 5).state == b"five"
     # A create (base -1) hides every older file.
     store.begin(8, -1)
@@ -310,8 +354,8 @@ def test_the_previous_release_files_still_read(tmp_path: Path) -> None:
     store.write(2, incarnation, 13, {3: 13}, [b"thirteen"], keep=12)
     assert _names(store, 2) == [
         f"{12:020d}-{0:016x}.ckpt",
-        f"{13:020d}-{1:010d}.ckpt",
-        f"fence-{1:010d}",
+        f"{13:020d}-{1:020d}.ckpt",
+        f"fence-{1:020d}",
     ]
 
 
@@ -338,7 +382,7 @@ def test_a_crash_mid_write_leaves_only_a_temporary_file(
     newest = store.newest(11)
     assert newest is not None and newest.state == b"five"  # the last whole one
     store.write(11, incarnation, 10, {}, [b"ten"])  # its prune takes the temporary file
-    assert _names(store, 11) == [f"{10:020d}-{incarnation:010d}.ckpt", f"fence-{incarnation:010d}"]
+    assert _names(store, 11) == [f"{10:020d}-{incarnation:020d}.ckpt", f"fence-{incarnation:020d}"]
 
 
 def test_a_stale_copy_cannot_write_back_an_actor_that_was_removed(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Final
 
 import pytest
 
@@ -305,6 +306,18 @@ def run_seed(seed: int) -> RecoveryScenario:
 def test_recovery_seeds(start: int) -> None:
     seeds = range(start, min(start + BATCH, SEEDS))
     assert failed_seeds(run_seed, seeds, "tests.sim.test_recovery_scenarios") == []
+
+
+#: Seeds past the ones CI sweeps, each once a failure traced to its cause: two live copies
+#: of one actor with different histories, a create a cut-off worker ran late having fenced
+#: off the copy the head counted on (fixed by the head numbering builds: actor-build).
+TRACED: Final = (3841, 4207, 4713, 5061, 7239, 7517)
+
+
+@pytest.mark.parametrize("seed", TRACED)
+def test_traced_seeds(seed: int) -> None:
+    done = run_seed(seed)
+    assert (done.lost_answers, done.reordered) == (0, 0)
 
 
 if __name__ == "__main__":

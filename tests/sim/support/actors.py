@@ -146,10 +146,9 @@ class SimActors:
         self.restored_newest: list[tuple[int, int | None]] = []
         self.restored_live: list[int] = []  # actors placed back where they live on
         self.fenced: list[int] = []  # stale live copies a new head tried to place back
-        #: Per actor, its newest build (create or restore), and the fences the store holds
-        #: (removing its checkpoints removes them).
-        self.incarnations: dict[int, int] = {}
-        self.fences: dict[int, set[int]] = {}
+        #: Per actor, the fences the store holds (removing its checkpoints removes them),
+        #: each with the epoch of the head that numbered its build (0: none did).
+        self.fences: dict[int, dict[int, int]] = {}
         self.covered_calls: list[int] = []  # calls not run: the restored state had them
         self.zombie_calls = 0  # calls run by an incarnation its head left behind
         #: Answers of calls run before a head restart, run again after it (`_redecide`).
@@ -233,7 +232,7 @@ class SimActors:
                 w.core.actors.actor_started(actor, "ValueError: the sim constructor raised")
                 return
             w.hosted = Instance(actor, from_u64(bytes(work.argument)), head=self.sim.head)
-            self._began(w.hosted)
+            self._began(w.hosted, work)
         else:
             if self.restore_failure is not None:
                 w.core.actors.actor_started(actor, self.restore_failure)
@@ -271,7 +270,7 @@ class SimActors:
                 self.sim.head,
                 dict(snapshot.answers),
             )
-            self._began(w.hosted)
+            self._began(w.hosted, work)
             for count, oid, outcome in snapshot.pending:  # (restored: they count now)
                 self._record(w.hosted, count, oid, outcome)
             if work.covers == dp.RESTORE_NEWEST:
@@ -279,17 +278,26 @@ class SimActors:
                 return
         w.core.actors.actor_started(actor, None)
 
-    def _began(self, inst: Instance) -> None:
-        """A new build of the actor: it fences off every older one (as `begin` does)."""
-        inst.incarnation = self.incarnations.get(inst.actor_id, 0) + 1
-        self.incarnations[inst.actor_id] = inst.incarnation
-        self.fences.setdefault(inst.actor_id, set()).add(inst.incarnation)
+    def _began(self, inst: Instance, work: dp.StartActor) -> None:
+        """A new build of the actor: it fences off every build its heads asked for before
+        it (as `CheckpointStore.begin` orders them: a head's rank in the folder, then the
+        build number it gave; without one, after every fence there is)."""
+        fences = self.fences.setdefault(inst.actor_id, {})
+        top = max(fences, default=0)
+        if work.build:
+            ranks = [i >> 32 for i, epoch in fences.items() if i >> 32 and epoch == work.epoch]
+            rank = min(ranks) if ranks else (top >> 32) + 1
+            inst.incarnation = rank << 32 | work.build
+        else:
+            inst.incarnation = top + 1
+        assert inst.incarnation not in fences, f"{self.where()}: build numbered twice"
+        fences[inst.incarnation] = work.epoch
 
     def _stale(self, inst: Instance, *, writing: bool = False) -> bool:
         """Whether ``inst`` is a stale copy: its fence is gone (the actor was killed and its
         checkpoints removed: the store refuses its writes), or, placing it back, a newer
         build's fence is there."""
-        fences = self.fences.get(inst.actor_id, set())
+        fences = self.fences.get(inst.actor_id, {})
         if inst.incarnation not in fences:
             return True
         return not writing and inst.incarnation < max(fences)
@@ -470,10 +478,7 @@ class SimActors:
     def _stop(self, w: SimWorker, work: dp.StopActor) -> None:
         inst = w.hosted
         if isinstance(inst, Instance) and inst.actor_id == work.actor_id:
-            w.hosted = None
-            # Dropped (moved on, or a stale copy): its fence goes, as `withdraw` does, so
-            # that a build that began late there fences off no copy the head counts on.
-            self.fences.get(inst.actor_id, set()).discard(inst.incarnation)
+            w.hosted = None  # (dropped, moved on or stale: a newer build fences it off)
         self.stopped.append(work.actor_id)
         if work.forget:
             self.disk.pop(work.actor_id, None)
