@@ -175,6 +175,7 @@ PROJECT_DECISIONS: dict[str, set[tuple[Role, Role]]] = {
     "actor-open": {(D, H)},  # Dista's own kind: an actor's capability
     "actor-name": {(D, H)},  # Dista's own kinds: named actors
     "actor-lookup": {(D, H)},
+    "actor-build": {(H, W)},  # Dista's own kind: a build's number, for the fences
 }
 
 

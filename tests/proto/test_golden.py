@@ -12,6 +12,7 @@ from typing import NamedTuple
 import pytest
 
 from dista_proto import (
+    ActorBuild,
     ActorCall,
     ActorCreate,
     ActorKill,
@@ -432,6 +433,13 @@ GOLDEN: list[Golden] = [
     ),
     # 37 actor-lookup (Dista's own kind): the request ID, then the name's UTF-8.
     Golden("actor-lookup", ActorLookup(OID, "l\u00e9"), TO_HEAD, "14000000 25" + O + Z + "6cc3a9"),
+    # 38 actor-build (Dista's own kind): the actor, the build number, the head's epoch u64.
+    Golden(
+        "actor-build",
+        ActorBuild(OID, TID, 0x21),
+        FROM_HEAD,
+        "19000000 26" + O + T + "2100000000000000",
+    ),
 ]
 
 CASES = [
@@ -442,7 +450,7 @@ CASES = [
 
 
 def test_every_kind_has_a_golden_frame() -> None:
-    kinds = {*range(1, 35), 36, 37}
+    kinds = {*range(1, 35), 36, 37, 38}
     assert {g.event.kind for g in GOLDEN} == kinds
     assert {g.data[4] for g in GOLDEN} == kinds
 

@@ -141,8 +141,8 @@ def test_opens_are_sent_again_after_a_head_restart_before_the_creator_resumes() 
         owner.send(dp.ActorCreate(actor, TYPE, b"init", 0))
         assert worker.take() == []  # it waits for the worker that hosts it
         worker.send(dp.Error(actor, "still hosts it", dp.hosts_mark(0)))
-        (restore,) = worker.take()
-        assert isinstance(restore, dp.ActorRestore)
+        build, restore = worker.take()  # (numbered: the worker has a store)
+        assert isinstance(build, dp.ActorBuild) and isinstance(restore, dp.ActorRestore)
         assert friend.take() == []  # still waiting: the creator's capability decides
         owner.send(dp.ActorOpen(actor, CAP))
         worker.send(dp.Error(actor, "none", dp.ERROR_NO_CHECKPOINT))

@@ -99,7 +99,10 @@ def test_an_actor_call_of_a_driver_at_its_cap_is_marked_too() -> None:
     d = net.driver()
     actor = d.oid(1)
     d.send(dp.ActorCreate(actor, TASK, b"init", 0))
-    assert w.take() == [dp.ActorCreate(actor, TASK, b"init")]
+    assert w.take() == [
+        dp.ActorBuild(actor, 1, net.head.epoch),
+        dp.ActorCreate(actor, TASK, b"init"),
+    ]
     w.send(dp.Result(actor, b""))
     d.take()
     d.send(dp.ActorCall(d.oid(2), TASK, actor, b"m"))
