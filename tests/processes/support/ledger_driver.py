@@ -2,7 +2,7 @@
 ``python -m tests.processes.support.ledger_driver HEAD ROLE NAME --out FILE ...``.
 
 ``owner`` creates the ledger actor (the class of ``--cadence``) and prints
-``HANDLE <hex>``: the pickled handle, which the test hands to the other drivers on their
+``HOST <pid>`` (its worker's process ID), then ``HANDLE <hex>``: the pickled handle, which the test hands to the other drivers on their
 standard input. ``caller`` (and ``leaver``, the same with few calls) reads that line first.
 Each then makes ``--calls`` calls ``append("NAME:i")`` in batches of ``--batch`` (every
 call of a batch sent, then each answer read), printing ``PROGRESS n`` after each batch
@@ -17,7 +17,8 @@ can place another driver's calls there).
 Whatever happens, the driver writes ``--out``: a JSON object with ``answers`` (argument ->
 the length its call answered), ``errors`` (argument -> why it has no answer), ``unmade``
 (calls never sent: the run's ``--deadline`` passed) and, for the owner, ``entries`` (the
-ledger's list, or null with ``entries_error``), and exits 0.
+ledger's list, or null with ``entries_error``) and ``host`` (the process ID of the worker
+hosting the ledger at the end), and exits 0.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def main() -> int:
         with dista.init(args.head, timeout=20):
             if args.role == "owner":
                 handle: Any = la.BY_CADENCE[args.cadence].remote()
-                handle.pid.remote().get(timeout=20)  # it exists
+                host = handle.pid.remote().get(timeout=20)  # it exists
+                _say(f"HOST {host}")
                 _say(f"HANDLE {pickle.dumps(handle).hex()}")
             else:
                 line = sys.stdin.readline().split()
@@ -105,6 +107,7 @@ def main() -> int:
                 sys.stdin.readline()  # the test says when every other driver is done
                 try:
                     report["entries"] = handle.entries_now.remote().get(timeout=30)
+                    report["host"] = handle.pid.remote().get(timeout=30)
                 except Exception as e:
                     report["entries"], report["entries_error"] = None, _why(e)
     except BaseException as e:
