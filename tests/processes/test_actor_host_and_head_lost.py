@@ -65,7 +65,17 @@ def test_answers_reach_the_caller_when_head_and_host_are_killed_together(tmp_pat
             while "workers: 2 " not in procs.status():
                 assert time.monotonic() < deadline, procs.why("the workers did not join")
                 time.sleep(0.1)
-            owner = Driver(procs, changed, "owner", "a", 5, CALLS, batch=BATCH, batch_timeout=20.0)
+            owner = Driver(
+                procs,
+                changed,
+                "owner",
+                "a",
+                5,
+                CALLS,
+                batch=BATCH,
+                batch_timeout=20.0,
+                options=("--log-info",),
+            )
             drivers.append(owner)
             wait("the ledger", lambda: bool(owner.handle) or owner.done, procs)
             assert owner.host in {w.pid for w in workers}, owner.tail()
@@ -107,6 +117,14 @@ def test_answers_reach_the_caller_when_head_and_host_are_killed_together(tmp_pat
             assert not wrong, procs.why(f"{wrong} (every figure: {json.dumps(result)})")
             assert report["host"] == other.pid, report.get("host")
             assert resumed and int(resumed[0]) > 0, f"no call was on its way: {result}"
+            # The driver's log said why its calls stalled, once, and when they went on.
+            log = owner.log.read_text()
+            waits = re.findall(r"WARNING dista.driver: .*waits for its worker.*", log)
+            assert len(waits) == 1, owner.tail(30)
+            assert f"{float(GRACE):g} s at most" in waits[0], waits
+            assert "`dista status` shows it" in waits[0], waits
+            goes_on = re.findall(r"INFO dista.driver: .*actor 0x[0-9a-f]+ runs on .* again", log)
+            assert len(goes_on) == 1, owner.tail(30)
         finally:
             for d in drivers:
                 d.close()

@@ -12,7 +12,8 @@ The owner then waits for a line on its standard input and reads the ledger's ent
 Each prints ``READY`` once it can call, and calls once it reads ``GO`` (the owner after its
 handle line), so that the drivers call at the same time. With ``--pause-at N`` it prints
 ``PAUSED`` once its first N calls are answered and waits for ``GO`` again (so that the test
-can place another driver's calls there).
+can place another driver's calls there). ``--log-info`` logs INFO lines as well, each with
+its level and logger's name (else only WARNING and above, bare, as a user's script).
 
 Whatever happens, the driver writes ``--out``: a JSON object with ``answers`` (argument ->
 the length its call answered), ``errors`` (argument -> why it has no answer), ``unmade``
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import pickle
 import sys
 import time
@@ -85,7 +87,10 @@ def main() -> int:
     parser.add_argument("--batch-timeout", type=float, default=15.0)
     parser.add_argument("--deadline", type=float, default=40.0)
     parser.add_argument("--pause-at", type=int, default=0)
+    parser.add_argument("--log-info", action="store_true", help="log INFO lines too")
     args = parser.parse_args()
+    if args.log_info:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     deadline = time.monotonic() + args.deadline
     report: dict[str, Any] = {"answers": {}, "errors": {}, "unmade": 0}
     try:

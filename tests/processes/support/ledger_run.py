@@ -35,6 +35,7 @@ class Driver:
         batch: int = 100,
         batch_timeout: float = 12.0,
         deadline: float = 45.0,
+        options: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.out = procs.logs / f"driver-{name}.json"
@@ -51,7 +52,7 @@ class Driver:
         argv += [procs.address, role, name, "--out", str(self.out), "--cadence", str(cadence)]
         argv += ["--calls", str(calls), "--batch", str(batch)]
         argv += ["--batch-timeout", str(batch_timeout), "--deadline", str(deadline)]
-        argv += ["--pause-at", str(pause_at)]
+        argv += ["--pause-at", str(pause_at), *options]
         with open(self.log, "ab") as err:
             self.process = subprocess.Popen(
                 argv,
