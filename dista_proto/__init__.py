@@ -13,6 +13,7 @@ from ._connection import NEED_DATA, Connection, ConnectionState, NeedData
 from ._conventions import (
     ACTOR_CAPABILITY_SIZE,
     CANCEL_FORCE,
+    ERROR_AWAITS_HOST,
     ERROR_COVERED,
     ERROR_FENCED,
     ERROR_HOSTS_ACTOR,
@@ -44,6 +45,8 @@ from ._conventions import (
     TASK_ID_BITS,
     TASK_ID_MASK,
     TOKEN_SIZE,
+    awaited_ms,
+    awaits_host_mark,
     driver_number,
     hosted_calls,
     hosts_mark,
@@ -53,6 +56,7 @@ from ._conventions import (
 from ._core import Core
 from ._credentials import RESUME_REFUSED, Credentials, fetch_token
 from ._decisions import (
+    ActorAwaitsHost,
     ActorWarning,
     Answered,
     CallActor,
@@ -154,6 +158,7 @@ __all__ = [
     "CANCEL_FORCE",
     "DEFAULT_INLINE_THRESHOLD",
     "DEFAULT_KEEP_BYTES",
+    "ERROR_AWAITS_HOST",
     "ERROR_COVERED",
     "ERROR_FENCED",
     "ERROR_HOSTS_ACTOR",
@@ -194,6 +199,8 @@ __all__ = [
     "TASK_ID_MASK",
     "TOKEN_SIZE",
     "driver_number",
+    "awaited_ms",
+    "awaits_host_mark",
     "hosted_calls",
     "hosts_mark",
     "fetch_token",
@@ -205,6 +212,7 @@ __all__ = [
     "NO_WORKER_GRACE_NS",
     "PREFETCH",
     "WORKER_SLOTS",
+    "ActorAwaitsHost",
     "ActorWarning",
     "Answered",
     "CallActor",

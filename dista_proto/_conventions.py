@@ -29,6 +29,7 @@ from typing import Final
 __all__ = [
     "ACTOR_CAPABILITY_SIZE",
     "CANCEL_FORCE",
+    "ERROR_AWAITS_HOST",
     "ERROR_COVERED",
     "ERROR_FENCED",
     "ERROR_HOSTS_ACTOR",
@@ -60,6 +61,8 @@ __all__ = [
     "TASK_ID_BITS",
     "TASK_ID_MASK",
     "TOKEN_SIZE",
+    "awaited_ms",
+    "awaits_host_mark",
     "driver_number",
     "hosted_calls",
     "hosts_mark",
@@ -157,6 +160,24 @@ ERROR_HOSTS_ACTOR: Final = 4
 #: built again elsewhere since: a head before lost this worker). The head drops it and
 #: waits on for the newer copy to rejoin, the recovery grace at most.
 ERROR_FENCED: Final = 5
+
+#: Error mark, head to a driver whose hello asked a secret (Dista's own; a peer that knows
+#: only the page would read the frame as the actor's failure, so it gets none): after a
+#: head restart, the actor the frame names waits for the worker that hosted it to rejoin,
+#: at most the milliseconds the mark carries above its low byte (`awaits_host_mark`), its
+#: calls held meanwhile. 0 there: it waits no more (the message says where it runs now).
+#: Sent once per actor and driver per wait; not a failure.
+ERROR_AWAITS_HOST: Final = 6
+
+
+def awaits_host_mark(wait_ms: int) -> int:
+    """`ERROR_AWAITS_HOST` saying the actor waits ``wait_ms`` at most (0: no more)."""
+    return max(0, wait_ms) << 8 | ERROR_AWAITS_HOST
+
+
+def awaited_ms(mark: int) -> int | None:
+    """The wait an `ERROR_AWAITS_HOST` mark announces (0: over); None for another mark."""
+    return mark >> 8 if mark & 0xFF == ERROR_AWAITS_HOST else None
 
 
 def hosts_mark(calls: int) -> int:

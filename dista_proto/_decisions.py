@@ -15,6 +15,7 @@ from ._events import Timeline as TimelineEvent
 from .frame import Bytes
 
 __all__ = [
+    "ActorAwaitsHost",
     "ActorWarning",
     "Answered",
     "CallActor",
@@ -162,6 +163,17 @@ class StopActor:
 
 
 @dataclass(frozen=True, slots=True)
+class ActorAwaitsHost:
+    """After a head restart, actor ``actor_id`` waits for the worker that hosted it to
+    rejoin, ``wait_ms`` milliseconds at most, its calls held meanwhile; ``wait_ms`` 0: it
+    waits no more, and ``message`` says where it runs now (`ERROR_AWAITS_HOST`)."""
+
+    actor_id: int
+    wait_ms: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class ActorWarning:
     """Something went wrong for actor ``actor_id`` that it lives through (a checkpoint that
     could not be written); ``message`` says what."""
@@ -238,6 +250,7 @@ Decision = (
     | CallActor
     | CheckpointActor
     | StopActor
+    | ActorAwaitsHost
     | ActorWarning
     | Welcomed
     | ObjectValue

@@ -33,6 +33,7 @@ from ._conventions import (
     KILL_FORCE,
     MAX_RESULTS,
     STATS_NO_REPLY,
+    awaited_ms,
 )
 from ._credentials import fetch_token
 from ._decisions import (
@@ -520,7 +521,7 @@ class Driver:
             queue(ObjectFailed(oid, event.message))
             return
         heard = self._calls.error(oid, event.message, event.mark, self._ledger.pending)
-        if event.mark != ERROR_WARNING:
+        if event.mark != ERROR_WARNING and awaited_ms(event.mark) is None:
             self._ledger.confirmed(oid)  # (if it names an actor this driver killed)
         if heard is None:
             if self._ledger.answered(oid, event) is not True and self.resumes:

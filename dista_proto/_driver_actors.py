@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from ._conventions import ERROR_WARNING, kept_size
-from ._decisions import ActorWarning, Decision
+from ._conventions import ERROR_WARNING, awaited_ms, kept_size
+from ._decisions import ActorAwaitsHost, ActorWarning, Decision
 from ._events import ActorCall
 
 __all__ = ["KeptCalls"]
@@ -57,7 +57,7 @@ class KeptCalls:
         #: The budget: bytes of kept calls (`kept_size`) past which a checkpoint is asked.
         self.keep_bytes = keep_bytes
         self.kept_bytes = 0
-        self._warn = warn  # queues an `ActorWarning` for the runtime
+        self._warn = warn  # queues an `ActorWarning` (or `ActorAwaitsHost`) for the runtime
         #: Per live actor this driver knows, its calls not yet covered by a checkpoint.
         self._kept: dict[int, deque[ActorCall]] = {}
         self._asks: dict[int, int] = {}  # every checkpoint ask not answered -> its actor
@@ -214,6 +214,10 @@ class KeptCalls:
             return True
         if mark == ERROR_WARNING:
             self._warn(ActorWarning(oid, message))
+            return False
+        waits = awaited_ms(mark)
+        if waits is not None:
+            self._warn(ActorAwaitsHost(oid, waits, message))  # (a notice, not a failure)
             return False
         if oid in self._kept:
             self.ended(oid, pending)  # the actor is gone: nothing left to resend

@@ -21,6 +21,11 @@ from its newest checkpoint elsewhere. Placed back, the actor answers actor-resto
 answered from the answers its worker keeps, and those it never ran run now: no answer a
 caller has is contradicted, and nothing runs twice.
 
+While an actor waits for its host, its drivers' calls wait too: each Dista driver that
+owns or calls it hears so once per wait (an error frame marked `ERROR_AWAITS_HOST`
+carrying how long at most), and again when it is placed (the mark with 0), so that a
+driver's log says why its calls stall instead of nothing for up to the grace.
+
 `Hosts` decides and returns; `Actors` (which holds it) starts, kills and offers workers.
 """
 
@@ -28,8 +33,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._conventions import ID_BITS, KILL_KEEP
-from ._events import ActorCreate, ActorKill
+from ._conventions import ID_BITS, KILL_KEEP, awaits_host_mark
+from ._events import ActorCreate, ActorKill, Error
 from ._head_counts import Counts
 from ._head_records import ActorRecord, ActorState, Peer
 from ._head_wire import Wire
@@ -66,6 +71,8 @@ class Hosts:
         self.copies: dict[int, list[tuple[Peer, int, int]]] = {}
         #: Restoring actors waiting for their host to rejoin: actor ID -> (it, until when).
         self.awaiting: dict[int, tuple[ActorRecord, int]] = {}
+        #: The drivers told an actor waits (links), until told it is placed: actor ID -> them.
+        self.told: dict[int, set[int]] = {}
 
     @staticmethod
     def holds(worker: Peer) -> bool:
@@ -136,6 +143,31 @@ class Hosts:
         actor.since = self._wire.now
         actor.why = "waits for the worker that hosts it to rejoin (the recovery grace at most)"
         self.awaiting[actor.actor_id] = (actor, self._wire.now + self.grace)
+        for link in sorted(actor.callers):  # (the owner among them)
+            self.tell(actor.actor_id, link)
+
+    def tell(self, actor_id: int, link: int) -> None:
+        """Driver ``link`` owns or calls ``actor_id``: if the actor waits for its host, the
+        driver hears so (once per wait), if it is Dista's (a page's driver would take the
+        frame for the actor's failure)."""
+        waits = self.awaiting.get(actor_id)
+        peer = self._wire.peers.get(link)
+        if waits is None or peer is None or not peer.secret:
+            return
+        told = self.told.setdefault(actor_id, set())
+        if link not in told:
+            told.add(link)
+            left_ms = max(1, (waits[1] - self._wire.now) // 1_000_000)
+            why = f"actor {actor_id:#x} waits for the worker that hosts it to rejoin"
+            self._wire.links.send(link, Error(actor_id, why, awaits_host_mark(left_ms)))
+
+    def placed(self, actor: ActorRecord, where: str) -> None:
+        """``actor`` runs again (``where``): the drivers told it waited hear it waits no
+        more."""
+        told = self.told.pop(actor.actor_id, None)
+        for link in sorted(told or ()):
+            if link in self._wire.peers:
+                self._wire.links.send(link, Error(actor.actor_id, where, awaits_host_mark(0)))
 
     def owner_resumed(self, number: int) -> list[Peer]:
         """Driver ``number`` resumed: live actors of its that it did not create again were

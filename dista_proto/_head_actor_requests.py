@@ -89,6 +89,8 @@ class ActorRequests:
         actor.kept_bytes += kept_size(event.argument)
         actor.callers.add(peer.link)
         actor.newest_from[peer.number] = event.object_id
+        if actor.restoring and actor.state is _WAITING:
+            self._actors.hosts.tell(actor.actor_id, peer.link)  # why its calls wait
         if (actor.state is _STARTING or actor.state is _READY) and not actor.restoring:
             self._actors.send_calls(actor)
         if actor.kept_bytes > self._actors.keep_bytes and self._actors.checkpoints.over_budget(

@@ -271,6 +271,9 @@ class Actors:
             self.end(actor, f"actor {actor.actor_id:#x} could not be {restored}: {error}")
             return
         self._counts.move_actor(actor, ActorCause.STARTED)
+        if actor.actor_id in self.hosts.told:
+            worker = actor.worker
+            self.hosts.placed(actor, f"runs on {worker.name if worker else 'a worker'} again")
         if not actor.announced:
             actor.announced = True
             if actor.owner in self._wire.peers:
@@ -380,6 +383,7 @@ class Actors:
         wire = self._wire
         worker = actor.worker
         self.hosts.awaiting.pop(actor.actor_id, None)
+        self.hosts.told.pop(actor.actor_id, None)  # (its drivers hear it ended)
         self._counts.move_actor(actor, ActorCause.END)
         actor.why = why
         actor.worker = None

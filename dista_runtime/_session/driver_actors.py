@@ -21,6 +21,7 @@ of the session live (`SessionHost`: whether it is closed, and its `poll`).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -48,6 +49,8 @@ __all__ = ["KEEP_BYTES_ENV", "SessionActors", "SessionHost", "keep_bytes"]
 
 #: The environment variable for the bytes of uncovered actor calls a driver keeps.
 KEEP_BYTES_ENV: Final = "DISTA_ACTOR_KEEP_BYTES"
+#: Where a driver says why its actor calls wait (WARNING) and that they go on (INFO).
+_log: Final = logging.getLogger("dista.driver")
 
 
 def keep_bytes() -> int:
@@ -149,6 +152,8 @@ class SessionActors:
         self._holds: dict[int, int] = {}  # actor -> handles of ours alive
         self._actor_drops: deque[int] = deque()  # handles gone (from __del__, any thread)
         self._warnings: dict[int, str] = {}  # actor -> its newest warning, not yet shown
+        #: Actors the head said wait for their worker to rejoin -> since when (monotonic).
+        self._awaiting: dict[int, float] = {}
         self._pinned: dict[int, int] = {}  # ref -> held frames waiting for it
         self._deferred: set[int] = set()  # pinned refs released meanwhile
         self._capabilities: dict[int, bytes] = {}  # held-back creates -> their capability
@@ -466,6 +471,31 @@ class SessionActors:
             if not self._host.closed:
                 # As Ray ends an actor whose handles are gone: after the calls made to it.
                 self._kill_locked(actor, after_calls=True)
+
+    def on_awaits_host(self, d: dp.ActorAwaitsHost) -> Callable[[], None] | None:
+        """The head says actor ``d.actor_id`` waits for its worker to rejoin (or no more):
+        what to log, once per wait, out of the lock (None: nothing)."""
+        actor = f"{d.actor_id:#x}"
+        if d.wait_ms:
+            if d.actor_id in self._awaiting:
+                return None
+            self._awaiting[d.actor_id] = time.monotonic()
+            return partial(
+                _log.warning,
+                "dista driver: actor %s waits for its worker to come back after a head "
+                "restart, %g s at most (the head's recovery grace; then it is restored from "
+                "its newest checkpoint on another worker); its calls wait meanwhile. "
+                "`dista status` shows it",
+                actor,
+                d.wait_ms / 1000,
+            )
+        since = self._awaiting.pop(d.actor_id, None)
+        if since is None:
+            return None
+        waited = time.monotonic() - since
+        return partial(
+            _log.info, "dista driver: actor %s %s after %.1f s", actor, d.message, waited
+        )
 
     def on_warning(self, decision: dp.ActorWarning) -> None:
         """The head warned about an actor (a failed checkpoint): shown at its next call."""

@@ -230,6 +230,11 @@ class Session:
     def _on_actor_warning(self, d: dp.ActorWarning, fire: Fire) -> None:
         self.actors.on_warning(d)
 
+    def _on_actor_awaits_host(self, d: dp.ActorAwaitsHost, fire: Fire) -> None:
+        say = self.actors.on_awaits_host(d)
+        if say is not None:
+            fire.append(say)
+
     def _on_refused(self, d: dp.Refused, fire: Fire) -> None:
         pass  # the core keeps the reason: the session closes with it when lost
 
@@ -455,6 +460,7 @@ _ROUTES: Final[dict[type[Any], Callable[[Session, Any, Fire], None]]] = {
     dp.ObjectLocated: Session._on_located,
     dp.ObjectFailed: Session._on_failed,
     dp.ActorWarning: Session._on_actor_warning,
+    dp.ActorAwaitsHost: Session._on_actor_awaits_host,
     dp.Refused: Session._on_refused,
     dp.Welcomed: Session._on_welcomed,
     dp.StatsReceived: Session._on_stats,

@@ -22,22 +22,17 @@ ledger module alone, so their registry hashes match.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
-import subprocess
-import sys
 import threading
 import time
-from collections import Counter
-from itertools import pairwise
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
 from tests.processes.support import ledger_actors as la
-from tests.processes.support.restartable_cluster import ROOT, Processes, processes
+from tests.processes.support.ledger_run import Driver, figures
+from tests.processes.support.restartable_cluster import Processes, processes
 
 CALLS = 3000  # per calling driver
 BATCH = 100
@@ -50,133 +45,9 @@ RESTARTS = 3
 #: How long a driver waits for one batch's answers, and for everything (its settings).
 BATCH_TIMEOUT = 12.0
 DEADLINE = 45.0
+TIMING = {"batch": BATCH, "batch_timeout": BATCH_TIMEOUT, "deadline": DEADLINE}
 #: How long the test waits for a step: a driver's handle, its progress, its exit.
 STEP = 30.0
-
-
-class Driver:
-    """A ledger_driver process; a thread reads what it prints (its handle, its progress)
-    and wakes whoever waits on ``changed``."""
-
-    def __init__(
-        self,
-        procs: Processes,
-        changed: threading.Condition,
-        role: str,
-        name: str,
-        cadence: int,
-        calls: int,
-        pause_at: int = 0,
-    ) -> None:
-        self.name = name
-        self.out = procs.logs / f"driver-{name}.json"
-        self.log = procs.logs / f"driver-{name}.log"
-        self.changed = changed
-        self.handle = ""
-        self.ready = False
-        self.paused = False
-        self.progress = 0
-        self.called = False
-        self.done = False
-        argv = [sys.executable, "-m", "tests.processes.support.ledger_driver"]
-        argv += [procs.address, role, name, "--out", str(self.out), "--cadence", str(cadence)]
-        argv += ["--calls", str(calls), "--batch", str(BATCH)]
-        argv += ["--batch-timeout", str(BATCH_TIMEOUT), "--deadline", str(DEADLINE)]
-        argv += ["--pause-at", str(pause_at)]
-        with open(self.log, "ab") as err:
-            self.process = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                env=procs.env,
-                cwd=ROOT,
-                text=True,
-            )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        stdout: IO[str] | None = self.process.stdout
-        assert stdout is not None
-        for line in stdout:
-            word, _, rest = line.strip().partition(" ")
-            with self.changed:
-                if word == "HANDLE":
-                    self.handle = line.strip()
-                elif word == "PAUSED":
-                    self.paused = True
-                elif word == "READY":
-                    self.ready = True
-                elif word == "PROGRESS":
-                    self.progress = int(rest)
-                elif word == "CALLED":
-                    self.called = True
-                elif word == "DONE":
-                    self.done = True
-                self.changed.notify_all()
-        with self.changed:
-            self.done = True
-            self.changed.notify_all()
-
-    def tell(self, line: str) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
-        stdin.write(line + "\n")
-        stdin.flush()
-
-    def report(self) -> dict[str, Any]:
-        assert self.out.exists(), f"driver {self.name} wrote no report: {self.tail()}"
-        report: dict[str, Any] = json.loads(self.out.read_text())
-        return report
-
-    def tail(self, lines: int = 15) -> str:
-        text = self.log.read_text(errors="replace").splitlines()[-lines:]
-        return f"--- driver {self.name} ({self.process.poll()}):\n" + "\n".join(text)
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
-        self.process.wait()
-        for pipe in (self.process.stdin, self.process.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
-
-
-def figures(owner: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the run shows: answers that contradict the final list's order, calls with no
-    answer, and what the list holds twice, lacks or holds unasked."""
-    entries: list[str] = owner.get("entries") or []
-    first: dict[str, int] = {}
-    for index, item in enumerate(entries):
-        first.setdefault(item, index)
-    made = {item for r in reports for item in (*r["answers"], *r["errors"])}
-    answers = {item: n for r in reports for item, n in r["answers"].items()}
-    # Two more views of the order, which a single lost entry does not inflate: lengths
-    # answered to more than one call (no serial order gives two calls the same place), and
-    # calls answered in one order but listed in the other (by neighbouring answers).
-    by_answer = sorted(answers, key=answers.__getitem__)
-    places = [first.get(item, -1) for item in by_answer]
-    return {
-        "calls": len(made) + sum(r["unmade"] for r in reports),
-        "answered": len(answers),
-        "contradicting": sum(first.get(item, -2) + 1 != n for item, n in answers.items()),
-        "shared_answers": len(answers) - len(set(answers.values())),
-        "swapped": sum(a > b for a, b in pairwise(places)),
-        "failed": sum(len(r["errors"]) for r in reports),
-        "unmade": sum(r["unmade"] for r in reports),
-        "why": Counter(
-            re.sub(r"0x[0-9a-f]+", "0x…", e)[:120] for r in reports for e in r["errors"].values()
-        ).most_common(3),
-        "entries": len(entries)
-        if owner.get("entries") is not None
-        else owner.get("entries_error"),
-        "duplicates": len(entries) - len(first),
-        "missing": len(made - set(first)),
-        "unasked": len(set(first) - made),
-    }
 
 
 @pytest.mark.timeout(120)
@@ -200,12 +71,12 @@ def test_two_drivers_calls_applied_and_answered_once_through_three_head_restarts
             procs.start_head()
             for _ in range(2):
                 procs.start_worker()
-            owner = Driver(procs, changed, "owner", "a", cadence, CALLS, PAUSE_AT)
+            owner = Driver(procs, changed, "owner", "a", cadence, CALLS, PAUSE_AT, **TIMING)
             drivers.append(owner)
             wait("the owner's handle", lambda: bool(owner.handle) or owner.done, procs)
             assert owner.handle, "\n".join(d.tail() for d in drivers)
-            caller = Driver(procs, changed, "caller", "b", cadence, CALLS, PAUSE_AT)
-            leaver = Driver(procs, changed, "leaver", "c", cadence, LEAVER_CALLS)
+            caller = Driver(procs, changed, "caller", "b", cadence, CALLS, PAUSE_AT, **TIMING)
+            leaver = Driver(procs, changed, "leaver", "c", cadence, LEAVER_CALLS, **TIMING)
             drivers += [caller, leaver]
             for d in (caller, leaver):
                 d.tell(owner.handle)

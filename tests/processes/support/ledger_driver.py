@@ -2,7 +2,7 @@
 ``python -m tests.processes.support.ledger_driver HEAD ROLE NAME --out FILE ...``.
 
 ``owner`` creates the ledger actor (the class of ``--cadence``) and prints
-``HANDLE <hex>``: the pickled handle, which the test hands to the other drivers on their
+``HOST <pid>`` (its worker's process ID), then ``HANDLE <hex>``: the pickled handle, which the test hands to the other drivers on their
 standard input. ``caller`` (and ``leaver``, the same with few calls) reads that line first.
 Each then makes ``--calls`` calls ``append("NAME:i")`` in batches of ``--batch`` (every
 call of a batch sent, then each answer read), printing ``PROGRESS n`` after each batch
@@ -12,18 +12,21 @@ The owner then waits for a line on its standard input and reads the ledger's ent
 Each prints ``READY`` once it can call, and calls once it reads ``GO`` (the owner after its
 handle line), so that the drivers call at the same time. With ``--pause-at N`` it prints
 ``PAUSED`` once its first N calls are answered and waits for ``GO`` again (so that the test
-can place another driver's calls there).
+can place another driver's calls there). ``--log-info`` logs INFO lines as well, each with
+its level and logger's name (else only WARNING and above, bare, as a user's script).
 
 Whatever happens, the driver writes ``--out``: a JSON object with ``answers`` (argument ->
 the length its call answered), ``errors`` (argument -> why it has no answer), ``unmade``
 (calls never sent: the run's ``--deadline`` passed) and, for the owner, ``entries`` (the
-ledger's list, or null with ``entries_error``), and exits 0.
+ledger's list, or null with ``entries_error``) and ``host`` (the process ID of the worker
+hosting the ledger at the end), and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import pickle
 import sys
 import time
@@ -84,14 +87,18 @@ def main() -> int:
     parser.add_argument("--batch-timeout", type=float, default=15.0)
     parser.add_argument("--deadline", type=float, default=40.0)
     parser.add_argument("--pause-at", type=int, default=0)
+    parser.add_argument("--log-info", action="store_true", help="log INFO lines too")
     args = parser.parse_args()
+    if args.log_info:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     deadline = time.monotonic() + args.deadline
     report: dict[str, Any] = {"answers": {}, "errors": {}, "unmade": 0}
     try:
         with dista.init(args.head, timeout=20):
             if args.role == "owner":
                 handle: Any = la.BY_CADENCE[args.cadence].remote()
-                handle.pid.remote().get(timeout=20)  # it exists
+                host = handle.pid.remote().get(timeout=20)  # it exists
+                _say(f"HOST {host}")
                 _say(f"HANDLE {pickle.dumps(handle).hex()}")
             else:
                 line = sys.stdin.readline().split()
@@ -105,6 +112,7 @@ def main() -> int:
                 sys.stdin.readline()  # the test says when every other driver is done
                 try:
                     report["entries"] = handle.entries_now.remote().get(timeout=30)
+                    report["host"] = handle.pid.remote().get(timeout=30)
                 except Exception as e:
                     report["entries"], report["entries_error"] = None, _why(e)
     except BaseException as e:

@@ -61,9 +61,13 @@ class Processes:
     def output(self, process: subprocess.Popen[bytes]) -> str:
         return self._files[process.pid].read_text(errors="replace")
 
-    def start_head(self, timeout: float = 15.0) -> subprocess.Popen[bytes]:
-        """A new head on our port; returns once it listens."""
-        head = self._spawn(f"head{len(self.heads)}", [*CLI, "head", "--port", str(self.port)])
+    def start_head(
+        self, timeout: float = 15.0, args: tuple[str, ...] = ()
+    ) -> subprocess.Popen[bytes]:
+        """A new head on our port (``args``: more of its options); returns once it
+        listens."""
+        argv = [*CLI, "head", "--port", str(self.port), *args]
+        head = self._spawn(f"head{len(self.heads)}", argv)
         self.head = head
         self.heads.append(head)
         deadline = time.monotonic() + timeout

@@ -103,6 +103,7 @@ class SimDriver:
         # Every answer per object, in order ("value", "located", "failed"): duplicates show.
         self.answers: dict[int, list[str]] = {}
         self.warnings: list[dp.ActorWarning] = []
+        self.notices: list[dp.ActorAwaitsHost] = []  # an actor waits for its host, or no more
 
 
 class SimObserver:
@@ -316,6 +317,8 @@ class Sim:
             d.timeline.extend(decision.records)
         elif isinstance(decision, dp.ActorWarning):
             d.warnings.append(decision)
+        elif isinstance(decision, dp.ActorAwaitsHost):
+            d.notices.append(decision)
 
     # -- steps -----------------------------------------------------------------------------
 

@@ -1,0 +1,130 @@
+"""A call's answer reaches its caller when the actor comes back on another worker: the head
+and the actor's worker are SIGKILLed together, while calls are in flight.
+
+A head (restarted on the same port, with a short recovery grace), 2 `dista worker`
+processes sharing a checkpoint store in the test's directory, and one driver process
+(tests/processes/support/ledger_driver.py) that creates a ledger actor checkpointed every
+5 calls (`append` adds its argument to a list and answers the list's length: not
+commutative) and makes CALLS calls in batches. Once KILL_AT calls are answered, the test
+SIGKILLs the head and the worker hosting the ledger at once and starts a new head: the
+driver resumes, the ledger waits for its worker (the grace at most: it never comes back)
+and is restored on the other worker from its newest checkpoint.
+
+What the user sees: every call answered, none failed; the final list holds every argument
+once and nothing else; the call whose argument sits at index i answered i + 1; the ledger
+now lives on the other worker. And the driver's log says, once, why its calls wait.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.processes.support import ledger_actors as la
+from tests.processes.support.ledger_run import Driver, figures
+from tests.processes.support.restartable_cluster import Processes, processes
+
+CALLS = 600
+BATCH = 50
+KILL_AT = 200
+#: The new head waits this long for the lost worker to rejoin with the live ledger before
+#: restoring it from its checkpoint elsewhere (the default, 30 s, is a user's).
+GRACE = "1.5"
+#: How long a test step may take: a handle, the progress, the end.
+STEP = 30.0
+
+
+@pytest.mark.timeout(90)
+def test_answers_reach_the_caller_when_head_and_host_are_killed_together(tmp_path: Path) -> None:
+    store = tmp_path / "checkpoints"
+    changed = threading.Condition()
+    drivers: list[Driver] = []
+
+    def wait(what: str, ready: Any, procs: Processes) -> None:
+        with changed:
+            if not changed.wait_for(ready, timeout=STEP):
+                tails = "\n".join(d.tail() for d in drivers)
+                raise AssertionError(procs.why(f"waited {STEP} s for {what}\n{tails}"))
+
+    with processes(tmp_path, DISTA_CHECKPOINT_URI=store.as_uri()) as procs:
+        procs.imports = la.__name__  # what the driver registers, nothing else
+        head_args = ("--recovery-grace", GRACE)
+        try:
+            procs.start_head(args=head_args)
+            workers = [procs.start_worker() for _ in range(2)]
+            # Both joined before the ledger is made (a worker's first dial that finds no
+            # head ends it: one still starting when the head is killed would be gone).
+            deadline = time.monotonic() + STEP
+            while "workers: 2 " not in procs.status():
+                assert time.monotonic() < deadline, procs.why("the workers did not join")
+                time.sleep(0.1)
+            owner = Driver(
+                procs,
+                changed,
+                "owner",
+                "a",
+                5,
+                CALLS,
+                batch=BATCH,
+                batch_timeout=20.0,
+                options=("--log-info",),
+            )
+            drivers.append(owner)
+            wait("the ledger", lambda: bool(owner.handle) or owner.done, procs)
+            assert owner.host in {w.pid for w in workers}, owner.tail()
+            host = next(w for w in workers if w.pid == owner.host)
+            other = next(w for w in workers if w is not host)
+            owner.tell("GO")
+            wait(f"{KILL_AT} answers", lambda: owner.progress >= KILL_AT or owner.done, procs)
+            killed_at = owner.progress  # (the next batch is on its way)
+            assert procs.head is not None
+            for p in (procs.head, host):
+                p.send_signal(signal.SIGKILL)
+            for p in (procs.head, host):
+                p.wait(10)
+            procs.start_head(args=head_args)
+            wait("the calls", lambda: owner.called or owner.done, procs)
+            owner.tell("FINAL")
+            wait("the owner's end", lambda: owner.done, procs)
+            report = owner.report()
+            result = figures(report, [report])
+            result["killed_at"] = killed_at
+            # What the driver's log says it resumed with: the refs of the batch on its way.
+            resumed = re.findall(r"resumed as driver \d+ \((\d+) objects\)", owner.log.read_text())
+            result["resent"] = [int(n) for n in resumed]
+            print(json.dumps(result))
+            assert owner.process.wait(STEP) == 0, owner.tail()
+            want = {
+                "entries": CALLS,
+                "answered": CALLS,
+                "contradicting": 0,
+                "shared_answers": 0,
+                "swapped": 0,
+                "failed": 0,
+                "unmade": 0,
+                "duplicates": 0,
+                "missing": 0,
+                "unasked": 0,
+            }
+            wrong = {k: result[k] for k, v in want.items() if result[k] != v}
+            assert not wrong, procs.why(f"{wrong} (every figure: {json.dumps(result)})")
+            assert report["host"] == other.pid, report.get("host")
+            assert resumed and int(resumed[0]) > 0, f"no call was on its way: {result}"
+            # The driver's log said why its calls stalled, once, and when they went on.
+            log = owner.log.read_text()
+            waits = re.findall(r"WARNING dista.driver: .*waits for its worker.*", log)
+            assert len(waits) == 1, owner.tail(30)
+            assert f"{float(GRACE):g} s at most" in waits[0], waits
+            assert "`dista status` shows it" in waits[0], waits
+            goes_on = re.findall(r"INFO dista.driver: .*actor 0x[0-9a-f]+ runs on .* again", log)
+            assert len(goes_on) == 1, owner.tail(30)
+        finally:
+            for d in drivers:
+                d.close()
