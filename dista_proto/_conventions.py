@@ -29,6 +29,7 @@ from typing import Final
 __all__ = [
     "ACTOR_CAPABILITY_SIZE",
     "CANCEL_FORCE",
+    "ERROR_AT",
     "ERROR_AWAITS_HOST",
     "ERROR_COVERED",
     "ERROR_FENCED",
@@ -69,6 +70,8 @@ __all__ = [
     "kept_size",
     "retry_limit",
     "with_retry_limit",
+    "at_mark",
+    "failed_at",
 ]
 
 #: Driver numbers are in [1, NUMBER_SPACE).
@@ -168,6 +171,22 @@ ERROR_FENCED: Final = 5
 #: calls held meanwhile. 0 there: it waits no more (the message says where it runs now).
 #: Sent once per actor and driver per wait; not a failure.
 ERROR_AWAITS_HOST: Final = 6
+
+
+#: Error mark, head to a Dista driver (one whose hello asked a secret): the actor call
+#: failed, and ran at the position the mark's bits above the low byte carry (`at_mark`);
+#: a failure all the same. A resume sends the position back (actor-order).
+ERROR_AT: Final = 7
+
+
+def at_mark(position: int) -> int:
+    """`ERROR_AT` for an actor call that failed at ``position`` in its actor's order."""
+    return position << 8 | ERROR_AT
+
+
+def failed_at(mark: int) -> int | None:
+    """The position an `ERROR_AT` mark carries; None for another mark."""
+    return mark >> 8 if mark & 0xFF == ERROR_AT else None
 
 
 def awaits_host_mark(wait_ms: int) -> int:

@@ -31,6 +31,7 @@ from ._events import (
     ActorLookup,
     ActorName,
     ActorOpen,
+    ActorOrder,
     ActorRestore,
     Address,
     Adopt,
@@ -215,7 +216,7 @@ def task(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
 
 
 def result(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
-    return Result(oid, p)
+    return Result(oid, p, tid)
 
 
 def error(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
@@ -296,7 +297,7 @@ def located(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     # Our extension: a grant to a driver's fetch token (head to worker).
     token = r.raw(TOKEN_SIZE, "token") if r.pos < len(p) else b""
     r.end()
-    return Located(oid, address, token)
+    return Located(oid, address, token, tid)
 
 
 def fetch(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
@@ -442,6 +443,17 @@ def checkpointed(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
 def actor_restore(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     _exact(F.KIND_ACTOR_RESTORE, p, 8)
     return ActorRestore(oid, tid, _U64.unpack(p)[0])
+
+
+def actor_order(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+    k = F.KIND_ACTOR_ORDER
+    r = _Reader(k, p)
+    count = r.u64("count")
+    if count * 16 != len(p) - 8:
+        raise _fail(k, "count", f"{count} calls in {len(p) - 8} bytes")
+    pairs = tuple((r.u64("call"), r.u64("position")) for _ in range(count))
+    r.end()
+    return ActorOrder(oid, pairs)
 
 
 def actor_build(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:

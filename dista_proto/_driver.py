@@ -455,7 +455,7 @@ class Driver:
         (``same_head``: by the head we last spoke to, which still has what it had)."""
         self._fail_cancelled()
         calls, asks = self._calls.resend(self._ledger.pending)
-        frames, lost = self._ledger.frames(calls, asks, same_head)
+        frames, lost = self._ledger.frames(calls, asks, same_head, self._calls.positions)
         send = self._send
         for event in frames:
             send(event)
@@ -480,7 +480,7 @@ class Driver:
 
     def _on_result(self, event: Result) -> None:
         oid = event.object_id
-        heard = self._calls.result(oid)
+        heard = self._calls.result(oid, event.position)
         if heard is None:
             if self._ledger.answered(oid, event) is not True and self.resumes:
                 return  # answered before (a task the new head ran again), or released
@@ -490,7 +490,7 @@ class Driver:
 
     def _on_located(self, event: Located) -> None:
         oid = event.object_id
-        self._calls.answered(oid)
+        self._calls.answered(oid, event.position)
         first = self._ledger.answered(oid, event.address)
         if first is None:
             # Released: where it lies is nobody's business (an answer to what a resume

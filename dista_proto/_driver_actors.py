@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from ._conventions import ERROR_WARNING, awaited_ms, kept_size
+from ._conventions import ERROR_WARNING, awaited_ms, failed_at, kept_size
 from ._decisions import ActorAwaitsHost, ActorWarning, Decision
 from ._events import ActorCall
 
@@ -51,6 +51,7 @@ class KeptCalls:
         "_warn",
         "keep_bytes",
         "kept_bytes",
+        "positions",
     )
 
     def __init__(self, keep_bytes: int, warn: Callable[[Decision], None]) -> None:
@@ -74,6 +75,9 @@ class KeptCalls:
         self._told: set[int] = set()  # of those, the ones the head said are gone
         self._gone_calls: dict[int, ActorCall] = {}  # calls to those, not answered yet
         self._announced: set[int] = set()  # our actors whose creation we heard of
+        #: Kept calls whose answers said where they ran in their actor's order: a resume
+        #: tells a new head (actor-order), which replays them in that order.
+        self.positions: dict[int, int] = {}
 
     def kept(self, actor: int) -> int:
         """How many calls to ``actor`` are kept (not yet covered)."""
@@ -132,7 +136,7 @@ class KeptCalls:
             asked = self._asked_at[actor]
             kept = self._kept[actor]
             while kept and kept[0].object_id <= asked:
-                self.kept_bytes -= kept_size(kept.popleft().argument)
+                self._let_go(kept)
                 self._early.add(actor)
             if self.kept_bytes > 2 * self.keep_bytes:
                 self._cut(actor, "calls come faster than checkpoints are written")
@@ -147,6 +151,7 @@ class KeptCalls:
         if kept:
             self.kept_bytes -= sum(kept_size(c.argument) for c in kept)
             for call in kept:
+                self.positions.pop(call.object_id, None)
                 if pending(call.object_id):
                     self._gone_calls[call.object_id] = call
         self._lossy.discard(actor)
@@ -173,16 +178,28 @@ class KeptCalls:
         self._failing.pop(actor, None)  # a checkpoint was written after all
         kept = self._kept.get(actor)
         while kept and kept[0].object_id <= newest:
-            self.kept_bytes -= kept_size(kept.popleft().argument)
+            self._let_go(kept)
 
-    def answered(self, oid: int) -> None:
-        """``oid`` was answered: a call to a gone actor is not sent again."""
+    def _let_go(self, kept: deque[ActorCall]) -> None:
+        """The oldest of ``kept`` is kept no more."""
+        call = kept.popleft()
+        self.kept_bytes -= kept_size(call.argument)
+        if self.positions:
+            self.positions.pop(call.object_id, None)
+
+    def answered(self, oid: int, position: int = 0) -> None:
+        """``oid`` was answered (``position``: where, an actor call, it ran): a call to a
+        gone actor is not sent again."""
+        if position:
+            self.positions[oid] = position
         if self._gone_calls:
             self._gone_calls.pop(oid, None)
 
-    def result(self, oid: int) -> bool | None:
+    def result(self, oid: int, position: int = 0) -> bool | None:
         """A result frame for ``oid``: None if it is no checkpoint ask's nor actor's (a
         task's or a call's: the ledger's), else whether the runtime hears it."""
+        if position:
+            self.positions[oid] = position  # an actor call's: where it ran
         if self._gone_calls:
             self._gone_calls.pop(oid, None)
         if oid in self._asks:
@@ -206,6 +223,10 @@ class KeptCalls:
         about an actor is queued here; an error for a live actor says it is gone."""
         if self._gone_calls:
             self._gone_calls.pop(oid, None)
+        position = failed_at(mark)
+        if position is not None:
+            self.positions[oid] = position  # an actor call that failed: where it ran
+            return None
         if oid in self._asks:
             del self._asks[oid]
             if oid in self._asked:
@@ -255,7 +276,7 @@ class KeptCalls:
         if not kept:
             return
         while kept and self.kept_bytes > self.keep_bytes:
-            self.kept_bytes -= kept_size(kept.popleft().argument)
+            self._let_go(kept)
         self._lost_exactness(actor, failure)
 
     def _lost_exactness(self, actor: int, failure: str) -> None:

@@ -28,6 +28,7 @@ from ._events import (
     ActorLookup,
     ActorName,
     ActorOpen,
+    ActorOrder,
     ActorRestore,
     Address,
     Adopt,
@@ -133,7 +134,7 @@ def task(e: Task, from_head: bool) -> Encoded:
 
 
 def result(e: Result, from_head: bool) -> Encoded:
-    return F.KIND_RESULT, e.object_id, 0, _EMPTY, e.value
+    return F.KIND_RESULT, e.object_id, e.position, _EMPTY, e.value
 
 
 def error(e: Error, from_head: bool) -> Encoded:
@@ -214,7 +215,7 @@ def located(e: Located, from_head: bool) -> Encoded:
     out = _addr(k, "address", e.address)
     if e.token:
         out += _sized(k, "token", e.token, TOKEN_SIZE)
-    return k, e.object_id, 0, out, None
+    return k, e.object_id, e.position, out, None
 
 
 def fetch(e: Fetch, from_head: bool) -> Encoded:
@@ -357,6 +358,14 @@ def checkpointed(e: Checkpointed, from_head: bool) -> Encoded:
 def actor_restore(e: ActorRestore, from_head: bool) -> Encoded:
     k = F.KIND_ACTOR_RESTORE
     return k, e.object_id, e.task_id, _u64(k, "covers", e.covers), None
+
+
+def actor_order(e: ActorOrder, from_head: bool) -> Encoded:
+    k = F.KIND_ACTOR_ORDER
+    out = bytearray(_u64(k, "count", len(e.positions)))
+    for oid, position in e.positions:
+        out += _u64(k, "call", oid) + _u64(k, "position", position)
+    return k, e.object_id, 0, bytes(out), None
 
 
 def actor_build(e: ActorBuild, from_head: bool) -> Encoded:

@@ -23,6 +23,7 @@ __all__ = [
     "ActorLookup",
     "ActorName",
     "ActorOpen",
+    "ActorOrder",
     "ActorRestore",
     "Address",
     "Adopt",
@@ -151,11 +152,13 @@ class Task(_EventBase):
 
 @dataclass(frozen=True, slots=True)
 class Result(_EventBase):
-    """An object's encoded value."""
+    """An object's encoded value. Head to a Dista driver, for an actor call: ``position``
+    is where the call ran in the actor's order (the task-ID field; 0: not said)."""
 
     kind: ClassVar[int] = F.KIND_RESULT
     object_id: int
     value: Bytes
+    position: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +231,8 @@ class Located(_EventBase):
     object_id: int
     address: Address
     token: bytes = b""
+    #: Head to a Dista driver, for an actor call: where it ran in the actor's order.
+    position: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +395,17 @@ class ActorLookup(_EventBase):
     kind: ClassVar[int] = F.KIND_ACTOR_LOOKUP
     object_id: int
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActorOrder(_EventBase):
+    """Dista's extension, a resuming driver to the head: where its kept calls to actor
+    ``object_id`` ran in the actor's order, as (call ID, position) pairs (the positions the
+    head gave with their answers), so that a new head replays them in that order."""
+
+    kind: ClassVar[int] = F.KIND_ACTOR_ORDER
+    object_id: int
+    positions: tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -562,6 +578,7 @@ Event = (
     | Part
     | ActorOpen
     | ActorBuild
+    | ActorOrder
     | ActorName
     | ActorLookup
 )

@@ -30,10 +30,7 @@ from ._conventions import CANCEL_FORCE, TASK_ID_MASK
 from ._credentials import Credentials
 from ._decisions import Decision
 from ._events import (
-    ActorCall,
-    ActorCreate,
     ActorKill,
-    ActorOpen,
     Address,
     Adopted,
     Cancel,
@@ -208,13 +205,9 @@ class Head:
             TaskAfter: self._on_task_after,
             Release: self._on_release,
             Cancel: self._on_cancel,
-            ActorCreate: resume.on_actor_create,
-            ActorCall: resume.on_actor_call,
+            **resume.routes(),  # creates, calls, opens, answers, actor-order
             ActorKill: self._on_actor_kill,
-            ActorOpen: resume.on_actor_open,
             Checkpoint: requests.ask_checkpoint,
-            Result: resume.on_driver_answer,
-            Error: resume.on_driver_answer,
             Claim: self._on_claim,
             Resumed: self._on_resumed,
             Stats: answers.on_stats,

@@ -54,7 +54,7 @@ class ActorRequests:
             self._actors.place(actor)
         return actor
 
-    def call(self, peer: Peer, event: ActorCall) -> None:
+    def call(self, peer: Peer, event: ActorCall, position: int = 0) -> None:
         """A new call (what a resuming driver sends again went to `Resume` first)."""
         oid = event.object_id
         if not self._objects.check_new_ids(peer, oid, 1):
@@ -73,13 +73,17 @@ class ActorRequests:
             # A failed object the driver releases as any other (not an error frame).
             self._objects.fail_object(obj, f"actor {event.actor_id:#x} is gone: {why}")
             return
-        self.take_call(peer, actor, event, False)
+        self.take_call(peer, actor, event, False, position)
 
-    def take_call(self, peer: Peer, actor: ActorRecord, event: ActorCall, answered: bool) -> None:
+    def take_call(
+        self, peer: Peer, actor: ActorRecord, event: ActorCall, answered: bool, position: int = 0
+    ) -> None:
         """Number ``event`` and send it on; one ``answered`` before (a resuming driver's)
-        runs for the actor's state only."""
+        runs for the actor's state only; ``position``: where a head before ran it."""
         actor.seq += 1
         call = CallRecord(actor.seq, event.object_id, event.task_id, event.argument, peer.link)
+        if position:
+            call.position = position
         if answered:
             self._counts.move_call(call, CallCause.REPLAY)
         else:

@@ -260,7 +260,9 @@ class Actors:
             if call is None:
                 self._wire.not_given(worker, oid)
         else:
-            self._objects.set_answer(worker, obj, answer, error)
+            # Its place in the actor's order goes with the answer: a caller sends it again
+            # on a resume, and a replay from a checkpoint follows it (`_resume_calls`).
+            self._objects.set_answer(worker, obj, answer, error, call.seq)
         self._copies.call_answered(oid)
         if actor.ending and not actor.by_oid and actor.state is not _DEAD:
             self.end(actor, actor.ending)
@@ -338,8 +340,18 @@ class Actors:
 
     def _resume_calls(self, actor: ActorRecord, base: int, send: bool = True) -> None:
         """Number the calls this head took so far after the ``base`` the restored
-        checkpoint covers (checkpoints stay named in order), and send them."""
-        for call in actor.calls:
+        checkpoint covers (checkpoints stay named in order), and send them. Calls whose
+        answers said where they ran (a resume said again) go first, in that order, however
+        their callers resumed; the others (never answered: nobody saw their effect) after,
+        as they came."""
+        calls = actor.calls
+        if any(c.position for c in calls):
+            ordered = sorted(calls, key=lambda c: (not c.position, c.position))
+            calls.clear()
+            calls.extend(ordered)
+            for seq, call in enumerate(calls, 1):
+                call.seq = seq
+        for call in calls:
             call.seq += base
         actor.pending = {calls + base: asks for calls, asks in actor.pending.items()}
         actor.seq += base

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container
 from typing import Final, Protocol
 
-from ._conventions import FREE_STORE, ID_BITS, ID_MASK
+from ._conventions import FREE_STORE, ID_BITS, ID_MASK, at_mark
 from ._events import Error, Free, Result, Stop, Stored
 from ._head_counts import Counts
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
@@ -196,12 +196,23 @@ class Objects:
     # -- answers ---------------------------------------------------------------------------
 
     def set_answer(
-        self, worker: Peer, obj: TrackedObject, answer: Result | Stored | None, error: str | None
+        self,
+        worker: Peer,
+        obj: TrackedObject,
+        answer: Result | Stored | None,
+        error: str | None,
+        position: int = 0,
     ) -> None:
         """``worker`` answered pending ``obj``: keep the value or where it lies, tell its
-        driver, start the tasks waiting for it; or fail it and them."""
+        driver, start the tasks waiting for it; or fail it and them. ``position``: where
+        the actor call ``obj`` is ran in its actor's order, told to a Dista driver with it
+        (page drivers read no task-ID field in a result)."""
+        if position:
+            owner = self._wire.peers.get(obj.owner)
+            if owner is None or not owner.secret:
+                position = 0
         if error is not None:
-            self.fail_object(obj, error)
+            self.fail_object(obj, error, at_mark(position) if position else 0)
             return
         if isinstance(answer, Result):
             over = self._over_inline_cap(obj)
@@ -210,6 +221,8 @@ class Objects:
                 return
             self.keep_inline(obj, answer.value)
             if obj.held:
+                if position:
+                    answer = Result(obj.oid, answer.value, position)
                 self._wire.links.send(obj.owner, answer)
         else:
             assert answer is not None
@@ -218,7 +231,7 @@ class Objects:
             obj.holder = worker
             worker.holds.add(obj.oid)
             if obj.held:
-                self._wire.locate(obj, worker, worker.address)
+                self._wire.locate(obj, worker, worker.address, position)
         self.wake(obj)
 
     def keep_inline(self, obj: TrackedObject, value: bytes | bytearray | memoryview) -> None:
@@ -298,14 +311,19 @@ class Objects:
         if self._stale or (holder is not None and holder.draining):
             self._copies.forgotten(obj)
 
-    def fail_object(self, obj: TrackedObject, why: str) -> None:
-        """Fail pending ``obj`` and, transitively, every task waiting on it."""
+    def fail_object(self, obj: TrackedObject, why: str, mark: int = 0) -> None:
+        """Fail pending ``obj`` (its error frame ``mark``ed) and, transitively, every
+        task waiting on it."""
         stack: list[tuple[TaskRecord, str]] = []
-        self.fail_results([obj], why, stack)
+        self.fail_results([obj], why, stack, mark)
         self.fail_tasks(stack)
 
     def fail_results(
-        self, objs: list[TrackedObject], why: str, stack: list[tuple[TaskRecord, str]]
+        self,
+        objs: list[TrackedObject],
+        why: str,
+        stack: list[tuple[TaskRecord, str]],
+        mark: int = 0,
     ) -> None:
         for obj in objs:
             if obj.state is not _PENDING:
@@ -313,7 +331,7 @@ class Objects:
             obj.error = why
             self._counts.move_object(obj, ObjCause.FAIL)
             if obj.held:
-                self._wire.links.send(obj.owner, Error(obj.oid, why))
+                self._wire.links.send(obj.owner, Error(obj.oid, why, mark))
             waiters, obj.waiters = obj.waiters, None
             if waiters:
                 because = f"input {obj.oid:#x} failed: {why}"

@@ -229,7 +229,7 @@ class TaskRecord:
 class CallRecord:
     """A call to an actor, kept until a checkpoint covers it (to run again on a new worker)."""
 
-    __slots__ = ("argument", "method", "oid", "owner", "seq", "state")
+    __slots__ = ("argument", "method", "oid", "owner", "position", "seq", "state")
 
     def __init__(self, seq: int, oid: int, method: int, argument: Bytes, owner: int) -> None:
         self.seq = seq  # its place in the actor's calls, from 1
@@ -238,6 +238,9 @@ class CallRecord:
         self.argument = argument
         self.owner = owner  # the caller's link
         self.state = CallState.NEW
+        #: Where a head before this one ran it (its answer said, a resume says again): the
+        #: replay after a restore from a checkpoint follows these (0: none known).
+        self.position = 0
 
 
 class ActorRecord:

@@ -27,11 +27,23 @@ answer, its calls', covered, that an actor is gone).
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final
 
 from ._conventions import HELLO_SECRET, ID_BITS, NUMBER_SPACE
 from ._credentials import RESUME_REFUSED, Credentials
-from ._events import ActorCall, ActorCreate, ActorOpen, Claim, Covered, Error, Hello, Result
+from ._events import (
+    ActorCall,
+    ActorCreate,
+    ActorOpen,
+    ActorOrder,
+    Claim,
+    Covered,
+    Error,
+    Event,
+    Hello,
+    Result,
+)
 from ._head_actor_access import NO, WAIT, not_opened
 from ._head_actor_requests import ActorRequests
 from ._head_actors import Actors
@@ -51,7 +63,10 @@ _FAILED: Final = ObjState.FAILED
 _DEAD: Final = ActorState.DEAD
 
 #: A parked call: the caller's number, the call, and whether it was answered before.
-_Parked = tuple[int, ActorCall, bool]
+#: A parked call: its driver's number, the call, whether it was answered, its position.
+_Parked = tuple[int, ActorCall, bool, int]
+#: Positions are the head's call counts: u64s, a few bits fewer than that at most.
+_NO_POSITION: Final = 1 << 56
 
 
 class Resume:
@@ -86,6 +101,8 @@ class Resume:
         #: actor -> (until when, the calls).
         self.parked: dict[int, tuple[int, list[_Parked]]] = {}
         self._parked_calls: set[int] = set()  # their object IDs
+        #: Where a resuming driver's kept calls ran (actor-order), until they come.
+        self._positions: dict[int, int] = {}
 
     def watching(self) -> bool:
         return bool(self.away or self.parked)
@@ -338,12 +355,37 @@ class Resume:
         if self._actors.access.open(peer, event):
             self._unpark_calls(self._actors.records[event.object_id])
 
+    def routes(self) -> dict[type[Event], Callable[[Peer, Any], None]]:
+        """What drivers send that a resume decides first (a resuming driver's frames are
+        answered from what this head knows): creates, calls, opens, answers, and where
+        kept calls ran."""
+        return {
+            ActorCreate: self.on_actor_create,
+            ActorCall: self.on_actor_call,
+            ActorOpen: self.on_actor_open,
+            ActorOrder: self.on_actor_order,
+            Result: self.on_driver_answer,
+            Error: self.on_driver_answer,
+        }
+
+    def on_actor_order(self, peer: Peer, event: ActorOrder) -> None:
+        """Where a resuming driver's kept calls to an actor ran (the positions their
+        answers carried), just before it sends them again: a replay from a checkpoint
+        follows that order (`Actors.resume_calls`), whatever order callers resume in."""
+        if not peer.resuming:
+            return  # (the calls this head takes get their places here)
+        positions = self._positions
+        for oid, position in event.positions:
+            if oid >> ID_BITS == peer.number and 0 < position < _NO_POSITION:
+                positions[oid] = position
+
     def on_actor_call(self, peer: Peer, event: ActorCall) -> None:
         """A call: one from a driver that may not call the actor fails, one whose right to
         call is not known yet waits; what a resuming driver sends again is answered from
         what this head knows; one to an actor not created yet may wait for it; the rest is
         `Actors`'."""
         oid = event.object_id
+        position = self._positions.pop(oid, 0) if self._positions else 0
         actor = self._actors.records.get(event.actor_id)
         send = self._wire.links.send
         if actor is not None and actor.state is not _DEAD:
@@ -354,7 +396,7 @@ class Resume:
                     self._objects.fail_object(refused, not_opened(actor.actor_id))
                 return
             if verdict == WAIT:
-                self._park_call(peer, event, True)
+                self._park_call(peer, event, True, position)
                 return
         if peer.resuming and actor is not None and actor.state is not _DEAD:
             obj = self._objects.get(oid)
@@ -371,9 +413,9 @@ class Resume:
                 return
             if obj is not None and obj.owner == peer.link and obj.task is None:
                 # Answered before the restart: it runs again for the actor's state only.
-                self._requests.take_call(peer, actor, event, True)
+                self._requests.take_call(peer, actor, event, True, position)
                 return
-        if actor is None and self._park_call(peer, event):
+        if actor is None and self._park_call(peer, event, position=position):
             return  # its owner has not resumed yet: it may create it
         if peer.resuming:
             obj = self._objects.get(oid)
@@ -387,9 +429,11 @@ class Resume:
                 if actor is not None:
                     send(peer.link, Error(actor.actor_id, actor.why))
                 return
-        self._requests.call(peer, event)
+        self._requests.call(peer, event, position)
 
-    def _park_call(self, peer: Peer, event: ActorCall, held: bool = False) -> bool:
+    def _park_call(
+        self, peer: Peer, event: ActorCall, held: bool = False, position: int = 0
+    ) -> bool:
         """A call to an actor this head does not know: if its owner may still create it
         (a driver of the head before that has not resumed yet, or one that is away), it
         waits for that, ``recovery_grace_ns`` at most; ``held``: a call to a known actor
@@ -417,7 +461,7 @@ class Resume:
             _confirmed(peer, oid)
         if actor_id not in self.parked:
             self.parked[actor_id] = (wire.now + self.recovery_grace_ns, [])
-        self.parked[actor_id][1].append((peer.number, event, answered))
+        self.parked[actor_id][1].append((peer.number, event, answered, position))
         self._parked_calls.add(oid)
         return True
 
@@ -431,7 +475,7 @@ class Resume:
         still: list[_Parked] = []
         waiting: set[int] = set()
         access = self._actors.access
-        for number, event, answered in parked[1]:
+        for number, event, answered, position in parked[1]:
             oid = event.object_id
             caller = self._wire.numbers.get(number)
             if caller is None:
@@ -440,7 +484,7 @@ class Resume:
             verdict = access.verdict(caller, actor)
             if verdict == WAIT or number in waiting:
                 waiting.add(number)  # (each caller's calls keep their order)
-                still.append((number, event, answered))
+                still.append((number, event, answered, position))
                 continue
             self._parked_calls.discard(oid)
             obj = self._objects.get(oid)
@@ -450,7 +494,7 @@ class Resume:
                 continue
             if obj is None or obj.owner != caller.link:
                 answered = True  # released meanwhile: it runs for the actor's state only
-            self._requests.take_call(caller, actor, event, answered)
+            self._requests.take_call(caller, actor, event, answered, position)
         if still:
             self.parked[actor.actor_id] = (parked[0], still)
 
@@ -462,7 +506,7 @@ class Resume:
         known = actor_id in self._actors.records  # (they waited for its capability)
         why = not_opened(actor_id) if known else "it is unknown to the head"
         told = set()
-        for number, event, answered in calls:
+        for number, event, answered, _ in calls:
             oid = event.object_id
             self._parked_calls.discard(oid)
             obj = self._objects.get(oid)

@@ -133,10 +133,13 @@ class Wire:
             host = _LOOPBACK
         self.links.send(holder.link, Located(oid, Address(host, 0)))
 
-    def locate(self, obj: TrackedObject, holder: Peer, address: Address) -> None:
-        """Tell ``obj``'s driver it lies at ``address`` on ``holder`` (granted first)."""
+    def locate(
+        self, obj: TrackedObject, holder: Peer, address: Address, position: int = 0
+    ) -> None:
+        """Tell ``obj``'s driver it lies at ``address`` on ``holder`` (granted first);
+        ``position``: an actor call's place in its actor's order (`Objects.set_answer`)."""
         self.grant(holder, obj.oid, obj.owner)
-        self.links.send(obj.owner, Located(obj.oid, address))
+        self.links.send(obj.owner, Located(obj.oid, address, b"", position))
 
     def grant_inputs(self, inputs: tuple[TrackedObject, ...], worker: Peer) -> None:
         """``worker`` is about to fetch these stored inputs from their holders."""

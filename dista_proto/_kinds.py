@@ -47,6 +47,7 @@ from ._events import (
     ActorLookup,
     ActorName,
     ActorOpen,
+    ActorOrder,
     ActorRestore,
     Adopt,
     Adopted,
@@ -144,6 +145,10 @@ _OPEN: Final = (
 _BUILD: Final = (
     'our extension: "the actor-create or actor-restore that follows is this head\'s build N" '
     '(docs/protocol.md, "Fenced checkpoints"), to workers with a checkpoint store'
+)
+_ORDER: Final = (
+    'our extension: "my kept calls to this actor ran at these positions" (docs/protocol.md, '
+    '"Actors after a head restart"), from a resuming driver'
 )
 _NAME: Final = (
     'our extension: "the actor this driver creates next is called this", and "which actor '
@@ -282,6 +287,9 @@ KINDS: Final[tuple[Kind, ...]] = (
     # Dista's own kind: the build number of the actor-create or actor-restore that follows.
     Kind(F.KIND_ACTOR_BUILD,   "actor-build",   ActorBuild,   E.actor_build,   D.actor_build,
          sent=(Link(HEAD, WORKER, _BUILD),), payload=8),  # the head's epoch
+    # Dista's own kind: a resuming driver's kept calls' positions in the actor's order.
+    Kind(F.KIND_ACTOR_ORDER,   "actor-order",   ActorOrder,   E.actor_order,   D.actor_order,
+         sent=(Link(DRIVER, HEAD, _ORDER),)),
 )
 # fmt: on
 

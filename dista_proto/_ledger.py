@@ -40,6 +40,7 @@ from ._events import (
     ActorLookup,
     ActorName,
     ActorOpen,
+    ActorOrder,
     Address,
     Checkpoint,
     Claim,
@@ -58,6 +59,8 @@ __all__ = ["Ledger", "argument_bytes"]
 #: An object's answer as the driver has it: its value, its failure, or where it lies.
 Answer: TypeAlias = Result | Error | Address
 _PENDING: Final = None
+#: Calls an actor-order frame names at most (16 bytes each: 64 KiB frames).
+_ORDER_PAIRS: Final = 4096
 
 
 class Ledger:
@@ -256,11 +259,17 @@ class Ledger:
     # -- resuming ------------------------------------------------------------------------
 
     def frames(
-        self, kept: list[ActorCall], asks: dict[int, int], same_head: bool = False
+        self,
+        kept: list[ActorCall],
+        asks: dict[int, int],
+        same_head: bool = False,
+        positions: dict[int, int] | None = None,
     ) -> tuple[list[Event], list[int]]:
         """Everything to send a new head, in the page's order, ending before resumed; and
         the actor calls whose answers are lost (see `Driver`). ``same_head``: the head is
-        the one the driver last spoke to (its epoch unchanged), which still has them."""
+        the one the driver last spoke to (its epoch unchanged), which still has them.
+        ``positions``: where kept calls ran in their actors' order (their answers said),
+        sent before the calls (actor-order)."""
         out: list[Event] = []
         lost = self._lost(kept)
         claimed = set(lost) if same_head else set()
@@ -303,6 +312,8 @@ class Ledger:
         out.extend(n for a, n in sorted(self._names.items()) if a not in creates)
         out.extend(ActorLookup(0, name) for _, name in sorted(self._looked.items()))
         out.extend(e for e in self._asks.values() if isinstance(e, ActorLookup))
+        if positions:
+            out.extend(_orders(kept, positions))
         for call in kept:
             out.append(call)
             if call.object_id not in answers:
@@ -393,3 +404,18 @@ def _results(frame: Task | TaskMany | TaskAfter) -> int:
     if isinstance(frame, TaskAfter):
         return frame.results or 1
     return 1
+
+
+def _orders(kept: list[ActorCall], positions: dict[int, int]) -> list[ActorOrder]:
+    """Actor-order frames for the ``kept`` calls whose ``positions`` are known, per actor,
+    `_ORDER_PAIRS` calls a frame at most."""
+    by_actor: dict[int, list[tuple[int, int]]] = {}
+    for call in kept:
+        position = positions.get(call.object_id)
+        if position:
+            by_actor.setdefault(call.actor_id, []).append((call.object_id, position))
+    return [
+        ActorOrder(actor, tuple(pairs[i : i + _ORDER_PAIRS]))
+        for actor, pairs in by_actor.items()
+        for i in range(0, len(pairs), _ORDER_PAIRS)
+    ]

@@ -29,6 +29,7 @@ __all__ = [
     "KIND_ACTOR_KILL",
     "KIND_ACTOR_LOOKUP",
     "KIND_ACTOR_BUILD",
+    "KIND_ACTOR_ORDER",
     "KIND_ACTOR_NAME",
     "KIND_ACTOR_OPEN",
     "KIND_ACTOR_RESTORE",
@@ -150,6 +151,9 @@ KIND_ACTOR_LOOKUP: Final = 37
 #: actor-restore: the build's number in this head's order (task-ID field, from 1) and the
 #: head's epoch (payload, u64), so that the store orders builds as the heads decided them.
 KIND_ACTOR_BUILD: Final = 38
+#: Dista's extension, a resuming driver or client to head: where its kept calls to the actor
+#: (object ID) ran in its order: a count u64, then per call its ID u64 and position u64.
+KIND_ACTOR_ORDER: Final = 39
 #: The longest actor name, in bytes of UTF-8.
 MAX_ACTOR_NAME: Final = 255
 

@@ -175,7 +175,10 @@ PROJECT_DECISIONS: dict[str, set[tuple[Role, Role]]] = {
     "actor-open": {(D, H)},  # Dista's own kind: an actor's capability
     "actor-name": {(D, H)},  # Dista's own kinds: named actors
     "actor-lookup": {(D, H)},
-    "actor-build": {(H, W)},  # Dista's own kind: a build's number, for the fences
+    "actor-build": {(H, W)},
+    "actor-order": {
+        (D, H)
+    },  # Dista's own kind: where kept calls ran  # Dista's own kind: a build's number, for the fences
 }
 
 

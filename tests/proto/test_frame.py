@@ -136,7 +136,13 @@ def test_derived_constants_agree() -> None:
 def test_kind_names_follow_the_page_table() -> None:
     page = {i + 1: name for i, name in enumerate(PAGE_KIND_NAMES)}
     # Past the page's 33: Dista's own kinds (docs/wire.md, "Extensions").
-    ours = {34: "actor-open", 36: "actor-name", 37: "actor-lookup", 38: "actor-build"}
+    ours = {
+        34: "actor-open",
+        36: "actor-name",
+        37: "actor-lookup",
+        38: "actor-build",
+        39: "actor-order",
+    }
     assert {**page, **ours} == frame.KIND_NAMES
     assert frame.kind_name(frame.KIND_TASK_INPUTS) == "task-inputs"
     assert frame.kind_name(0) == "kind 0"

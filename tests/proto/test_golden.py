@@ -19,6 +19,7 @@ from dista_proto import (
     ActorLookup,
     ActorName,
     ActorOpen,
+    ActorOrder,
     ActorRestore,
     Address,
     Adopt,
@@ -433,6 +434,13 @@ GOLDEN: list[Golden] = [
     ),
     # 37 actor-lookup (Dista's own kind): the request ID, then the name's UTF-8.
     Golden("actor-lookup", ActorLookup(OID, "l\u00e9"), TO_HEAD, "14000000 25" + O + Z + "6cc3a9"),
+    # 39 actor-order (Dista's own kind): the actor, a count u64, then (call ID, position) u64s.
+    Golden(
+        "actor-order",
+        ActorOrder(OID, ((TID, 5),)),
+        TO_HEAD,
+        "29000000 27" + O + Z + "0100000000000000" + T + "0500000000000000",
+    ),
     # 38 actor-build (Dista's own kind): the actor, the build number, the head's epoch u64.
     Golden(
         "actor-build",
@@ -450,7 +458,7 @@ CASES = [
 
 
 def test_every_kind_has_a_golden_frame() -> None:
-    kinds = {*range(1, 35), 36, 37, 38}
+    kinds = {*range(1, 35), 36, 37, 38, 39}
     assert {g.event.kind for g in GOLDEN} == kinds
     assert {g.data[4] for g in GOLDEN} == kinds
 

@@ -41,7 +41,13 @@ ANY: Final = frame.MAX_FRAME  # the largest body of a kind that carries a value 
 OLD_NAMES: Final = PAGE_KIND_NAMES  # the page's table, as tests/proto/test_frame.py holds it
 OLD_KINDS: Final = dict(enumerate(OLD_NAMES, 1))
 #: Dista's own kinds past the page's 33 (only our peers send them): docs/wire.md, "Extensions".
-OUR_KINDS: Final = {34: "actor-open", 36: "actor-name", 37: "actor-lookup", 38: "actor-build"}
+OUR_KINDS: Final = {
+    34: "actor-open",
+    36: "actor-name",
+    37: "actor-lookup",
+    38: "actor-build",
+    39: "actor-order",
+}
 OLD_EVENTS: Final = {
     "Task": 1, "Result": 2, "Error": 3, "Hello": 4, "Welcome": 5, "TaskAfter": 6, "Stored": 7,
     "Located": 8, "Fetch": 9, "TaskInputs": 10, "Release": 11, "Free": 12, "Stats": 13,
@@ -49,13 +55,13 @@ OLD_EVENTS: Final = {
     "ActorCall": 20, "ActorKill": 21, "Checkpoint": 22, "Checkpointed": 23, "ActorRestore": 24,
     "Covered": 25, "Status": 26, "Stop": 27, "TaskMany": 28, "Drain": 29, "Adopt": 30,
     "Adopted": 31, "Cancel": 32, "Part": 33, "ActorOpen": 34, "ActorName": 36,
-    "ActorLookup": 37, "ActorBuild": 38,
+    "ActorLookup": 37, "ActorBuild": 38, "ActorOrder": 39,
 }  # fmt: skip
 #: (sender, receiver): {kind: largest body} for every kind the sender may send.
 OLD_LIMITS: Final = {
     (D, H): {1: ANY, 2: ANY, 3: ANY, 4: 58, 6: ANY, 11: 17, 13: 17, 15: 17, 16: 17, 18: 17,
              19: ANY, 20: ANY, 21: 17, 22: 25, 28: ANY, 32: 17, 34: 33,
-             36: 17 + 255, 37: 17 + 255},
+             36: 17 + 255, 37: 17 + 255, 39: ANY},
     (W, H): {2: ANY, 3: ANY, 4: 58, 7: 25, 14: ANY, 17: 41, 23: ANY, 29: 17, 31: ANY},
     (O, H): {4: 58, 18: 17, 26: 17, 27: 17},
     (H, D): {2: ANY, 3: ANY, 5: 49, 8: 45, 13: 57, 18: ANY, 25: 25},
@@ -191,6 +197,7 @@ def test_links_beyond_the_page_say_why() -> None:
         ("actor-open", D, H),  # Dista's kind: an actor's capability, from a handle
         ("actor-name", D, H), ("actor-lookup", D, H),  # Dista's kinds: named actors
         ("actor-build", H, W),  # Dista's kind: a build's number, for the checkpoint fences
+        ("actor-order", D, H),  # Dista's kind: where a resuming driver's kept calls ran
     }  # fmt: skip
 
 

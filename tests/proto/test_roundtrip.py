@@ -21,6 +21,7 @@ from dista_proto import (
     ActorLookup,
     ActorName,
     ActorOpen,
+    ActorOrder,
     ActorRestore,
     Address,
     Adopt,
@@ -228,6 +229,9 @@ def strategy(kind: int, from_head: bool) -> st.SearchStrategy[Any]:
         ),
         frame.KIND_ACTOR_NAME: lambda: st.builds(ActorName, ids, ids, names),
         frame.KIND_ACTOR_LOOKUP: lambda: st.builds(ActorLookup, ids, names),
+        frame.KIND_ACTOR_ORDER: lambda: st.builds(
+            ActorOrder, ids, st.lists(st.tuples(ids, ids), max_size=5).map(tuple)
+        ),
         frame.KIND_ACTOR_BUILD: lambda: st.builds(
             ActorBuild, ids, st.integers(1, 2**64 - 1), st.integers(0, 2**64 - 1)
         ),
@@ -243,7 +247,7 @@ KIND_DIRECTIONS = [
 
 
 def test_strategies_cover_every_kind() -> None:
-    assert set(frame.KIND_NAMES) == {*range(1, 35), 36, 37, 38}
+    assert set(frame.KIND_NAMES) == {*range(1, 35), 36, 37, 38, 39}
     for kind in frame.KIND_NAMES:
         strategy(kind, False)
         strategy(kind, True)
