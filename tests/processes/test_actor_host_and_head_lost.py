@@ -2,17 +2,20 @@
 and the actor's worker are SIGKILLed together, while calls are in flight.
 
 A head (restarted on the same port, with a short recovery grace), 2 `dista worker`
-processes sharing a checkpoint store in the test's directory, and one driver process
-(tests/processes/support/ledger_driver.py) that creates a ledger actor checkpointed every
-5 calls (`append` adds its argument to a list and answers the list's length: not
-commutative) and makes CALLS calls in batches. Once KILL_AT calls are answered, the test
-SIGKILLs the head and the worker hosting the ledger at once and starts a new head: the
-driver resumes, the ledger waits for its worker (the grace at most: it never comes back)
-and is restored on the other worker from its newest checkpoint.
+processes sharing a checkpoint store in the test's directory, and two driver processes
+(tests/processes/support/ledger_driver.py): an owner that creates a ledger actor
+checkpointed every 5 calls (`append` adds its argument to a list and answers the list's
+length: not commutative), and a caller given its handle; both make CALLS calls in
+batches, at once. Once KILL_AT calls are answered, the test SIGKILLs the head and the
+worker hosting the ledger at once and starts a new head: the drivers resume (in whatever
+order), the ledger waits for its worker (the grace at most: it never comes back) and is
+restored on the other worker from its newest checkpoint, the calls past it replayed in
+the order the first head ran them (their answers said where: one order).
 
 What the user sees: every call answered, none failed; the final list holds every argument
-once and nothing else; the call whose argument sits at index i answered i + 1; the ledger
-now lives on the other worker. And the driver's log says, once, why its calls wait.
+once and nothing else; the call whose argument sits at index i answered i + 1, whichever
+driver made it; the ledger now lives on the other worker. And the owner's log says, once,
+why its calls wait.
 """
 
 from __future__ import annotations
@@ -81,29 +84,41 @@ def test_answers_reach_the_caller_when_head_and_host_are_killed_together(tmp_pat
             assert owner.host in {w.pid for w in workers}, owner.tail()
             host = next(w for w in workers if w.pid == owner.host)
             other = next(w for w in workers if w is not host)
-            owner.tell("GO")
-            wait(f"{KILL_AT} answers", lambda: owner.progress >= KILL_AT or owner.done, procs)
-            killed_at = owner.progress  # (the next batch is on its way)
+            caller = Driver(
+                procs, changed, "caller", "b", 5, CALLS, batch=BATCH, batch_timeout=20.0
+            )
+            drivers.append(caller)
+            caller.tell(owner.handle)
+            wait("the caller", lambda: caller.ready or caller.done, procs)
+            for d in (owner, caller):
+                d.tell("GO")
+
+            def settled() -> int:
+                return owner.progress + caller.progress
+
+            wait(f"{KILL_AT} answers", lambda: settled() >= KILL_AT or owner.done, procs)
+            killed_at = settled()  # (the next batches are on their way)
             assert procs.head is not None
             for p in (procs.head, host):
                 p.send_signal(signal.SIGKILL)
             for p in (procs.head, host):
                 p.wait(10)
             procs.start_head(args=head_args)
-            wait("the calls", lambda: owner.called or owner.done, procs)
+            wait("the calls", lambda: (owner.called and caller.called) or owner.done, procs)
             owner.tell("FINAL")
-            wait("the owner's end", lambda: owner.done, procs)
+            wait("the drivers' end", lambda: owner.done and caller.done, procs)
             report = owner.report()
-            result = figures(report, [report])
+            result = figures(report, [report, caller.report()])
             result["killed_at"] = killed_at
             # What the driver's log says it resumed with: the refs of the batch on its way.
             resumed = re.findall(r"resumed as driver \d+ \((\d+) objects\)", owner.log.read_text())
             result["resent"] = [int(n) for n in resumed]
             print(json.dumps(result))
-            assert owner.process.wait(STEP) == 0, owner.tail()
+            for d in (owner, caller):
+                assert d.process.wait(STEP) == 0, d.tail()
             want = {
-                "entries": CALLS,
-                "answered": CALLS,
+                "entries": 2 * CALLS,
+                "answered": 2 * CALLS,
                 "contradicting": 0,
                 "shared_answers": 0,
                 "swapped": 0,
