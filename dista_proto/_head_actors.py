@@ -445,13 +445,16 @@ class Actors:
             return
         if actor.restoring:
             # Placed back on a live copy that is lost before it answered: the next copy
-            # that rejoined, or its newest checkpoint.
+            # that rejoined, or, as at first, a wait (the grace at most) for that copy to
+            # rejoin: lost is not gone (a cut or silent worker keeps it), and only it holds
+            # the calls in the order the head before ran them.
             self._counts.move_actor(actor, ActorCause.PLACE)
             host = self.hosts.claim(actor)
             if host is not None:
                 self.start_on(actor, host)
             else:
-                self.place(actor)
+                actor.worker = None
+                self.hosts.await_host(actor)
             return
         actor.losses += 1
         actor.restarts += 1
