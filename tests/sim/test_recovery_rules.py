@@ -711,3 +711,28 @@ def test_an_actor_whose_placed_back_host_is_lost_before_it_answers_waits_for_it_
     sim.driver_call(d)
     _release(sim, d, *calls, later)
     _clean(sim)
+
+
+def test_checkpoints_of_an_actor_killed_while_no_worker_has_a_store_go_once_one_comes() -> None:
+    sim = _sim(seed=22, workers=2)
+    actors = SimActors(sim)
+    d = sim.drivers[0]
+    actor = _start_actor(sim, d, every=1)
+    first = _call(sim, d, actor, 1)
+    sim.settle()
+    host = _host(sim, actor)
+    (other,) = [w for w in sim.workers if w is not host]
+    sim.cut(other.core, reset=True)  # the other worker is away...
+    deliver_all(sim)
+    sim.drain(host)  # ... when the actor's host drains: it moves by its checkpoint and
+    sim.settle()  # waits for a worker, its host gone
+    assert not host.alive and actor in actors.disk
+    d.core.kill_actor(actor)  # killed where no worker hosts it, none with a store there
+    sim.driver_call(d)
+    sim.settle()
+    assert actor in actors.disk
+    _reconnect_all(sim)  # the next worker with a store removes its checkpoints
+    sim.settle()
+    assert actor not in actors.disk and actor in actors.stopped
+    _release(sim, d, first)
+    _clean(sim)
