@@ -95,6 +95,9 @@ class Actors:
         self.hosts = Hosts(wire, counts, recovery_grace_ns, records)  # rejoiners' live actors
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
         self._builds = 0  # actor builds this head asked for (`_build`)
+        #: Ended actors whose checkpoints no worker with a store was there to remove (the
+        #: next one that comes does), the newest `DEAD_ACTORS_KEPT`.
+        self._unforgotten: dict[int, None] = {}
         #: A driver left: the actors it made that others still hold (`ActorNames`).
         self.keeps: Callable[[Peer], set[int]] = lambda driver: set()
 
@@ -444,6 +447,20 @@ class Actors:
         if stores:
             worker = min(stores, key=lambda w: str(w.address))
             self._wire.links.send(worker.link, ActorKill(actor.actor_id))
+            return
+        unforgotten = self._unforgotten
+        unforgotten[actor.actor_id] = None
+        if len(unforgotten) > DEAD_ACTORS_KEPT:
+            del unforgotten[next(iter(unforgotten))]
+
+    def store_came(self, worker: Peer) -> None:
+        """``worker`` joined or was freed: with a store, it removes the checkpoints of the
+        actors that ended while no worker with one was there."""
+        unforgotten = self._unforgotten
+        if unforgotten and worker.checkpoints and not self.hosts.holds(worker):
+            for actor_id in unforgotten:
+                self._wire.links.send(worker.link, ActorKill(actor_id))
+            unforgotten.clear()
 
     def worker_lost(self, worker: Peer, why: str) -> None:
         """The worker hosting (or kept for) an actor is lost: start it elsewhere."""
@@ -457,13 +474,16 @@ class Actors:
             return
         if actor.restoring:
             # Placed back on a live copy that is lost before it answered: the next copy
-            # that rejoined, or its newest checkpoint.
+            # that rejoined, or, as at first, a wait (the grace at most) for that copy to
+            # rejoin: lost is not gone (a cut or silent worker keeps it), and only it holds
+            # the calls in the order the head before ran them.
             self._counts.move_actor(actor, ActorCause.PLACE)
             host = self.hosts.claim(actor)
             if host is not None:
                 self.start_on(actor, host)
             else:
-                self.place(actor)
+                actor.worker = None
+                self.hosts.await_host(actor)
             return
         actor.losses += 1
         actor.restarts += 1
@@ -573,6 +593,8 @@ class Actors:
 
     def _offer(self, workers: list[Peer]) -> None:
         for worker in workers:
+            if self._wire.alive(worker):
+                self.store_came(worker)
             if worker.draining:
                 self._copies.recheck(worker)  # the actor it kept was its last: it may go
             elif self._wire.alive(worker) and worker.actor is None:

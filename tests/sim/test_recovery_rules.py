@@ -676,3 +676,63 @@ def test_a_start_queued_before_a_head_loss_does_not_answer_the_new_heads_restore
     sim.driver_call(d)
     _release(sim, d, first, later)
     _clean(sim)
+
+
+def test_an_actor_whose_placed_back_host_is_lost_before_it_answers_waits_for_it_again() -> None:
+    sim = _sim(seed=21, workers=2)
+    actors = SimActors(sim)
+    d = sim.drivers[0]
+    actor = _start_actor(sim, d, every=0)  # no checkpoint: only its live copy holds the order
+    calls = [_call(sim, d, actor, v) for v in (1, 2)]
+    sim.settle()
+    host = _host(sim, actor)
+    (other,) = [w for w in sim.workers if w is not host]
+    head = sim.restart_head()
+    deliver_all(sim)
+    for core in (host.core, other.core, d.core):  # the host reports its copy, then the
+        sim.reconnect(core)  # driver resumes: the actor is placed back there...
+        deliver_all(sim)
+    assert isinstance(host.actor_work[-1], dp.StartActor)
+    sim.cut(host.core, reset=False)  # ... whose link breaks before it answers
+    deliver_all(sim)
+    record = next(a for a in head.actors() if a.actor_id == actor)
+    # Lost is not gone: it waits for the copy to rejoin (the grace at most), as at first,
+    # rather than being rebuilt on the free worker in the order the calls were resent.
+    assert record.worker is None and actor in head._actors.hosts.awaiting
+    assert not other.actor_work and not actors.restored_newest
+    _reconnect_all(sim)
+    sim.settle()
+    assert _host(sim, actor) is host and not actors.restored_newest
+    assert all(actors.runs[c] == 1 and d.answers[c] == ["value"] for c in calls)
+    later = _call(sim, d, actor, 3)
+    sim.settle()
+    assert d.got[later] == result_of(6, 3)
+    d.core.kill_actor(actor)
+    sim.driver_call(d)
+    _release(sim, d, *calls, later)
+    _clean(sim)
+
+
+def test_checkpoints_of_an_actor_killed_while_no_worker_has_a_store_go_once_one_comes() -> None:
+    sim = _sim(seed=22, workers=2)
+    actors = SimActors(sim)
+    d = sim.drivers[0]
+    actor = _start_actor(sim, d, every=1)
+    first = _call(sim, d, actor, 1)
+    sim.settle()
+    host = _host(sim, actor)
+    (other,) = [w for w in sim.workers if w is not host]
+    sim.cut(other.core, reset=True)  # the other worker is away...
+    deliver_all(sim)
+    sim.drain(host)  # ... when the actor's host drains: it moves by its checkpoint and
+    sim.settle()  # waits for a worker, its host gone
+    assert not host.alive and actor in actors.disk
+    d.core.kill_actor(actor)  # killed where no worker hosts it, none with a store there
+    sim.driver_call(d)
+    sim.settle()
+    assert actor in actors.disk
+    _reconnect_all(sim)  # the next worker with a store removes its checkpoints
+    sim.settle()
+    assert actor not in actors.disk and actor in actors.stopped
+    _release(sim, d, first)
+    _clean(sim)
