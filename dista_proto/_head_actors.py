@@ -27,9 +27,7 @@ from ._conventions import (
     hosted_calls,
 )
 from ._events import (
-    ActorBuild,
     ActorCall,
-    ActorCreate,
     ActorKill,
     ActorRestore,
     Checkpointed,
@@ -41,6 +39,7 @@ from ._events import (
 from ._head_actor_access import ActorAccess
 from ._head_actor_hosts import Hosts
 from ._head_actor_placement import Placement
+from ._head_actor_stores import Stores
 from ._head_checkpoints import Checkpoints
 from ._head_counts import Counts
 from ._head_objects import Copies, Objects
@@ -94,10 +93,7 @@ class Actors:
         self.placement = Placement(wire, counts, scheduler)
         self.hosts = Hosts(wire, counts, recovery_grace_ns, records)  # rejoiners' live actors
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
-        self._builds = 0  # actor builds this head asked for (`_build`)
-        #: Ended actors whose checkpoints no worker with a store was there to remove (the
-        #: next one that comes does), the newest `DEAD_ACTORS_KEPT`.
-        self._unforgotten: dict[int, None] = {}
+        self.stores = Stores(wire, self.hosts.holds)  # numbered builds; forgets
         #: A driver left: the actors it made that others still hold (`ActorNames`).
         self.keeps: Callable[[Peer], set[int]] = lambda driver: set()
 
@@ -160,12 +156,12 @@ class Actors:
         if actor.restoring:
             # After a head restart: the newest checkpoint there is, whose answer says what
             # it covers (`_restored` sends the calls then).
-            self._build(worker, ActorRestore(actor.actor_id, actor.type_id, RESTORE_NEWEST))
+            self.stores.build(worker, ActorRestore(actor.actor_id, actor.type_id, RESTORE_NEWEST))
             return
         if actor.covered >= 0:
-            self._build(worker, ActorRestore(actor.actor_id, actor.type_id, actor.covered))
+            self.stores.build(worker, ActorRestore(actor.actor_id, actor.type_id, actor.covered))
         else:
-            self._build(worker, actor.create)
+            self.stores.build(worker, actor.create)
         calls = actor.calls
         if actor.covered >= 0:
             actor.sent = actor.covered
@@ -174,16 +170,6 @@ class Actors:
         actor.asked_at = actor.sent
         self.checkpoints.send_at(actor, actor.sent)
         self.send_calls(actor)
-
-    def _build(self, worker: Peer, frame: ActorCreate | ActorRestore) -> None:
-        """Send ``frame`` to ``worker``; to one with a store, numbered first (actor-build):
-        its checkpoint store orders builds as the heads asked for them, not as they ran, so
-        a build a cut-off worker had queued and runs late fences off no newer one."""
-        send = self._wire.links.send
-        if worker.checkpoints:
-            self._builds += 1
-            send(worker.link, ActorBuild(frame.object_id, self._builds, self._wire.epoch))
-        send(worker.link, frame)
 
     def send_calls(self, actor: ActorRecord) -> None:
         """Send the calls not sent yet, in order, with a checkpoint frame every
@@ -303,7 +289,7 @@ class Actors:
                     self.hosts.await_host(actor)
                 return
             if event.mark == ERROR_NO_CHECKPOINT:
-                self._build(worker, actor.create)  # none: build it anew
+                self.stores.build(worker, actor.create)  # none: build it anew
                 actor.covered = -1
                 self._resume_calls(actor, 0)
                 self._offer(self.hosts.settled(actor.actor_id))
@@ -443,24 +429,7 @@ class Actors:
         with a checkpoint store removes what it may have written."""
         if not (actor.restoring or actor.covered >= 0 or actor.checkpoints or actor.pending):
             return  # it wrote none
-        stores = [w for w in self._wire.workers() if w.checkpoints and not self.hosts.holds(w)]
-        if stores:
-            worker = min(stores, key=lambda w: str(w.address))
-            self._wire.links.send(worker.link, ActorKill(actor.actor_id))
-            return
-        unforgotten = self._unforgotten
-        unforgotten[actor.actor_id] = None
-        if len(unforgotten) > DEAD_ACTORS_KEPT:
-            del unforgotten[next(iter(unforgotten))]
-
-    def store_came(self, worker: Peer) -> None:
-        """``worker`` joined or was freed: with a store, it removes the checkpoints of the
-        actors that ended while no worker with one was there."""
-        unforgotten = self._unforgotten
-        if unforgotten and worker.checkpoints and not self.hosts.holds(worker):
-            for actor_id in unforgotten:
-                self._wire.links.send(worker.link, ActorKill(actor_id))
-            unforgotten.clear()
+        self.stores.forget(actor.actor_id)
 
     def worker_lost(self, worker: Peer, why: str) -> None:
         """The worker hosting (or kept for) an actor is lost: start it elsewhere."""
@@ -594,7 +563,7 @@ class Actors:
     def _offer(self, workers: list[Peer]) -> None:
         for worker in workers:
             if self._wire.alive(worker):
-                self.store_came(worker)
+                self.stores.store_came(worker)
             if worker.draining:
                 self._copies.recheck(worker)  # the actor it kept was its last: it may go
             elif self._wire.alive(worker) and worker.actor is None:

@@ -102,7 +102,7 @@ class Membership:
             self._replace_worker(peer)
             peer.heard = wire.now
             self._scheduler.add_worker(peer)
-            self._actors.store_came(peer)  # what ended while no store was there goes
+            self._actors.stores.store_came(peer)  # what ended while no store was there goes
             self._actors.place_waiting()  # actors that wait come first
             self._scheduler.offer(peer)
             self._holdings.recheck_holders(peer)  # it may adopt what they hold
