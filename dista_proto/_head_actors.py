@@ -513,11 +513,16 @@ class Actors:
         if driver.role != Role.DRIVER and driver.role != Role.CLIENT:
             return
         kept = self.keeps(driver)
+        link = driver.link
         for actor in list(self.records.values()):
-            owned = actor.owner == driver.link and actor.actor_id not in kept
+            owned = actor.owner == link and actor.actor_id not in kept
             if owned and actor.state is not _DEAD:
                 self.end(actor, f"actor {actor.actor_id:#x}: its driver disconnected")
-            actor.callers.discard(driver.link)
+            elif actor.state is not _DEAD and any(c.owner == link for c in actor.calls):
+                # Its calls no checkpoint covers have nobody to send them again after a
+                # head restart that loses the live copy too: a checkpoint covers them now.
+                self.checkpoints.ask(actor, None)
+            actor.callers.discard(link)
             actor.opened.discard(driver.number)  # (the number may be given again)
             actor.claims.pop(driver.number, None)
 

@@ -541,6 +541,33 @@ def test_an_actor_lost_with_its_head_comes_back_from_its_newest_checkpoint_with_
     _clean(sim)
 
 
+def test_a_caller_that_leaves_has_its_calls_checkpointed_so_no_restart_undoes_them() -> None:
+    sim = _sim(seed=17, workers=2, drivers=2)
+    actors = SimActors(sim)
+    owner, leaver = sim.drivers
+    actor = _start_actor(sim, owner, every=0)  # no periodic checkpoint
+    calls = [_call(sim, leaver, actor, v) for v in (1, 2)]
+    sim.settle()
+    assert [leaver.got[c] for c in calls] == [result_of(1, 1), result_of(3, 2)]
+    assert actor not in actors.disk  # nothing covers them yet
+    # The caller leaves, its answers read: nobody would send its calls again after a head
+    # restart that loses the live copy too, so the head has a checkpoint cover them.
+    sim.disconnect(leaver)
+    sim.settle()
+    assert sorted(actors.disk[actor]) == [2]
+    host = _host(sim, actor)
+    sim.crash(host)  # the worker and the head die together
+    _restart(sim)
+    assert actors.restored_newest[-1] == (actor, 2)
+    later = _call(sim, owner, actor, 10)
+    sim.settle()
+    assert owner.got[later] == result_of(13, 10)  # the leaver's calls are in the state
+    owner.core.kill_actor(actor)
+    sim.driver_call(owner)
+    _release(sim, owner, later)
+    _clean(sim)
+
+
 def test_an_actor_with_no_checkpoint_lost_with_its_head_is_rebuilt_from_the_kept_calls() -> None:
     sim = _sim(seed=16, workers=2)
     actors = SimActors(sim)
