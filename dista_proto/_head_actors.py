@@ -38,6 +38,7 @@ from ._events import (
 )
 from ._head_actor_access import ActorAccess
 from ._head_actor_hosts import Hosts
+from ._head_actor_order import replay_order
 from ._head_actor_placement import Placement
 from ._head_actor_stores import Stores
 from ._head_checkpoints import Checkpoints
@@ -329,13 +330,12 @@ class Actors:
 
     def _resume_calls(self, actor: ActorRecord, base: int, send: bool = True) -> None:
         """Number the calls this head took so far after the ``base`` the restored
-        checkpoint covers (checkpoints stay named in order), and send them. Calls whose
-        answers said where they ran (a resume said again) go first, in that order, however
-        their callers resumed; the others (never answered: nobody saw their effect) after,
-        as they came."""
+        checkpoint covers (checkpoints stay named in order), and send them: in the order
+        the head before ran them as their answers said, however their callers resumed
+        (`replay_order`)."""
         calls = actor.calls
         if any(c.position for c in calls):
-            ordered = sorted(calls, key=lambda c: (not c.position, c.position))
+            ordered = replay_order(calls)
             calls.clear()
             calls.extend(ordered)
             for seq, call in enumerate(calls, 1):
