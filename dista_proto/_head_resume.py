@@ -426,8 +426,9 @@ class Resume:
                 _confirmed(peer, oid)
                 if obj.held:
                     self.answer_again(obj)
-                if actor is not None:
-                    send(peer.link, Error(actor.actor_id, actor.why))
+                # (Unknown here: its owner resumed without it, having killed it.)
+                why = actor.why if actor is not None else "it is unknown to the head"
+                send(peer.link, Error(event.actor_id, why))
                 return
         self._requests.call(peer, event, position)
 
