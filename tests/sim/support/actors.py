@@ -151,6 +151,7 @@ class SimActors:
         self.fences: dict[int, dict[int, int]] = {}
         self.covered_calls: list[int] = []  # calls not run: the restored state had them
         self.zombie_calls = 0  # calls run by an incarnation its head left behind
+        self.unread = 0  # checkpoints written off the chain (a newer build began)
         #: Answers of calls run before a head restart, run again after it (`_redecide`).
         self.former: dict[int, list[bytes | None]] = {}
         self.positions: dict[int, int] = {}  # call ID -> its position in ``order``
@@ -445,7 +446,11 @@ class SimActors:
         if failure is None and self._stale(inst, writing=True):
             failure = "fenced off: a newer build of the actor began, or it was removed"
         self.checkpoints.append((actor, work.calls, failure))
-        if failure is None:
+        if failure is None and self._stale(inst):
+            # A newer build began (this copy is one a head left behind): the store keeps
+            # the file under this build's name, off the chain, and never reads it.
+            self.unread += 1
+        elif failure is None:
             kept = self.disk.setdefault(actor, {})
             snapshot = inst.snapshot()
             had = kept.get(work.calls)
