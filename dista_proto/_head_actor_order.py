@@ -10,7 +10,9 @@ with the head arrive without one. Two facts place them:
   driver sent them"), so a call without a position ran after its caller's previous call
   with one and before its caller's next call with one;
 - positions count every call, so the places no known position takes between two known ones
-  are exactly where calls without one ran (or a caller that left and took its calls).
+  are exactly where calls without one ran (or a caller that left and took its calls);
+  the places the checkpoint the actor comes back from covers are none of them (the calls
+  there are in it, and their callers let them go).
 
 So each call without a position takes the first free place after its caller's previous
 known call (or its previous placed one), if there is one before its caller's next known
@@ -40,9 +42,10 @@ class _Call(Protocol):
 C = TypeVar("C", bound=_Call)
 
 
-def replay_order(calls: Sequence[C]) -> list[C]:
+def replay_order(calls: Sequence[C], base: int = 0) -> list[C]:
     """``calls`` (in arrival order: each caller's in the order it made them) in the order to
-    replay them (see the module docstring)."""
+    replay them from the checkpoint covering ``base`` calls (see the module docstring):
+    the places up to ``base`` are that checkpoint's, none of them free."""
     known = {c.position for c in calls if c.position}
     if not known:
         return list(calls)
@@ -53,11 +56,12 @@ def replay_order(calls: Sequence[C]) -> list[C]:
     taken: set[int] = set()
     trailing: list[tuple[float, list[int]]] = []  # (place after, calls) per caller
     for indices in by_caller.values():
-        after: float = 0  # the place its previous call took
+        after: float = base  # the place its previous call took (none free up to base)
         for n, i in enumerate(indices):
             call = calls[i]
             if call.position:
-                keys[i] = after = call.position
+                keys[i] = call.position
+                after = max(after, call.position)
                 continue
             before = next((calls[j].position for j in indices[n + 1 :] if calls[j].position), 0)
             if not before:

@@ -335,7 +335,7 @@ class Actors:
         (`replay_order`)."""
         calls = actor.calls
         if any(c.position for c in calls):
-            ordered = replay_order(calls)
+            ordered = replay_order(calls, base)
             calls.clear()
             calls.extend(ordered)
             for seq, call in enumerate(calls, 1):

@@ -23,16 +23,14 @@ ledger module alone, so their registry hashes match.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.processes.support import ledger_actors as la
-from tests.processes.support.ledger_run import Driver, figures
-from tests.processes.support.restartable_cluster import Processes, processes
+from tests.processes.support.ledger_run import Driver, Waits, figures
+from tests.processes.support.restartable_cluster import processes
 
 CALLS = 3000  # per calling driver
 BATCH = 100
@@ -56,16 +54,9 @@ def test_two_drivers_calls_applied_and_answered_once_through_three_head_restarts
     tmp_path: Path, cadence: int
 ) -> None:
     store = tmp_path / "checkpoints"
-    changed = threading.Condition()
-    drivers: list[Driver] = []
-
-    def wait(what: str, ready: Any, procs: Processes) -> None:
-        with changed:
-            if not changed.wait_for(ready, timeout=STEP):
-                tails = "\n".join(d.tail() for d in drivers)
-                raise AssertionError(procs.why(f"waited {STEP} s for {what}\n{tails}"))
-
     with processes(tmp_path, DISTA_CHECKPOINT_URI=store.as_uri()) as procs:
+        wait = Waits(procs, STEP)
+        changed, drivers = wait.changed, wait.drivers
         procs.imports = la.__name__  # what the drivers register, nothing else
         try:
             procs.start_head()
@@ -73,14 +64,14 @@ def test_two_drivers_calls_applied_and_answered_once_through_three_head_restarts
                 procs.start_worker()
             owner = Driver(procs, changed, "owner", "a", cadence, CALLS, PAUSE_AT, **TIMING)
             drivers.append(owner)
-            wait("the owner's handle", lambda: bool(owner.handle) or owner.done, procs)
+            wait("the owner's handle", lambda: bool(owner.handle) or owner.done)
             assert owner.handle, "\n".join(d.tail() for d in drivers)
             caller = Driver(procs, changed, "caller", "b", cadence, CALLS, PAUSE_AT, **TIMING)
             leaver = Driver(procs, changed, "leaver", "c", cadence, LEAVER_CALLS, **TIMING)
             drivers += [caller, leaver]
             for d in (caller, leaver):
                 d.tell(owner.handle)
-            wait("the drivers", lambda: all(d.ready or d.done for d in drivers), procs)
+            wait("the drivers", lambda: all(d.ready or d.done for d in drivers))
             for d in (owner, caller):
                 d.tell("GO")
 
@@ -90,7 +81,7 @@ def test_two_drivers_calls_applied_and_answered_once_through_three_head_restarts
             # The leaver's calls come after PAUSE_AT of each caller's (past the checkpoint
             # after 1,000 calls, not yet at the next); it reads their answers and exits
             # cleanly before any restart.
-            wait("the pause", lambda: owner.paused and caller.paused, procs)
+            wait("the pause", lambda: owner.paused and caller.paused)
             leaver.tell("GO")
             assert leaver.process.wait(STEP) == 0, leaver.tail()
             for d in (owner, caller):
@@ -99,15 +90,15 @@ def test_two_drivers_calls_applied_and_answered_once_through_three_head_restarts
             assert len(left["answers"]) == LEAVER_CALLS, left
             restarts, killed_at = [], []
             for k in range(1, RESTARTS + 1):
-                wait(f"restart {k}'s point", lambda k=k: settled() >= 2 * CALLS * k // 4, procs)
+                wait(f"restart {k}'s point", lambda k=k: settled() >= 2 * CALLS * k // 4)
                 began = time.monotonic()
                 killed_at.append(settled())
                 procs.kill_head()
                 procs.start_head()
                 restarts.append(time.monotonic() - began)
-            wait("the calls", lambda: owner.called and caller.called, procs)
+            wait("the calls", lambda: owner.called and caller.called)
             owner.tell("FINAL")
-            wait("the owner's end", lambda: owner.done and caller.done, procs)
+            wait("the owner's end", lambda: owner.done and caller.done)
             result = figures(owner.report(), [owner.report(), caller.report(), left])
             result["left_kept"] = sum(
                 1 for item in left["answers"] if item in (owner.report().get("entries") or [])

@@ -23,16 +23,14 @@ from __future__ import annotations
 import json
 import re
 import signal
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.processes.support import ledger_actors as la
-from tests.processes.support.ledger_run import Driver, figures
-from tests.processes.support.restartable_cluster import Processes, processes
+from tests.processes.support.ledger_run import Driver, Waits, figures
+from tests.processes.support.restartable_cluster import processes
 
 CALLS = 600
 BATCH = 50
@@ -47,16 +45,9 @@ STEP = 30.0
 @pytest.mark.timeout(90)
 def test_answers_reach_the_caller_when_head_and_host_are_killed_together(tmp_path: Path) -> None:
     store = tmp_path / "checkpoints"
-    changed = threading.Condition()
-    drivers: list[Driver] = []
-
-    def wait(what: str, ready: Any, procs: Processes) -> None:
-        with changed:
-            if not changed.wait_for(ready, timeout=STEP):
-                tails = "\n".join(d.tail() for d in drivers)
-                raise AssertionError(procs.why(f"waited {STEP} s for {what}\n{tails}"))
-
     with processes(tmp_path, DISTA_CHECKPOINT_URI=store.as_uri()) as procs:
+        wait = Waits(procs, STEP)
+        changed, drivers = wait.changed, wait.drivers
         procs.imports = la.__name__  # what the driver registers, nothing else
         head_args = ("--recovery-grace", GRACE)
         try:
@@ -80,7 +71,7 @@ def test_answers_reach_the_caller_when_head_and_host_are_killed_together(tmp_pat
                 options=("--log-info",),
             )
             drivers.append(owner)
-            wait("the ledger", lambda: bool(owner.handle) or owner.done, procs)
+            wait("the ledger", lambda: bool(owner.handle) or owner.done)
             assert owner.host in {w.pid for w in workers}, owner.tail()
             host = next(w for w in workers if w.pid == owner.host)
             other = next(w for w in workers if w is not host)
@@ -89,14 +80,14 @@ def test_answers_reach_the_caller_when_head_and_host_are_killed_together(tmp_pat
             )
             drivers.append(caller)
             caller.tell(owner.handle)
-            wait("the caller", lambda: caller.ready or caller.done, procs)
+            wait("the caller", lambda: caller.ready or caller.done)
             for d in (owner, caller):
                 d.tell("GO")
 
             def settled() -> int:
                 return owner.progress + caller.progress
 
-            wait(f"{KILL_AT} answers", lambda: settled() >= KILL_AT or owner.done, procs)
+            wait(f"{KILL_AT} answers", lambda: settled() >= KILL_AT or owner.done)
             killed_at = settled()  # (the next batches are on their way)
             assert procs.head is not None
             for p in (procs.head, host):
@@ -104,9 +95,9 @@ def test_answers_reach_the_caller_when_head_and_host_are_killed_together(tmp_pat
             for p in (procs.head, host):
                 p.wait(10)
             procs.start_head(args=head_args)
-            wait("the calls", lambda: (owner.called and caller.called) or owner.done, procs)
+            wait("the calls", lambda: (owner.called and caller.called) or owner.done)
             owner.tell("FINAL")
-            wait("the drivers' end", lambda: owner.done and caller.done, procs)
+            wait("the drivers' end", lambda: owner.done and caller.done)
             report = owner.report()
             result = figures(report, [report, caller.report()])
             result["killed_at"] = killed_at

@@ -54,6 +54,15 @@ def test_calls_nobody_has_an_answer_for_fill_free_places_then_go_last() -> None:
     assert _ids(replay_order([b1, b2, b3, a1, a2])) == _ids([a1, a2, b1, b2, b3])
 
 
+def test_places_the_checkpoint_covers_are_not_free() -> None:
+    # Restored from the checkpoint covering 199 calls: B's 200 and 201 are known; A's
+    # last known answer was 151 (in the checkpoint) and its batch's answers were lost.
+    b99, b100 = Call(_id(2, 99), 200), Call(_id(2, 100), 201)
+    batch = [Call(_id(1, n)) for n in range(100, 150)]
+    order = _ids(replay_order([*batch, b99, b100], base=199))
+    assert order == _ids([b99, b100, *batch])  # not into 152..199: those are in it
+
+
 def test_no_positions_keeps_the_arrival_order() -> None:
     calls = [Call(_id(2, 1)), Call(_id(1, 1)), Call(_id(2, 2))]
     assert replay_order(calls) == calls

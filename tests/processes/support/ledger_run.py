@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from itertools import pairwise
 from typing import IO, Any
 
@@ -117,6 +118,23 @@ class Driver:
                     pipe.close()
 
 
+class Waits:
+    """Waits for what the drivers print: a step that takes longer than ``step`` seconds
+    fails with every driver's last lines and the cluster's state."""
+
+    def __init__(self, procs: Processes, step: float) -> None:
+        self.changed = threading.Condition()
+        self.drivers: list[Driver] = []
+        self._procs = procs
+        self._step = step
+
+    def __call__(self, what: str, ready: Callable[[], bool]) -> None:
+        with self.changed:
+            if not self.changed.wait_for(ready, timeout=self._step):
+                tails = "\n".join(d.tail() for d in self.drivers)
+                raise AssertionError(self._procs.why(f"waited {self._step} s for {what}\n{tails}"))
+
+
 def figures(owner: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any]:
     """What the run shows: answers that contradict the final list's order, calls with no
     answer, and what the list holds twice, lacks or holds unasked."""
@@ -148,4 +166,10 @@ def figures(owner: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, A
         "duplicates": len(entries) - len(first),
         "missing": len(made - set(first)),
         "unasked": len(set(first) - made),
+        # (what a failure shows: a few answers that contradict the list, and their places)
+        "examples": [
+            (item, n, first.get(item, -2) + 1)
+            for item, n in sorted(answers.items(), key=lambda x: x[1])
+            if first.get(item, -2) + 1 != n
+        ][:4],
     }
