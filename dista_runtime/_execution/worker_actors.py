@@ -156,7 +156,7 @@ class ActorHost:
             and self._instance is not None
             and self._actor == actor
         ):
-            self._placed_back(actor)
+            self._placed_back(work)
             return
         restored: int | None = None
         try:
@@ -193,10 +193,14 @@ class ActorHost:
         self._methods = {i: (m, a) for m, (i, a) in method_table(type(instance)).items()}
         self._report(lambda: self.core.actors.actor_started(actor, None, covers=restored))
 
-    def _placed_back(self, actor: int) -> None:
+    def _placed_back(self, work: dp.StartActor) -> None:
         """A new head places the actor back here, where it lived on through the head's
         loss: its state answers, made the restore point by a checkpoint covering the calls
-        it has seen (``uncovered`` if none can be written: the head asks again)."""
+        it has seen (``uncovered`` if none can be written: the head asks again). It goes
+        on as a new incarnation, numbered by the head that placed it back: a build a head
+        before asked for that a cut-off worker runs only now is older, and fences it off
+        no more than it would a copy that head itself built."""
+        actor = work.actor_id
         calls = self._label
         uncovered = False
         try:
@@ -209,6 +213,7 @@ class ActorHost:
                         f"actor {actor:#x}: this live copy (incarnation {self._incarnation}) "
                         "is stale: the actor was built again elsewhere since"
                     )
+                self._begin(work, calls, self._incarnation)
                 parts = encode_parts(self._instance, "the actor's state")
                 covers = dict(self._covers)
                 answers = self._answers.dump()

@@ -217,6 +217,24 @@ def test_builds_are_ordered_as_their_heads_asked_not_as_they_ran(
     assert store.read(9, 5).state == b"five"
 
 
+def test_a_copy_placed_back_goes_on_as_a_build_of_the_head_that_placed_it(
+    store: checkpoints.CheckpointStore,
+) -> None:
+    # Head A built the actor on W1 (build 1), lost W1, built it on W4 (build 3): W4 was
+    # cut off too, its create queued. Head B places W1's live copy back (numbered 1 of
+    # B): W1 begins a new incarnation from what it has seen (3 calls), then writes there.
+    live = store.begin(10, -1, build=1, epoch=0xA)
+    assert not store.superseded(10, live)
+    placed = store.begin(10, 3, source=live, build=1, epoch=0xB)
+    store.write(10, placed, 3, {1: 3}, [b"three"], prune=False)
+    # W4's create runs only now: A's build, older than B's decision.
+    late = store.begin(10, -1, build=3, epoch=0xA)
+    assert late < placed and not store.superseded(10, placed)
+    store.write(10, placed, 17, {1: 17}, [b"seventeen"], keep=3)
+    newest = store.newest(10)
+    assert newest is not None and (newest.incarnation, newest.state) == (placed, b"seventeen")
+
+
 def test_two_claims_of_one_number_never_both_win(store: checkpoints.CheckpointStore) -> None:
     files = store._files
     real = files.listdir

@@ -316,6 +316,7 @@ class SimActors:
             self.fenced.append(inst.actor_id)
             w.core.actors.actor_started(inst.actor_id, "fenced off by a newer build", fenced=True)
             return
+        self._began(inst, work)  # it goes on as a build of the head that placed it back
         inst.head = self.sim.head
         inst.restored = dict(inst.last)  # resent calls it ran are answered, not run
         pending, inst.pending = inst.pending, []
