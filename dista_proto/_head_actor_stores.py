@@ -10,8 +10,9 @@ store; the head tells them two things about it beyond the page:
   fences off no copy a head counts on (docs/protocol.md, "Fenced checkpoints").
 - **Ended actors' checkpoints go** (`forget`). An actor that ends where no worker hosts it
   (waiting, or its host lost) may have left checkpoints: actor-kill for an actor it does not
-  host makes a worker with a store remove them. With none connected, the next one that
-  joins or is freed does (`store_came`); the newest `FORGETS_KEPT` wait for it.
+  host makes a worker with a store remove them (one that does not drain: it may exit before
+  the frame reaches it). With none connected, the next one that joins or is freed does
+  (`store_came`); the newest `FORGETS_KEPT` wait for it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,12 @@ class Stores:
     def forget(self, actor_id: int) -> None:
         """``actor_id`` ended where no worker hosts it: a worker with a store removes what
         it may have written, now or when one comes."""
-        stores = [w for w in self._wire.workers() if w.checkpoints and not self._holds(w)]
+        # (Not one that drains: it may exit before the frame reaches it.)
+        stores = [
+            w
+            for w in self._wire.workers()
+            if w.checkpoints and not w.draining and not self._holds(w)
+        ]
         if stores:
             worker = min(stores, key=lambda w: str(w.address))
             self._wire.links.send(worker.link, ActorKill(actor_id))
@@ -64,7 +70,7 @@ class Stores:
         """``worker`` joined or was freed: with a store, it removes the checkpoints of the
         actors that ended while no worker with one was there."""
         unforgotten = self._unforgotten
-        if unforgotten and worker.checkpoints and not self._holds(worker):
+        if unforgotten and worker.checkpoints and not worker.draining and not self._holds(worker):
             for actor_id in unforgotten:
                 self._wire.links.send(worker.link, ActorKill(actor_id))
             unforgotten.clear()
