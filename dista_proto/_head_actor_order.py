@@ -26,12 +26,14 @@ answers that would tell were lost with the head).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Protocol, TypeVar
 
 from ._conventions import ID_BITS
+from ._head_records import ActorRecord, ActorState
+from ._head_wire import Wire
 
-__all__ = ["replay_order"]
+__all__ = ["NEW", "Replays", "plan_replay", "replay_order"]
 
 
 class _Call(Protocol):
@@ -46,9 +48,17 @@ def replay_order(calls: Sequence[C], base: int = 0) -> list[C]:
     """``calls`` (in arrival order: each caller's in the order it made them) in the order to
     replay them from the checkpoint covering ``base`` calls (see the module docstring):
     the places up to ``base`` are that checkpoint's, none of them free."""
-    known = {c.position for c in calls if c.position}
+    return plan_replay(calls, base)[0]  # (every caller that will come has)
+
+
+def plan_replay(calls: Sequence[C], base: int = 0, final: bool = True) -> tuple[list[C], bool]:
+    """`replay_order`, and whether a place below the last known position is still free
+    (a gap: a caller that has not resumed yet may bring the call that ran there). Not
+    ``final`` (such a caller may still come), calls no later call of their caller follows
+    fill no place: the gap may be the late caller's."""
+    known = {c.position for c in calls if c.position > 0}
     if not known:
-        return list(calls)
+        return list(calls), False
     by_caller: dict[int, list[int]] = {}
     for i, call in enumerate(calls):
         by_caller.setdefault(call.oid >> ID_BITS, []).append(i)
@@ -60,28 +70,33 @@ def replay_order(calls: Sequence[C], base: int = 0) -> list[C]:
         for n, i in enumerate(indices):
             call = calls[i]
             if call.position:
-                keys[i] = call.position
-                after = max(after, call.position)
-                continue
-            before = next((calls[j].position for j in indices[n + 1 :] if calls[j].position), 0)
+                if call.position > 0:
+                    keys[i] = call.position
+                    after = max(after, call.position)
+                continue  # (NEW: made after the restart, it ran nowhere: last)
+            following = (calls[j].position for j in indices[n + 1 :] if calls[j].position > 0)
+            before = next(following, 0)
             if not before:
-                trailing.append((after, indices[n:]))
+                trailing.append((after, [j for j in indices[n:] if not calls[j].position]))
                 break
             place = _free(after, before, known, taken)
             keys[i] = after = place if place else before - 0.5
     # Calls no later call of their caller follows: into the places still free below the
     # last known one (someone ran there), else after everything.
     end = max(known) + 1
-    for after, indices in trailing:
+    for after, indices in trailing if final else ():
         for i in indices:
             place = _free(after, end, known, taken)
             if not place:
                 break
             keys[i] = after = place
     order = sorted(range(len(calls)), key=lambda i: (keys[i], i))
-    return [calls[i] for i in order]
+    gap = any(p not in known and p not in taken for p in range(base + 1, end))
+    return [calls[i] for i in order], gap
 
 
+#: `position` of a call made after the restart (it ran nowhere before).
+NEW: Final = -1
 #: The key of a call that goes after every placed one.
 _END: Final = float("inf")
 
@@ -96,3 +111,58 @@ def _free(after: float, before: int, known: set[int], taken: set[int]) -> int:
         return 0
     taken.add(place)
     return place
+
+
+class Replays:
+    """The order of actors' calls replayed after a head restart, and the replays held for a
+    call a caller not back yet may bring (`reorder`). `Actors` holds it."""
+
+    def __init__(self, wire: Wire, grace: int, send_calls: Callable[[ActorRecord], None]) -> None:
+        self._wire = wire
+        self._grace = grace
+        self._send_calls = send_calls
+        #: Replays held: actor ID -> (the actor, until when).
+        self._gaps: dict[int, tuple[ActorRecord, int]] = {}
+
+    def reorder(self, actor: ActorRecord) -> None:
+        """Put the calls not sent yet after a head restart in the order the head before
+        ran them (`plan_replay`), numbered after those sent; with a place below the last
+        known one still free, hold them until a caller brings its call or every caller
+        that will resume has (the recovery grace after the first), whichever comes first.
+        Called at the restore and for each call that comes while held."""
+        calls = actor.calls
+        if not any(c.position > 0 for c in calls):
+            self._release(actor)
+            return
+        wire = self._wire
+        began = wire.resumes_from
+        until = (began if began is not None else wire.now) + self._grace
+        final = wire.now >= until
+        sent = [c for c in calls if c.seq <= actor.sent]
+        ordered, gap = plan_replay([c for c in calls if c.seq > actor.sent], actor.sent, final)
+        calls.clear()
+        calls.extend(sent)
+        calls.extend(ordered)
+        for seq, call in enumerate(ordered, actor.sent + 1):
+            call.seq = seq
+        if gap and not final:
+            actor.gapped = True
+            self._gaps[actor.actor_id] = (actor, until)
+        else:
+            self._release(actor)
+
+    def _release(self, actor: ActorRecord) -> None:
+        if actor.gapped:
+            actor.gapped = False
+            self._gaps.pop(actor.actor_id, None)
+            if actor.worker is not None and actor.state is not ActorState.DEAD:
+                self._send_calls(actor)
+
+    def next_deadline(self) -> int | None:
+        return min((until for _, until in self._gaps.values()), default=None)
+
+    def expired(self, now: int) -> None:
+        """Past the grace every caller that would come has: replays go past their gaps."""
+        for actor, until in list(self._gaps.values()):
+            if now >= until:
+                self.reorder(actor)

@@ -13,6 +13,7 @@ from typing import Final
 from ._conventions import ID_BITS, KILL_AFTER_CALLS, KILL_FORCE, kept_size
 from ._events import ActorCall, ActorCreate, ActorKill, Checkpoint, Error, Result, Stop
 from ._head_actor_access import MAY, not_opened
+from ._head_actor_order import NEW
 from ._head_actors import Actors
 from ._head_counts import Counts
 from ._head_objects import Objects
@@ -84,6 +85,8 @@ class ActorRequests:
         call = CallRecord(actor.seq, event.object_id, event.task_id, event.argument, peer.link)
         if position:
             call.position = position
+        elif (actor.restoring or actor.gapped) and not peer.resuming:
+            call.position = NEW  # made after the restart: it ran nowhere before
         if answered:
             self._counts.move_call(call, CallCause.REPLAY)
         else:
@@ -95,7 +98,9 @@ class ActorRequests:
         actor.newest_from[peer.number] = event.object_id
         if actor.restoring and actor.state is _WAITING:
             self._actors.hosts.tell(actor.actor_id, peer.link)  # why its calls wait
-        if (actor.state is _STARTING or actor.state is _READY) and not actor.restoring:
+        if actor.gapped:
+            self._actors.replays.reorder(actor)  # it may bring the call a replay waits for
+        elif (actor.state is _STARTING or actor.state is _READY) and not actor.restoring:
             self._actors.send_calls(actor)
         if actor.kept_bytes > self._actors.keep_bytes and self._actors.checkpoints.over_budget(
             actor

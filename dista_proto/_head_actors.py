@@ -38,7 +38,7 @@ from ._events import (
 )
 from ._head_actor_access import ActorAccess
 from ._head_actor_hosts import Hosts
-from ._head_actor_order import replay_order
+from ._head_actor_order import Replays
 from ._head_actor_placement import Placement
 from ._head_actor_stores import Stores
 from ._head_checkpoints import Checkpoints
@@ -89,12 +89,16 @@ class Actors:
         self._copies = copies
         self.records = records  # actor ID -> its record (`Objects` reads the IDs)
         self.max_retries = max_retries
-        self.checkpoints = Checkpoints(wire, keep_bytes)
+        #: Where each answered call no checkpoint covers yet ran (its place in its actor's
+        #: order): an answer given again (a reconnect, a claim) says it too.
+        self.answered_at: dict[int, int] = {}
+        self.checkpoints = Checkpoints(wire, keep_bytes, self.answered_at)
         self.access = ActorAccess(wire, records)  # who may call and kill which actor
         self.placement = Placement(wire, counts, scheduler)
         self.hosts = Hosts(wire, counts, recovery_grace_ns, records)  # rejoiners' live actors
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
         self.stores = Stores(wire, self.hosts.holds)  # numbered builds; forgets
+        self.replays = Replays(wire, self.hosts.grace, self.send_calls)  # their order
         #: A driver left: the actors it made that others still hold (`ActorNames`).
         self.keeps: Callable[[Peer], set[int]] = lambda driver: set()
 
@@ -181,7 +185,7 @@ class Actors:
         calls = actor.calls
         every = actor.every
         checkpoints = self.checkpoints
-        while not actor.moving:  # (a move holds them for where it lands)
+        while not actor.moving and not actor.gapped:  # (held for where it lands, or a gap)
             if every and actor.sent - actor.asked_at >= every:
                 sent = sum(1 for at in actor.pending if at <= actor.sent)  # asks ahead wait
                 if sent >= CHECKPOINTS_IN_FLIGHT:
@@ -253,6 +257,7 @@ class Actors:
             # Its place in the actor's order goes with the answer: a caller sends it again
             # on a resume, and a replay from a checkpoint follows it (`_resume_calls`).
             self._objects.set_answer(worker, obj, answer, error, call.seq)
+            self.answered_at[oid] = call.seq
         self._copies.call_answered(oid)
         if actor.ending and not actor.by_oid and actor.state is not _DEAD:
             self.end(actor, actor.ending)
@@ -333,19 +338,13 @@ class Actors:
         checkpoint covers (checkpoints stay named in order), and send them: in the order
         the head before ran them as their answers said, however their callers resumed
         (`replay_order`)."""
-        calls = actor.calls
-        if any(c.position for c in calls):
-            ordered = replay_order(calls, base)
-            calls.clear()
-            calls.extend(ordered)
-            for seq, call in enumerate(calls, 1):
-                call.seq = seq
-        for call in calls:
+        for call in actor.calls:
             call.seq += base
         actor.pending = {calls + base: asks for calls, asks in actor.pending.items()}
         actor.seq += base
         actor.sent = base
         actor.asked_at = base
+        self.replays.reorder(actor)
         if send:
             self.checkpoints.send_at(actor, base)
             self.send_calls(actor)
@@ -412,6 +411,9 @@ class Actors:
             obj = self._objects.by_id.get(call.oid)
             if obj is not None and obj.owner == call.owner:
                 self._objects.fail_object(obj, why)
+        if self.answered_at:
+            for call in calls:
+                self.answered_at.pop(call.oid, None)
         actor.calls.clear()
         for asks in actor.pending.values():
             for link, oid in asks:  # a driver's checkpoint ask is answered, whatever happens
@@ -530,6 +532,7 @@ class Actors:
 
     def next_deadline(self) -> int | None:
         times = [t for t in (self.placement.next_deadline(), self.hosts.next_deadline()) if t]
+        times.extend(t for t in (self.replays.next_deadline(),) if t is not None)
         return min(times) if times else None
 
     def on_timer(self, now: int) -> None:
@@ -540,6 +543,7 @@ class Actors:
         freed, due = self.hosts.expired(now)
         for actor in due:
             self.place(actor)
+        self.replays.expired(now)
         self._offer(freed)
 
     # -- live actors of rejoining workers (`Hosts` decides) --------------------------------

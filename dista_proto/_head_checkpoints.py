@@ -33,9 +33,10 @@ _WAITING: Final = ActorState.WAITING
 class Checkpoints:
     """Checkpoint asks and answers for every actor, and the keep budget."""
 
-    def __init__(self, wire: Wire, keep_bytes: int) -> None:
+    def __init__(self, wire: Wire, keep_bytes: int, answered_at: dict[int, int]) -> None:
         self._wire = wire
         self.keep_bytes = keep_bytes
+        self._answered_at = answered_at  # `Actors.answered_at`: covered calls leave it
 
     def ask(self, actor: ActorRecord, ask: tuple[int, int] | None, calls: int = -1) -> None:
         """A checkpoint covering ``calls`` calls (default: every call received so far);
@@ -105,10 +106,13 @@ class Checkpoints:
         if not actor.cut:
             actor.lossy = False  # every call cut is in a checkpoint: it can be rebuilt again
         kept = actor.calls
+        answered_at = self._answered_at
         while kept and kept[0].seq <= calls:
             call = kept.popleft()
             actor.kept_bytes -= kept_size(call.argument)
             newest[call.owner] = call.oid
+            if answered_at:
+                answered_at.pop(call.oid, None)
         covered_of = actor.covered_of
         wire = self._wire
         for link, oid in newest.items():
@@ -136,6 +140,7 @@ class Checkpoints:
         while kept and kept[0].seq <= actor.sent and actor.kept_bytes > self.keep_bytes:
             call = kept.popleft()
             actor.kept_bytes -= kept_size(call.argument)
+            self._answered_at.pop(call.oid, None)
             call.argument = b""
             # Its caller keeps it until covered says a checkpoint includes it: remember it.
             actor.cut[call.owner] = (call.seq, call.oid)

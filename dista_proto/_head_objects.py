@@ -207,10 +207,8 @@ class Objects:
         driver, start the tasks waiting for it; or fail it and them. ``position``: where
         the actor call ``obj`` is ran in its actor's order, told to a Dista driver with it
         (page drivers read no task-ID field in a result)."""
-        if position:
-            owner = self._wire.peers.get(obj.owner)
-            if owner is None or not owner.secret:
-                position = 0
+        if position and not self._wire.told_positions(obj.owner):
+            position = 0
         if error is not None:
             self.fail_object(obj, error, at_mark(position) if position else 0)
             return

@@ -263,6 +263,7 @@ class ActorRecord:
         "ending",
         "every",
         "failure",
+        "gapped",
         "kept_bytes",
         "losses",
         "lossy",
@@ -320,6 +321,9 @@ class ActorRecord:
         #: Moving off a draining worker: the checkpoints asked so that one covers what it
         #: saw (0: not moving); calls wait meanwhile.
         self.moving = 0
+        #: Its replay after a head restart waits for a call that ran at a place a caller
+        #: not back yet may bring (`Actors.hold_gap`): calls wait meanwhile.
+        self.gapped = False
         #: Per caller link, (number, ID) of its newest call cut past the budget and not
         #: covered yet: it still hears covered once a checkpoint includes it.
         self.cut: dict[int, tuple[int, int]] = {}

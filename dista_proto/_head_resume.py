@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from ._conventions import HELLO_SECRET, ID_BITS, NUMBER_SPACE
+from ._conventions import HELLO_SECRET, ID_BITS, NUMBER_SPACE, at_mark
 from ._credentials import RESUME_REFUSED, Credentials
 from ._events import (
     ActorCall,
@@ -134,6 +134,8 @@ class Resume:
             self._replace(holder, peer)
         peer.epoch = resume.epoch
         peer.resuming = True
+        if resume.epoch != self._wire.epoch and self._wire.resumes_from is None:
+            self._wire.resumes_from = self._wire.now  # a head before's drivers come back
         return number
 
     def _proven(self, peer: Peer, hello: Hello, holder: Peer | None) -> bool:
@@ -253,13 +255,19 @@ class Resume:
         return True
 
     def answer_again(self, obj: TrackedObject) -> None:
+        """Answer ``obj`` again (an actor call's with where it ran, if still kept)."""
         state = obj.state
+        answered_at = self._actors.answered_at
+        position = answered_at.get(obj.oid, 0) if answered_at else 0
+        if position and not self._wire.told_positions(obj.owner):
+            position = 0
         if state is _INLINE:
-            self._wire.links.send(obj.owner, Result(obj.oid, obj.value))
+            self._wire.links.send(obj.owner, Result(obj.oid, obj.value, position))
         elif state is _STORED and obj.holder is not None:
-            self._wire.locate(obj, obj.holder, obj.holder.address)
+            self._wire.locate(obj, obj.holder, obj.holder.address, position)
         elif state is _FAILED:
-            self._wire.links.send(obj.owner, Error(obj.oid, obj.error))
+            mark = at_mark(position) if position else 0
+            self._wire.links.send(obj.owner, Error(obj.oid, obj.error, mark))
 
     def on_driver_answer(self, peer: Peer, event: Result | Error) -> None:
         """A resuming driver's result or error: an object it has, for tasks to take."""

@@ -68,6 +68,9 @@ class Wire:
         #: The cap every link's large frames in progress share (`dista_proto._partials`).
         self.partials = PartialCap(partial_cap_bytes)
         self.peers: dict[int, Peer] = {}  # link -> its peer, from connect until lost
+        #: When the first driver of a head before resumed here (None: none yet): by the
+        #: recovery grace after it, every one that will has (`Actors` holds replays till).
+        self.resumes_from: int | None = None
         self.numbers: dict[int, Peer] = {}  # driver number -> its peer
         self.now = 0
         self.stopping = False
@@ -77,6 +80,13 @@ class Wire:
     def alive(self, peer: Peer) -> bool:
         """Whether ``peer`` is still the one connected on its link."""
         return self.peers.get(peer.link) is peer
+
+    def told_positions(self, link: int) -> bool:
+        """Whether the driver on ``link`` hears where its actor calls ran (answers carry
+        their position): Dista's drivers, whose hello asked a secret; a page driver reads
+        no task-ID field in a result."""
+        peer = self.peers.get(link)
+        return peer is not None and bool(peer.secret)
 
     def workers(self) -> list[Peer]:
         return [p for p in self.peers.values() if p.role == Role.WORKER]

@@ -323,6 +323,11 @@ TRACED: Final = {
     18911: "placed-back copy fenced off",
     # the forget of a killed actor's checkpoints went to a worker about to exit (drains)
     7003: "forget sent to a draining worker",
+    # a live copy placed back behind the known positions (a rebuild) replayed past the
+    # place of a caller not back yet: the replay waits for it, the grace at most
+    29563: "gap held for a late caller",
+    # an answer given again (a reconnect to the same head) said no place
+    24126: "answer again with its place",
 }  # fmt: skip
 
 

@@ -414,10 +414,13 @@ class SimActors:
         order = self.order.setdefault(inst.actor_id, {})
         at = order.setdefault(count, oid)
         was = self.positions.setdefault(oid, count)
-        if (at != oid or was != count) and any(
-            a == inst.actor_id for a, _ in self.restored_newest
+        if (at != oid or was != count) and (
+            any(a == inst.actor_id for a, _ in self.restored_newest)
+            or self._unseen_from(inst.actor_id, min(count, was))
         ):
-            # Numbered again after a head restart (it, or another call, at a new place).
+            # Numbered again after a head restart (it, or another call, at a new place); or
+            # the calls run there before left no trace (no answer reached a driver, no
+            # checkpoint holds them: their incarnation was dropped), so any order is one.
             self._redecide(inst.actor_id, min(count, was))
             at = order[count] = oid
             self.positions[oid] = count
@@ -429,6 +432,18 @@ class SimActors:
         assert first == outcome, (
             f"{self.where()}: call {oid:#x} answered differently when run again"
         )
+
+    def _unseen_from(self, actor: int, position: int) -> bool:
+        """Whether no call recorded at ``position`` or later of ``actor`` was seen: its
+        answer reached no driver, and no checkpoint on disk includes it."""
+        if any(snap.count >= position for snap in self.disk.get(actor, {}).values()):
+            return False
+        outcomes, drivers = self.outcomes, self.sim.drivers
+        for at, oid in self.order.get(actor, {}).items():
+            seen = oid in outcomes and any(d.got.get(oid) == outcomes[oid] for d in drivers)
+            if at >= position and seen:
+                return False
+        return True
 
     def _checkpoint(self, w: SimWorker, work: dp.CheckpointActor) -> None:
         actor = work.actor_id
