@@ -233,7 +233,7 @@ class SimActors:
                 w.core.actors.actor_started(actor, "ValueError: the sim constructor raised")
                 return
             w.hosted = Instance(actor, from_u64(bytes(work.argument)), head=self.sim.head)
-            self._began(w.hosted, work)
+            self._began(w.hosted, work, -1)
         else:
             if self.restore_failure is not None:
                 w.core.actors.actor_started(actor, self.restore_failure)
@@ -271,7 +271,7 @@ class SimActors:
                 self.sim.head,
                 dict(snapshot.answers),
             )
-            self._began(w.hosted, work)
+            self._began(w.hosted, work, label)
             for count, oid, outcome in snapshot.pending:  # (restored: they count now)
                 self._record(w.hosted, count, oid, outcome)
             if work.covers == dp.RESTORE_NEWEST:
@@ -279,10 +279,13 @@ class SimActors:
                 return
         w.core.actors.actor_started(actor, None)
 
-    def _began(self, inst: Instance, work: dp.StartActor) -> None:
-        """A new build of the actor: it fences off every build its heads asked for before
-        it (as `CheckpointStore.begin` orders them: a head's rank in the folder, then the
-        build number it gave; without one, after every fence there is)."""
+    def _began(self, inst: Instance, work: dp.StartActor, base: int) -> None:
+        """A new build of the actor from the checkpoint covering ``base`` calls (-1: none):
+        it fences off every build its heads asked for before it (as `CheckpointStore.begin`
+        orders them: a head's rank in the folder, then the build number it gave; without
+        one, after every fence there is), and what those wrote past ``base`` is off its
+        chain: never read again."""
+
         fences = self.fences.setdefault(inst.actor_id, {})
         top = max(fences, default=0)
         if work.build:
@@ -293,6 +296,10 @@ class SimActors:
             inst.incarnation = top + 1
         assert inst.incarnation not in fences, f"{self.where()}: build numbered twice"
         fences[inst.incarnation] = work.epoch
+        kept = self.disk.get(inst.actor_id)
+        if kept and inst.incarnation == max(fences):  # (a late build of a head before: no)
+            for calls in [c for c in kept if c > base]:
+                del kept[calls]
 
     def _stale(self, inst: Instance, *, writing: bool = False) -> bool:
         """Whether ``inst`` is a stale copy: its fence is gone (the actor was killed and its
@@ -316,7 +323,7 @@ class SimActors:
             self.fenced.append(inst.actor_id)
             w.core.actors.actor_started(inst.actor_id, "fenced off by a newer build", fenced=True)
             return
-        self._began(inst, work)  # it goes on as a build of the head that placed it back
+        self._began(inst, work, inst.label)  # it goes on as a build of the head there
         inst.head = self.sim.head
         inst.restored = dict(inst.last)  # resent calls it ran are answered, not run
         pending, inst.pending = inst.pending, []
