@@ -483,7 +483,7 @@ class SessionActors:
             return partial(
                 _log.warning,
                 "dista driver: actor %s waits for its worker to come back after a head "
-                "restart, %g s at most (the head's recovery grace; then it is restored from "
+                "restart, %.1f s at most (the head's recovery grace; then it is restored from "
                 "its newest checkpoint on another worker); its calls wait meanwhile. "
                 "`dista status` shows it",
                 actor,
