@@ -581,17 +581,13 @@ class Driver:
                 self._fetching[oid] = moved
                 self._fetcher.request(oid, moved)
                 return
-            if (
-                moved is not None
-                and source is not None
-                and self.connected_to_head
-                and not self._resuming
-                and oid not in self._relocating
-            ):
+            if moved is not None and source is not None and oid not in self._relocating:
                 # It may have moved with the news still on its way (a drained worker that
-                # left): ask the head where it is now, and fail only if it is still there.
+                # left): ask the head where it is now (a resume asks for every located
+                # object anyway), and fail only if it is still there.
                 self._relocating[oid] = (source, why)
-                self._links.send(HEAD_LINK, Claim(oid))
+                if self.connected_to_head and not self._resuming:
+                    self._links.send(HEAD_LINK, Claim(oid))
                 return
             self._relocating.pop(oid, None)
             self._links.queue(ObjectFailed(oid, why))

@@ -330,6 +330,9 @@ TRACED: Final = {
     29563: "gap held for a late caller",
     # an answer given again (a reconnect to the same head) said no place
     24126: "answer again with its place",
+    # a fetch from a worker that drained away failed while the driver's link was down: it
+    # failed the object instead of asking (with the resume) where it lives now
+    34258: "relocate after a resume",
 }  # fmt: skip
 
 
