@@ -73,7 +73,9 @@ def plan_replay(calls: Sequence[C], base: int = 0, final: bool = True) -> tuple[
                 if call.position > 0:
                     keys[i] = call.position
                     after = max(after, call.position)
-                continue  # (NEW: made after the restart, it ran nowhere: last)
+                else:  # NEW: made after the restart, it ran nowhere: after every call
+                    keys[i] = _LAST  # that may have run before (resent without a place)
+                continue
             following = (calls[j].position for j in indices[n + 1 :] if calls[j].position > 0)
             before = next(following, 0)
             if not before:
@@ -98,7 +100,9 @@ def plan_replay(calls: Sequence[C], base: int = 0, final: bool = True) -> tuple[
 #: `position` of a call made after the restart (it ran nowhere before).
 NEW: Final = -1
 #: The key of a call that goes after every placed one.
-_END: Final = float("inf")
+_END: Final = float(2**62)
+#: The key of a call made after the restart: after every other.
+_LAST: Final = float("inf")
 
 
 def _free(after: float, before: int, known: set[int], taken: set[int]) -> int:

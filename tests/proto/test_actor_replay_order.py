@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dista_proto as dp
-from dista_proto._head_actor_order import replay_order
+from dista_proto._head_actor_order import NEW, replay_order
 
 
 @dataclass
@@ -61,6 +61,14 @@ def test_places_the_checkpoint_covers_are_not_free() -> None:
     batch = [Call(_id(1, n)) for n in range(100, 150)]
     order = _ids(replay_order([*batch, b99, b100], base=199))
     assert order == _ids([b99, b100, *batch])  # not into 152..199: those are in it
+
+
+def test_calls_made_after_the_restart_go_after_every_resent_one() -> None:
+    # A's new call came first; B's resent calls (one with its place, one without: it may
+    # have run) must all come before it.
+    a_new = Call(_id(1, 9), NEW)
+    b1, b2 = Call(_id(2, 1), 1), Call(_id(2, 2))
+    assert _ids(replay_order([a_new, b1, b2])) == _ids([b1, b2, a_new])
 
 
 def test_no_positions_keeps_the_arrival_order() -> None:
