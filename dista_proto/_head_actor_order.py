@@ -92,6 +92,10 @@ def plan_replay(calls: Sequence[C], base: int = 0, final: bool = True) -> tuple[
             if not place:
                 break
             keys[i] = after = place
+    for indices in by_caller.values():  # each caller's order, whatever its calls' keys
+        highest = keys[indices[0]]
+        for i in indices:
+            highest = keys[i] = max(keys[i], highest)
     order = sorted(range(len(calls)), key=lambda i: (keys[i], i))
     gap = any(p not in known and p not in taken for p in range(base + 1, end))
     return [calls[i] for i in order], gap
