@@ -330,6 +330,12 @@ TRACED: Final = {
     29563: "gap held for a late caller",
     # an answer given again (a reconnect to the same head) said no place
     24126: "answer again with its place",
+    # a covered call whose answer had not come was let go by its driver, then lost with
+    # the head (a covered call is sent again until answered: the checkpoint has it)
+    35794: "covered before answered", 87215: "covered before answered",
+    # a call parked for its actor's creator, taken after its caller's resume, was placed
+    # as made after the restart (a parked call keeps whether it was sent again)
+    28902: "parked call's place",
 }  # fmt: skip
 
 
