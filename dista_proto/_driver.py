@@ -558,7 +558,7 @@ class Driver:
         queue(Welcomed(event.number, event.epoch))
 
     def _on_covered(self, event: Covered) -> None:
-        self._calls.covered(event.object_id, event.newest)
+        self._calls.covered(event.object_id, event.newest, self._ledger.pending)
 
     def _on_stats(self, event: Stats) -> None:
         # Not a request (a head sends none), and asked for: a head that knows only the page

@@ -6,7 +6,9 @@ The page: after a head restart a driver sends "each live actor's actor-create ag
 order with everything else, then every call it still keeps". A call is kept from when it is
 made until a checkpoint covers it (the head's covered frame names the newest call a written
 checkpoint includes): a new head restores the actor from that checkpoint and runs only the
-calls the driver sends again. `Driver` holds one `KeptCalls` beside its `Ledger` and routes
+calls the driver sends again. A covered call whose answer has not come (a head gave it
+again after a reconnect, or its holder is away) is sent again until it comes: the
+checkpoint carries the answers of the calls it covers. `Driver` holds one `KeptCalls` beside its `Ledger` and routes
 to it the calls it makes, the checkpoints it asks for, and the head's answers about actors.
 
 Keeping has a budget (``keep_bytes``, DISTA_ACTOR_KEEP_BYTES). Past it, the driver asks for
@@ -44,10 +46,10 @@ class KeptCalls:
         "_early",
         "_failing",
         "_gone",
-        "_gone_calls",
         "_kept",
         "_lossy",
         "_told",
+        "_unanswered",
         "_warn",
         "keep_bytes",
         "kept_bytes",
@@ -73,7 +75,10 @@ class KeptCalls:
         #: head fails them, and no checkpoint will ever cover them).
         self._gone: set[int] = set()
         self._told: set[int] = set()  # of those, the ones the head said are gone
-        self._gone_calls: dict[int, ActorCall] = {}  # calls to those, not answered yet
+        #: Calls not kept whose answers have not come: to those actors, and calls a
+        #: checkpoint covers. A resume sends them again until answered: a new head answers
+        #: a covered one from the answers its checkpoint carries (else it would be lost).
+        self._unanswered: dict[int, ActorCall] = {}
         self._announced: set[int] = set()  # our actors whose creation we heard of
         #: Kept calls whose answers said where they ran in their actor's order: a resume
         #: tells a new head (actor-order), which replays them in that order.
@@ -102,7 +107,7 @@ class KeptCalls:
         if actor in self._gone:
             # Not kept (no checkpoint will cover it): the head answers that the actor is
             # gone; sent again on a resume until it has (else it would count as lost).
-            self._gone_calls[call.object_id] = call
+            self._unanswered[call.object_id] = call
             return False
         kept = self._kept.get(actor)
         if kept is None:  # an actor another driver made, seen here first
@@ -153,7 +158,7 @@ class KeptCalls:
             for call in kept:
                 self.positions.pop(call.object_id, None)
                 if pending(call.object_id):
-                    self._gone_calls[call.object_id] = call
+                    self._unanswered[call.object_id] = call
         self._lossy.discard(actor)
         self._failing.pop(actor, None)
         self._early.discard(actor)
@@ -162,9 +167,9 @@ class KeptCalls:
 
     def resend(self, pending: Callable[[int], bool]) -> tuple[list[ActorCall], dict[int, int]]:
         """For a resume: the calls to send again, in the order they were made (those kept,
-        and those to gone actors still ``pending``), and every checkpoint ask not answered."""
-        gone = {oid: c for oid, c in self._gone_calls.items() if pending(oid)}
-        self._gone_calls = gone
+        and those not kept still ``pending``), and every checkpoint ask not answered."""
+        gone = {oid: c for oid, c in self._unanswered.items() if pending(oid)}
+        self._unanswered = gone
         calls = sorted(
             [*(c for calls in self._kept.values() for c in calls), *gone.values()],
             key=_call_order,
@@ -173,35 +178,40 @@ class KeptCalls:
 
     # -- the head's answers --------------------------------------------------------------
 
-    def covered(self, actor: int, newest: int) -> None:
-        """A checkpoint of ``actor`` includes its calls up to ``newest``: let them go."""
+    def covered(self, actor: int, newest: int, pending: Callable[[int], bool]) -> None:
+        """A checkpoint of ``actor`` includes its calls up to ``newest``: let them go;
+        those still ``pending`` (their answers not come: on their way, or to be given
+        again) are sent again on a resume until answered."""
         self._failing.pop(actor, None)  # a checkpoint was written after all
         kept = self._kept.get(actor)
         while kept and kept[0].object_id <= newest:
-            self._let_go(kept)
+            call = self._let_go(kept)
+            if pending(call.object_id):
+                self._unanswered[call.object_id] = call
 
-    def _let_go(self, kept: deque[ActorCall]) -> None:
+    def _let_go(self, kept: deque[ActorCall]) -> ActorCall:
         """The oldest of ``kept`` is kept no more."""
         call = kept.popleft()
         self.kept_bytes -= kept_size(call.argument)
         if self.positions:
             self.positions.pop(call.object_id, None)
+        return call
 
     def answered(self, oid: int, position: int = 0) -> None:
         """``oid`` was answered (``position``: where, an actor call, it ran): a call to a
-        gone actor is not sent again."""
+        call not kept is not sent again."""
+        if self._unanswered and self._unanswered.pop(oid, None) is not None:
+            return  # not kept: where it ran is not needed
         if position:
             self.positions[oid] = position
-        if self._gone_calls:
-            self._gone_calls.pop(oid, None)
 
     def result(self, oid: int, position: int = 0) -> bool | None:
         """A result frame for ``oid``: None if it is no checkpoint ask's nor actor's (a
         task's or a call's: the ledger's), else whether the runtime hears it."""
+        if self._unanswered and self._unanswered.pop(oid, None) is not None:
+            position = 0  # not kept: where it ran is not needed
         if position:
             self.positions[oid] = position  # an actor call's: where it ran
-        if self._gone_calls:
-            self._gone_calls.pop(oid, None)
         if oid in self._asks:
             del self._asks[oid]
             if oid in self._asked:
@@ -221,11 +231,11 @@ class KeptCalls:
         """An error frame for ``oid``: None if it is no checkpoint ask's nor actor's (a
         task's or a call's: the ledger's), else whether the runtime hears it. A warning
         about an actor is queued here; an error for a live actor says it is gone."""
-        if self._gone_calls:
-            self._gone_calls.pop(oid, None)
+        unkept = bool(self._unanswered) and self._unanswered.pop(oid, None) is not None
         position = failed_at(mark)
         if position is not None:
-            self.positions[oid] = position  # an actor call that failed: where it ran
+            if not unkept:
+                self.positions[oid] = position  # an actor call that failed: where it ran
             return None
         if oid in self._asks:
             del self._asks[oid]

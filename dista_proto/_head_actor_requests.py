@@ -77,15 +77,25 @@ class ActorRequests:
         self.take_call(peer, actor, event, False, position)
 
     def take_call(
-        self, peer: Peer, actor: ActorRecord, event: ActorCall, answered: bool, position: int = 0
+        self,
+        peer: Peer,
+        actor: ActorRecord,
+        event: ActorCall,
+        answered: bool,
+        position: int = 0,
+        resent: bool | None = None,
     ) -> None:
         """Number ``event`` and send it on; one ``answered`` before (a resuming driver's)
-        runs for the actor's state only; ``position``: where a head before ran it."""
+        runs for the actor's state only; ``position``: where a head before ran it;
+        ``resent``: sent again by a resuming driver (default: whether ``peer`` resumes; a
+        parked call is taken later, its caller's resume perhaps over)."""
         actor.seq += 1
         call = CallRecord(actor.seq, event.object_id, event.task_id, event.argument, peer.link)
+        if resent is None:
+            resent = peer.resuming
         if position:
             call.position = position
-        elif (actor.restoring or actor.gapped) and not peer.resuming:
+        elif (actor.restoring or actor.gapped) and not resent:
             call.position = NEW  # made after the restart: it ran nowhere before
         if answered:
             self._counts.move_call(call, CallCause.REPLAY)

@@ -62,9 +62,9 @@ _STORED: Final = ObjState.STORED
 _FAILED: Final = ObjState.FAILED
 _DEAD: Final = ActorState.DEAD
 
-#: A parked call: the caller's number, the call, and whether it was answered before.
-#: A parked call: its driver's number, the call, whether it was answered, its position.
-_Parked = tuple[int, ActorCall, bool, int]
+#: A parked call: its driver's number, the call, whether it was answered, its position,
+#: and whether it was sent again (by a resuming driver: made before the restart).
+_Parked = tuple[int, ActorCall, bool, int, bool]
 #: Positions are the head's call counts: u64s, a few bits fewer than that at most.
 _NO_POSITION: Final = 1 << 56
 
@@ -470,7 +470,10 @@ class Resume:
             _confirmed(peer, oid)
         if actor_id not in self.parked:
             self.parked[actor_id] = (wire.now + self.recovery_grace_ns, [])
-        self.parked[actor_id][1].append((peer.number, event, answered, position))
+        # (Whether it is sent again is kept for when it is taken: its caller's resume may
+        # be over by then, and a call not sent again was made after the restart.)
+        parked = (peer.number, event, answered, position, peer.resuming)
+        self.parked[actor_id][1].append(parked)
         self._parked_calls.add(oid)
         return True
 
@@ -484,7 +487,7 @@ class Resume:
         still: list[_Parked] = []
         waiting: set[int] = set()
         access = self._actors.access
-        for number, event, answered, position in parked[1]:
+        for number, event, answered, position, resent in parked[1]:
             oid = event.object_id
             caller = self._wire.numbers.get(number)
             if caller is None:
@@ -493,7 +496,7 @@ class Resume:
             verdict = access.verdict(caller, actor)
             if verdict == WAIT or number in waiting:
                 waiting.add(number)  # (each caller's calls keep their order)
-                still.append((number, event, answered, position))
+                still.append((number, event, answered, position, resent))
                 continue
             self._parked_calls.discard(oid)
             obj = self._objects.get(oid)
@@ -503,7 +506,7 @@ class Resume:
                 continue
             if obj is None or obj.owner != caller.link:
                 answered = True  # released meanwhile: it runs for the actor's state only
-            self._requests.take_call(caller, actor, event, answered, position)
+            self._requests.take_call(caller, actor, event, answered, position, resent)
         if still:
             self.parked[actor.actor_id] = (parked[0], still)
 
@@ -515,7 +518,7 @@ class Resume:
         known = actor_id in self._actors.records  # (they waited for its capability)
         why = not_opened(actor_id) if known else "it is unknown to the head"
         told = set()
-        for number, event, answered, _ in calls:
+        for number, event, answered, _, _ in calls:
             oid = event.object_id
             self._parked_calls.discard(oid)
             obj = self._objects.get(oid)

@@ -17,10 +17,11 @@ old one (an object adopted off a draining worker).
 
 A task the driver cancelled is not sent again: its results still unanswered when it resumes
 (the answer "cancelled" was on its way, or the head never saw the cancel) fail here with
-"cancelled" and go to the head as error frames. An actor call whose answer was lost with a
-head that restarted, after a checkpoint including it was written (so the driver let it go),
-cannot be run again; resuming on the same head (its epoch unchanged), it is claimed instead:
-that head still has its answer.
+"cancelled" and go to the head as error frames. A call a checkpoint covers is sent again
+until answered (`KeptCalls.covered`: a new head answers it from the checkpoint); one the
+driver let go over its keep budget whose answer was lost with a head that restarted cannot
+be run again; resuming on the same head (its epoch unchanged), it is claimed instead: that
+head still has its answer.
 
 What it keeps is counted (`inflight_bytes`): the argument bytes of every task frame kept
 (from its submission until its last needed result is answered, the same span in which its
@@ -330,9 +331,9 @@ class Ledger:
         return out, lost
 
     def _lost(self, kept: list[ActorCall]) -> list[int]:
-        """Objects waiting for an answer that no frame sent again brings: actor calls a
-        checkpoint covered (so the driver let them go) whose answers were on their way when
-        the head went. The checkpoint includes them: they must not run twice."""
+        """Objects waiting for an answer that no frame sent again brings: actor calls the
+        driver let go over its keep budget (a checkpoint asked for covers them) whose
+        answers were on their way when the head went. They must not run twice."""
         waiting = {c.object_id for c in kept}
         first = self._first
         frames = self._frames

@@ -333,6 +333,12 @@ TRACED: Final = {
     # a fetch from a worker that drained away failed while the driver's link was down: it
     # failed the object instead of asking (with the resume) where it lives now
     34258: "relocate after a resume",
+    # a covered call whose answer had not come was let go by its driver, then lost with
+    # the head (a covered call is sent again until answered: the checkpoint has it)
+    35794: "covered before answered", 87215: "covered before answered",
+    # a call parked for its actor's creator, taken after its caller's resume, was placed
+    # as made after the restart (a parked call keeps whether it was sent again)
+    28902: "parked call's place",
 }  # fmt: skip
 
 
