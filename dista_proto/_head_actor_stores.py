@@ -21,9 +21,9 @@ exit. The head knows it has when the worker answers the checkpoint ask it sends 
 behind the actor-kill (`FORGET_ASK` in the task-ID field: a worker answers an ask for an
 actor it does not host at once, in order, with checkpointed and a failure). Until then
 the removal is on its way: a worker lost first has it sent again elsewhere (the frame may
-have been lost with the link), and the drivers that called the actor do not hear it ended
-(`ended`), so a driver that killed it keeps its kill, and sends create and kill again to
-a head that restarts meanwhile (which forgets the removals it had on their way).
+have been lost with the link), and the drivers that called a killed actor do not hear it
+ended (`ended`), so the driver that killed it keeps its kill, and sends create and kill
+again to a head that restarts meanwhile (which forgets the removals it had on their way).
 """
 
 from __future__ import annotations
@@ -112,10 +112,11 @@ class Stores:
             unforgotten.clear()
 
     def ended(self, actor: ActorRecord) -> None:
-        """``actor`` ended: the drivers that called it hear so, once its checkpoints' removal
-        has arrived (a driver that killed it sends the kill again until then)."""
+        """``actor`` ended: the drivers that called it hear so; after a kill, once its
+        checkpoints' removal has arrived (the driver that killed it sends the kill again
+        until it hears: to a head that restarts meanwhile). Other ends are told at once."""
         actor_id = actor.actor_id
-        if actor_id in self._sent or actor_id in self._unforgotten:
+        if actor.ending and (actor_id in self._sent or actor_id in self._unforgotten):
             self._untold[actor_id] = actor
         else:
             self._tell(actor)

@@ -225,6 +225,8 @@ class Actors:
             return
         if actor is None or actor.actor_id != event.object_id or actor.state is _WAITING:
             return
+        if actor.restoring:
+            return  # (asked before the restore: its answer says where it is, not this)
         if self.checkpoints.written(actor, event):
             self.cannot_rebuild(actor)
         if actor.state is not _DEAD and actor.worker is worker:
