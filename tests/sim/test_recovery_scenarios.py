@@ -330,6 +330,11 @@ TRACED: Final = {
     29563: "gap held for a late caller",
     # an answer given again (a reconnect to the same head) said no place
     24126: "answer again with its place",
+    # a killed actor's checkpoint removal (actor-kill) was lost with a worker's link or the
+    # head, after its driver heard it ended: now it is sure first (`Stores`, a checkpoint ask)
+    30825: "removal lost with the head", 48097: "removal lost with the head",
+    51993: "removal lost with a link", 65425: "removal lost with a link",
+    83809: "removal lost with the head", 86248: "removal lost with a link",
 }  # fmt: skip
 
 
