@@ -35,6 +35,7 @@ from ._events import (
     Adopted,
     Cancel,
     Checkpoint,
+    Checkpointed,
     Claim,
     Drain,
     Error,
@@ -222,6 +223,7 @@ class Head:
             Holding: holdings.on_holding,
             Adopted: holdings.on_adopted,
             Drain: self._on_drain,
+            Checkpointed: actors.on_checkpointed,  # (or a removal's: `Stores.answered`)
         }
         self._worker_routes: dict[type[Event], _Route] = {
             **self._hosting_routes,

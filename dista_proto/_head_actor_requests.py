@@ -149,6 +149,7 @@ class ActorRequests:
             stopped = (worker, f"stopped to force-kill actor {actor.actor_id:#x}")
             self._wire.links.send(worker.link, Stop())
             self._wire.close(worker.link, stopped[1])
+        actor.ending = why  # (a kill: its drivers hear it once its checkpoints surely go)
         self._actors.end(actor, why)
         return stopped
 

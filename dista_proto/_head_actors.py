@@ -217,13 +217,16 @@ class Actors:
             self._answer(worker, event.object_id, event, None)
         elif isinstance(event, Error):
             self._answer(worker, event.object_id, None, event.message)
-        elif isinstance(event, Checkpointed):
-            self._written(worker, event)
 
-    def _written(self, worker: Peer, event: Checkpointed) -> None:
+    def on_checkpointed(self, worker: Peer, event: Event) -> None:
+        assert isinstance(event, Checkpointed)
         actor = worker.actor
+        if self.stores.answered(worker, event):
+            return
         if actor is None or actor.actor_id != event.object_id or actor.state is _WAITING:
             return
+        if actor.restoring:
+            return  # (asked before the restore: its answer says where it is, not this)
         if self.checkpoints.written(actor, event):
             self.cannot_rebuild(actor)
         if actor.state is not _DEAD and actor.worker is worker:
@@ -396,7 +399,7 @@ class Actors:
         if worker is not None and worker.actor is actor:
             worker.actor = None
             if wire.alive(worker):
-                wire.links.send(worker.link, ActorKill(actor.actor_id))
+                self.stores.kill(worker, actor.actor_id)
                 if worker.draining:
                     self._copies.recheck(worker)  # its actor was what kept it
                 else:
@@ -421,9 +424,7 @@ class Actors:
                     wire.links.send(link, Error(oid, why))
         actor.pending.clear()
         actor.kept_bytes = 0
-        for link in actor.callers:
-            if link in wire.peers:
-                wire.links.send(link, Error(actor.actor_id, why))
+        self.stores.ended(actor)  # its drivers hear it, once its checkpoints' removal is sure
         # `callers` stays: the drivers told (`call` tells a later one once).
 
     def _forget_elsewhere(self, actor: ActorRecord) -> None:
@@ -436,6 +437,7 @@ class Actors:
     def worker_lost(self, worker: Peer, why: str) -> None:
         """The worker hosting (or kept for) an actor is lost: start it elsewhere."""
         self.hosts.lost(worker)
+        self.stores.lost(worker)
         actor = worker.actor
         worker.actor = None
         if actor is None or actor.worker is not worker:

@@ -73,6 +73,9 @@ class Holdings:
         held = self.unclaimed.pop(obj.oid, None)
         if held is not None and self._wire.alive(held[0]):
             self._attach(obj, held[0])
+            # Its driver may be fetching it there, located before the restart: the grant
+            # the head before sent may have been lost with it.
+            self._wire.grant(held[0], obj.oid, obj.owner)
         else:
             self.claims[obj.oid] = self._wire.now + self.recovery_grace_ns
 

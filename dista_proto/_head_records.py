@@ -295,7 +295,8 @@ class ActorRecord:
         self.registry = registry
         self.state = ActorState.NEW
         self.why = ""
-        #: Why it ends once its calls are answered (a kill with `KILL_AFTER_CALLS`), or "".
+        #: Why a driver's kill ends it (with `KILL_AFTER_CALLS`, once its calls are
+        #: answered), or "".
         self.ending = ""
         self.since = now  # waiting since
         self.worker: Peer | None = None

@@ -317,7 +317,8 @@ class Resume:
                 if actor.owner != peer.link:
                     continue
                 if actor.state is not _DEAD:
-                    self._actors.end(actor, f"actor {oid:#x} was killed by {peer.name}")
+                    actor.ending = f"actor {oid:#x} was killed by {peer.name}"
+                    self._actors.end(actor, actor.ending)
                 else:  # it ended while the link was down: the news went with the old one
                     self._wire.links.send(peer.link, Error(oid, actor.why))
                 continue

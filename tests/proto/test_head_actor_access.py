@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dista_proto as dp
 from dista_proto import frame as F
+from dista_proto._head_actor_stores import FORGET_ASK
 
 from .support.security_peers import REGISTRY, Net, Raw
 
@@ -69,7 +70,11 @@ def test_the_creator_and_openers_may_call_and_kill_others_may_not() -> None:
     assert _call(friend, actor, 2) in worker.take()
     # The opener may kill it.
     friend.send(dp.ActorKill(actor))
-    assert dp.ActorKill(actor) in worker.take()
+    assert worker.take() == [dp.ActorKill(actor), dp.Checkpoint(actor, FORGET_ASK)]
+    # Its drivers hear it ended once the worker (a store's) answers the ask behind the kill
+    # (the call still running fails at once).
+    assert [e.object_id for e in owner.take()] == [owner.oid(2)]  # type: ignore[union-attr]
+    worker.send(dp.Checkpointed(actor, FORGET_ASK, f"actor {actor:#x} is not on this worker"))
     assert dp.Error(actor, f"actor {actor:#x} was killed by driver {friend.number}") in (
         owner.take()
     )

@@ -339,6 +339,11 @@ TRACED: Final = {
     # a call parked for its actor's creator, taken after its caller's resume, was placed
     # as made after the restart (a parked call keeps whether it was sent again)
     28902: "parked call's place",
+    # a killed actor's checkpoint removal (actor-kill) was lost with a worker's link or the
+    # head, after its driver heard it ended: now it is sure first (`Stores`, a checkpoint ask)
+    30825: "removal lost with the head", 48097: "removal lost with the head",
+    51993: "removal lost with a link", 65425: "removal lost with a link",
+    83809: "removal lost with the head", 86248: "removal lost with a link",
 }  # fmt: skip
 
 

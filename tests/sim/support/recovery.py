@@ -143,6 +143,8 @@ class RecoverySim(Sim):
             or head._resume.parked
             or head._scheduler.next_deadline() is not None
             or head._actors.next_deadline() is not None
+            # A fetch waiting for a grant lost with a head link: refused in time (retried).
+            or any(w.alive and w.core._gate._waiting for w in self.workers)
         )
 
     def step(self) -> bool:
