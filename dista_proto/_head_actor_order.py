@@ -66,13 +66,13 @@ def plan_replay(calls: Sequence[C], base: int = 0, final: bool = True) -> tuple[
     taken: set[int] = set()
     trailing: list[tuple[float, list[int]]] = []  # (place after, calls) per caller
     for indices in by_caller.values():
-        after: float = base  # the place its previous call took (none free up to base)
+        after = float(base)  # the place its previous call took (none free up to base)
         for n, i in enumerate(indices):
             call = calls[i]
             if call.position:
                 if call.position > 0:
-                    keys[i] = call.position
-                    after = max(after, call.position)
+                    keys[i] = float(call.position)
+                    after = max(after, keys[i])
                 else:  # NEW: made after the restart, it ran nowhere: after every call
                     keys[i] = _LAST  # that may have run before (resent without a place)
                 continue
@@ -82,7 +82,7 @@ def plan_replay(calls: Sequence[C], base: int = 0, final: bool = True) -> tuple[
                 trailing.append((after, [j for j in indices[n:] if not calls[j].position]))
                 break
             place = _free(after, before, known, taken)
-            keys[i] = after = place if place else before - 0.5
+            keys[i] = after = float(place) if place else before - 0.5
     # Calls no later call of their caller follows: into the places still free below the
     # last known one (someone ran there), else after everything.
     end = max(known) + 1
@@ -91,7 +91,7 @@ def plan_replay(calls: Sequence[C], base: int = 0, final: bool = True) -> tuple[
             place = _free(after, end, known, taken)
             if not place:
                 break
-            keys[i] = after = place
+            keys[i] = after = float(place)
     for indices in by_caller.values():  # each caller's order, whatever its calls' keys
         highest = keys[indices[0]]
         for i in indices:
