@@ -8,8 +8,9 @@ made until a checkpoint covers it (the head's covered frame names the newest cal
 checkpoint includes): a new head restores the actor from that checkpoint and runs only the
 calls the driver sends again. A covered call whose answer has not come (a head gave it
 again after a reconnect, or its holder is away) is sent again until it comes: the
-checkpoint carries the answers of the calls it covers. `Driver` holds one `KeptCalls` beside its `Ledger` and routes
-to it the calls it makes, the checkpoints it asks for, and the head's answers about actors.
+checkpoint carries the answers of the calls it covers. `Driver` holds one `KeptCalls`
+beside its `Ledger` and routes to it the calls it makes, the checkpoints it asks for, and
+the head's answers about actors.
 
 Keeping has a budget (``keep_bytes``, DISTA_ACTOR_KEEP_BYTES). Past it, the driver asks for
 a checkpoint of the actor whose call crossed it (an ask of its own, answered quietly).

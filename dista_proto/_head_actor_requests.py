@@ -129,9 +129,8 @@ class ActorRequests:
         if event.mark == KILL_AFTER_CALLS:
             # Its last handle went: the calls already made run first, as in Ray.
             why = f"actor {actor.actor_id:#x} ended: {peer.name} dropped its last handle"
-            if actor.by_oid:
-                actor.ending = why
-            else:
+            actor.ending = why
+            if not actor.by_oid:
                 self._actors.end(actor, why)
             return None
         why = f"actor {actor.actor_id:#x} was killed by {peer.name}"

@@ -533,8 +533,8 @@ class Actors:
     # -- the pulled timer: actors no worker can host ---------------------------------------
 
     def next_deadline(self) -> int | None:
-        times = [t for t in (self.placement.next_deadline(), self.hosts.next_deadline()) if t]
-        times.extend(t for t in (self.replays.next_deadline(),) if t is not None)
+        deadlines = (self.placement, self.hosts, self.replays)
+        times = [t for t in (d.next_deadline() for d in deadlines) if t]
         return min(times) if times else None
 
     def on_timer(self, now: int) -> None:

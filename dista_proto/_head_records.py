@@ -296,7 +296,8 @@ class ActorRecord:
         self.state = ActorState.NEW
         self.why = ""
         #: Why a driver's kill ends it (with `KILL_AFTER_CALLS`, once its calls are
-        #: answered), or "".
+        #: answered), or "": a killed actor's drivers hear its end once the removal of its
+        #: checkpoints has arrived (`Stores.ended`).
         self.ending = ""
         self.since = now  # waiting since
         self.worker: Peer | None = None
