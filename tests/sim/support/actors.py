@@ -445,12 +445,21 @@ class SimActors:
         answer reached no driver, and no checkpoint on disk includes it."""
         if any(snap.count >= position for snap in self.disk.get(actor, {}).values()):
             return False
-        outcomes, drivers = self.outcomes, self.sim.drivers
+        outcomes = self.outcomes
         for at, oid in self.order.get(actor, {}).items():
-            seen = oid in outcomes and any(d.got.get(oid) == outcomes[oid] for d in drivers)
-            if at >= position and seen:
+            if at >= position and oid in outcomes and self._answered(oid, outcomes[oid]):
                 return False
         return True
+
+    def _answered(self, oid: int, outcome: bytes | None) -> bool:
+        """Whether a driver holds ``outcome`` as call ``oid``'s answer (``None``: it raised,
+        and a driver was told so; a driver that got nothing holds no answer)."""
+        for d in self.sim.drivers:
+            if outcome is None and RAISED in d.failed.get(oid, ""):
+                return True
+            if outcome is not None and d.got.get(oid) == outcome:
+                return True
+        return False
 
     def _checkpoint(self, w: SimWorker, work: dp.CheckpointActor) -> None:
         actor = work.actor_id
