@@ -116,10 +116,17 @@ class RecoveryScenario(ActorScenario):
                 if rng.random() < 0.6 or not self.usable():
                     self.replace()  # (no worker at all would fail tasks after 10 s)
         elif kind == "silence" and joined:
-            # Not one whose objects still wait for its holding: silent again, it would stay
-            # away past the grace, and they fail (as they should: not a fault-free run).
-            limbo = " ".join(why for why, _ in sim.head._holdings.limbo.values())
-            ready = [w for w in joined if str(w.address) not in limbo]
+            # Not one whose objects still wait for its holding (lost to a silence before,
+            # or claimed after a restart): silent again, it would stay away past the grace,
+            # and they fail (as they should: not a fault-free run).
+            holdings = sim.head._holdings
+            limbo = " ".join(why for why, _ in holdings.limbo.values())
+            ready = [
+                w
+                for w in joined
+                if str(w.address) not in limbo
+                and not any(o in holdings.claims for o in w.core.store)
+            ]
             duration = rng.randrange(LIVENESS_NS * 5 // 4, LIVENESS_NS + GRACE_NS // 2)
             if ready:
                 sim.silence(rng.choice(ready), duration)
