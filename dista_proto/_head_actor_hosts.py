@@ -123,7 +123,9 @@ class Hosts:
         rejoined; else it waits for one, the grace at most (`await_host`)."""
         kept = self.copies.get(actor.actor_id)
         while kept:
-            worker = kept.pop(0)[0]
+            worker, _, calls = kept.pop(0)
+            # Calls ran up to there (a stale copy's too): a replay waits for their callers.
+            actor.ran = max(actor.ran, calls)
             if self.holds(worker):
                 worker.actor = None
             if self._wire.alive(worker):

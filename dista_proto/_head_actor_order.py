@@ -51,11 +51,14 @@ def replay_order(calls: Sequence[C], base: int = 0) -> list[C]:
     return plan_replay(calls, base)[0]  # (every caller that will come has)
 
 
-def plan_replay(calls: Sequence[C], base: int = 0, final: bool = True) -> tuple[list[C], bool]:
-    """`replay_order`, and whether a place below the last known position is still free
-    (a gap: a caller that has not resumed yet may bring the call that ran there). Not
-    ``final`` (such a caller may still come), calls no later call of their caller follows
-    fill no place: the gap may be the late caller's."""
+def plan_replay(
+    calls: Sequence[C], base: int = 0, final: bool = True, ran: int = 0
+) -> tuple[list[C], bool]:
+    """`replay_order`, and whether a place below the last known position (or below
+    ``ran``: a live copy had seen that many calls) is still free (a gap: a caller that has
+    not resumed yet may bring the call that ran there). Not ``final`` (such a caller may
+    still come), calls no later call of their caller follows fill no place: the gap may be
+    the late caller's."""
     known = {c.position for c in calls if c.position > 0}
     if not known:
         return list(calls), False
@@ -85,7 +88,7 @@ def plan_replay(calls: Sequence[C], base: int = 0, final: bool = True) -> tuple[
             keys[i] = after = float(place) if place else before - 0.5
     # Calls no later call of their caller follows: into the places still free below the
     # last known one (someone ran there), else after everything.
-    end = max(known) + 1
+    end = max(max(known), ran) + 1
     for after, indices in trailing if final else ():
         for i in indices:
             place = _free(after, end, known, taken)
@@ -147,7 +150,8 @@ class Replays:
         until = (began if began is not None else wire.now) + self._grace
         final = wire.now >= until
         sent = [c for c in calls if c.seq <= actor.sent]
-        ordered, gap = plan_replay([c for c in calls if c.seq > actor.sent], actor.sent, final)
+        later = [c for c in calls if c.seq > actor.sent]
+        ordered, gap = plan_replay(later, actor.sent, final, actor.ran)
         calls.clear()
         calls.extend(sent)
         calls.extend(ordered)

@@ -88,7 +88,10 @@ class ActorRequests:
         """Number ``event`` and send it on; one ``answered`` before (a resuming driver's)
         runs for the actor's state only; ``position``: where a head before ran it;
         ``resent``: sent again by a resuming driver (default: whether ``peer`` resumes; a
-        parked call is taken later, its caller's resume perhaps over)."""
+        parked call is taken later, its caller's resume perhaps over). One the checkpoint
+        restored after a head restart has takes no place (`CoveredCalls`)."""
+        if actor.restored_covers and self._actors.covers.take(peer, actor, event, answered):
+            return
         actor.seq += 1
         call = CallRecord(actor.seq, event.object_id, event.task_id, event.argument, peer.link)
         if resent is None:

@@ -37,6 +37,7 @@ from ._events import (
     Stored,
 )
 from ._head_actor_access import ActorAccess
+from ._head_actor_covers import CoveredCalls, read_covers
 from ._head_actor_hosts import Hosts
 from ._head_actor_order import Replays
 from ._head_actor_placement import Placement
@@ -93,6 +94,7 @@ class Actors:
         #: order): an answer given again (a reconnect, a claim) says it too.
         self.answered_at: dict[int, int] = {}
         self.checkpoints = Checkpoints(wire, keep_bytes, self.answered_at)
+        self.covers = CoveredCalls(wire, objects, counts, self.answered_at)  # after a restart
         self.access = ActorAccess(wire, records)  # who may call and kill which actor
         self.placement = Placement(wire, counts, scheduler)
         self.hosts = Hosts(wire, counts, recovery_grace_ns, records)  # rejoiners' live actors
@@ -174,6 +176,7 @@ class Actors:
             actor.sent = calls[0].seq - 1 if calls else actor.seq
         actor.asked_at = actor.sent
         self.checkpoints.send_at(actor, actor.sent)
+        self.covers.send(actor)
         self.send_calls(actor)
 
     def send_calls(self, actor: ActorRecord) -> None:
@@ -248,6 +251,7 @@ class Actors:
         if call is not None:
             self._counts.move_call(call, CallCause.ANSWER)
             actor.losses = 0
+            actor.unnumbered.pop(oid, None)  # (one the restored checkpoint has)
         obj = self._objects.by_id.get(oid)
         if call is None or obj is None or obj.owner != call.owner:
             # Answered before (a call run again after a restore), or released meanwhile; or
@@ -260,7 +264,8 @@ class Actors:
             # Its place in the actor's order goes with the answer: a caller sends it again
             # on a resume, and a replay from a checkpoint follows it (`_resume_calls`).
             self._objects.set_answer(worker, obj, answer, error, call.seq)
-            self.answered_at[oid] = call.seq
+            if call.seq:
+                self.answered_at[oid] = call.seq
         self._copies.call_answered(oid)
         if actor.ending and not actor.by_oid and actor.state is not _DEAD:
             self.end(actor, actor.ending)
@@ -300,14 +305,15 @@ class Actors:
             if event.mark == ERROR_NO_CHECKPOINT:
                 self.stores.build(worker, actor.create)  # none: build it anew
                 actor.covered = -1
-                self._resume_calls(actor, 0)
+                self._resume_calls(actor, 0, {})
                 self._offer(self.hosts.settled(actor.actor_id))
                 return
             self.end(actor, f"actor {actor.actor_id:#x} could not be restored: {event.message}")
             return
         value = bytes(event.value)
         calls = int.from_bytes(value[:8], "little") if len(value) >= 8 else 0
-        if len(value) == 8:
+        covers = read_covers(value)
+        if len(value) >= 8 and len(value) % 8 == 0:
             actor.covered = calls  # the checkpoint it came from, or one its live state wrote
         elif worker.checkpoints:
             # Alive, but no checkpoint covers what it has seen (none could be written): it
@@ -321,7 +327,7 @@ class Actors:
             actor.covered = -1
         self._offer(self.hosts.settled(actor.actor_id))  # other copies are stale
         moving = worker.draining and not actor.lossy
-        self._resume_calls(actor, calls, send=not moving)
+        self._resume_calls(actor, calls, covers, send=not moving)
         self._started(actor, None)
         if moving:
             # Placed back on a worker that drains: its state (checkpointed) moves on, and
@@ -336,11 +342,13 @@ class Actors:
         actor.restoring = True
         self._offer([worker])
 
-    def _resume_calls(self, actor: ActorRecord, base: int, send: bool = True) -> None:
-        """Number the calls this head took so far after the ``base`` the restored
-        checkpoint covers (checkpoints stay named in order), and send them: in the order
-        the head before ran them as their answers said, however their callers resumed
-        (`replay_order`)."""
+    def _resume_calls(
+        self, actor: ActorRecord, base: int, covers: dict[int, int], send: bool = True
+    ) -> None:
+        """Number the calls this head took after the ``base`` the restored checkpoint
+        covers, but for those it has (``covers``: `CoveredCalls`), and send them in the
+        order the head before ran them, however their callers resumed (`replay_order`)."""
+        self.covers.set_aside(actor, covers)
         for call in actor.calls:
             call.seq += base
         actor.pending = {calls + base: asks for calls, asks in actor.pending.items()}
@@ -350,6 +358,7 @@ class Actors:
         self.replays.reorder(actor)
         if send:
             self.checkpoints.send_at(actor, base)
+            self.covers.send(actor)
             self.send_calls(actor)
 
     def _covered_call(self, worker: Peer, event: Error) -> None:
@@ -359,13 +368,13 @@ class Actors:
         call = actor.by_oid.pop(event.object_id, None)
         if call is None:
             return  # its answer came before the restart: nothing more to say
+        actor.unnumbered.pop(call.oid, None)
         self._counts.move_call(call, CallCause.ANSWER)
         obj = self._objects.by_id.get(call.oid)
         if obj is not None and obj.owner == call.owner:
-            why = (
-                f"actor call {call.oid:#x} ran before the head restarted and its answer was "
-                "lost with the head; the checkpoint the actor was restored from includes "
-                "it, so it was not run twice"
+            why = f"actor call {call.oid:#x} ran before the head restarted and its answer "
+            why += (
+                "was lost with it; the checkpoint the actor came back from has it (not run twice)"
             )
             self._objects.fail_object(obj, why)
 
@@ -408,6 +417,7 @@ class Actors:
                         self._scheduler.offer(worker)
         calls = list(actor.by_oid.values())
         actor.by_oid.clear()
+        actor.unnumbered.clear()
         for call in calls:
             self._counts.move_call(call, CallCause.FAIL)
         for call in calls:

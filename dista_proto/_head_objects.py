@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container
 from typing import Final, Protocol
 
-from ._conventions import FREE_STORE, ID_BITS, ID_MASK, at_mark
+from ._conventions import FREE_STORE, FREE_WITHDRAW, ID_BITS, ID_MASK, at_mark
 from ._events import Error, Free, Result, Stop, Stored
 from ._head_counts import Counts
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
@@ -351,9 +351,18 @@ class Objects:
             self.fail_results(results, why, stack)
             if state in _RUNNING_STATES:
                 counts.move_task(task, TaskCause.DROP)
-                # Its worker drops it if it has not started, else interrupts it.
+                # Its worker drops it if it has not started, else interrupts it. With its
+                # first result stored there already (it ran; the rest is on its way), a
+                # free would delete that result, which its driver may have been told of.
                 if task.worker is not None:
-                    self._wire.links.send(task.worker.link, Free(task.oid))
+                    first = objects.get(task.oid)
+                    ran = (
+                        first is not None
+                        and first.state is _STORED
+                        and first.holder is task.worker
+                    )
+                    mark = FREE_WITHDRAW if ran else 0
+                    self._wire.links.send(task.worker.link, Free(task.oid, mark))
                 continue
             counts.move_task(task, TaskCause.FAIL)
             self.settle(task)

@@ -273,14 +273,17 @@ class ActorRecord:
         "opened",
         "owner",
         "pending",
+        "ran",
         "registry",
         "restarts",
+        "restored_covers",
         "restoring",
         "sent",
         "seq",
         "since",
         "state",
         "type_id",
+        "unnumbered",
         "warned",
         "why",
         "worker",
@@ -310,6 +313,13 @@ class ActorRecord:
         self.newest_from: dict[int, int] = {}
         self.calls: deque[CallRecord] = deque()  # not covered by a checkpoint, in order
         self.by_oid: dict[int, CallRecord] = {}  # of those, the ones not answered yet
+        #: After a head restart, per caller's number, the newest call the checkpoint it came
+        #: back from includes; and of its callers' calls, the ones it includes that wait for
+        #: their answer, sent again on every start (`_head_actor_covers.py`): not numbered.
+        self.restored_covers: dict[int, int] = {}
+        #: The most calls a live copy rejoining workers reported has seen (`Hosts.claim`).
+        self.ran = 0
+        self.unnumbered: dict[int, CallRecord] = {}
         self.seq = 0  # calls received
         self.sent = 0  # calls sent to its current worker
         self.asked_at = 0  # the calls the newest checkpoint request covers

@@ -211,9 +211,10 @@ class Resume:
                     actor.callers.add(now)
                 # (A dead one's news went to the old connection: the new one hears it
                 # with the first call it resends.)
-            for call in actor.calls:
-                if call.owner == was:
-                    call.owner = now
+            for calls in (actor.calls, actor.unnumbered.values()):
+                for call in calls:
+                    if call.owner == was:
+                        call.owner = now
             for asks in actor.pending.values():
                 asks[:] = [(now if link == was else link, oid) for link, oid in asks]
         self._timeline.rename(was, now)

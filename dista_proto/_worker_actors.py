@@ -24,10 +24,13 @@ it); its report comes to the worker, which asks `stale` whether to drop it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ._conventions import (
     ERROR_FENCED,
     ERROR_NO_CHECKPOINT,
     HEAD_LINK,
+    ID_BITS,
     KILL_KEEP,
     RESTORE_NEWEST,
     hosts_mark,
@@ -61,6 +64,7 @@ class ActorHosting:
         "_stale_checkpoints",
         "_stale_starts",
         "_starts",
+        "_told",
         "actor",
         "calls",
         "unplaced",
@@ -87,6 +91,10 @@ class ActorHosting:
         self._stale_starts = 0
         self._stale_checkpoints = 0
         self._stale_calls: dict[int, int] = {}
+        #: Per caller, the newest call the checkpoint it came back from includes, as the
+        #: head was told (`actor_started`): the head numbers none of those calls, so they
+        #: are not counted here either.
+        self._told: dict[int, int] = {}
 
     # -- the head's frames ---------------------------------------------------------------
     # Each takes the frame and the time, the shape of every `Worker` head-frame handler.
@@ -99,7 +107,7 @@ class ActorHosting:
             return False
         oid = event.object_id
         self._calls[oid] = self._calls.get(oid, 0) + 1
-        if self.calls >= 0:
+        if self.calls >= 0 and oid > self._told.get(oid >> ID_BITS, 0):
             self.calls += 1
         self._links.queue(CallActor(oid, event.task_id, event.actor_id, event.argument, now))
         return True
@@ -132,6 +140,7 @@ class ActorHosting:
         elif self.actor != actor:
             self.calls = -1  # (the actor alive here, placed back: its count goes on)
         self.actor = actor
+        self._told = {}
         self._starts += 1
         number, epoch = (build.build, build.epoch) if build is not None else (0, 0)
         if isinstance(event, ActorCreate):
@@ -173,13 +182,17 @@ class ActorHosting:
         no_checkpoint: bool = False,
         uncovered: bool = False,
         fenced: bool = False,
+        newest: Mapping[int, int] | None = None,
     ) -> None:
         """The binding built ``actor`` (``error`` None) or could not (why not). Restoring
         the newest checkpoint (`RESTORE_NEWEST`): ``covers`` is the calls it covers, or
         ``no_checkpoint`` says there is none (the head sends actor-create then). The actor
         still alive here (its head link was lost, not its process) answers with the calls it has seen, and
         ``uncovered`` if no checkpoint covers them (none could be written), or says
-        it is ``fenced`` off (stale: the actor was built again elsewhere since)."""
+        it is ``fenced`` off (stale: the actor was built again elsewhere since). ``newest``:
+        per caller, the newest call the state it answers from includes (its checkpoint's),
+        told the head after the count (8 bytes per call ID) so that it numbers no call
+        resent that the state has already."""
         self._starts = max(self._starts - 1, 0)
         if self._stale_starts:
             self._stale_starts -= 1
@@ -190,6 +203,9 @@ class ActorHosting:
             payload = b"" if covers is None else covers.to_bytes(8, "little")
             if uncovered:
                 payload += b"\x01"  # (a head that knows only the page reads 8 bytes)
+            if covers is not None and newest:
+                self._told = dict(newest)
+                payload += b"".join(oid.to_bytes(8, "little") for oid in sorted(newest.values()))
             self._links.send(HEAD_LINK, Result(actor, payload))
         else:
             if self.actor == actor and not fenced:

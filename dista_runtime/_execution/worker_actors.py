@@ -69,6 +69,9 @@ class ActorHost:
         self._actor = 0  # the actor built here (0: none)
         #: Calls it has seen in its heads' numbering (run, or covered by what it came from).
         self._label = 0
+        #: Whether a call the state already has counts in ``_label``: only where the head
+        #: was not told which those are (placed back with no checkpoint written).
+        self._count_covered = False
         #: Recent calls' answers (values, or the failure): a resent call it ran gets its
         #: answer from here, on this worker or restored elsewhere (checkpoints carry them).
         self._answers = KeptAnswers()
@@ -190,8 +193,12 @@ class ActorHost:
         self._actor = actor
         self._label = restored if restored is not None else (work.covers or 0)
         self._covers = covers
+        self._count_covered = False
         self._methods = {i: (m, a) for m, (i, a) in method_table(type(instance)).items()}
-        self._report(lambda: self.core.actors.actor_started(actor, None, covers=restored))
+        told = covers if restored is not None else None
+        self._report(
+            lambda: self.core.actors.actor_started(actor, None, covers=restored, newest=told)
+        )
 
     def _placed_back(self, work: dp.StartActor) -> None:
         """A new head places the actor back here, where it lived on through the head's
@@ -203,11 +210,13 @@ class ActorHost:
         actor = work.actor_id
         calls = self._label
         uncovered = False
+        stored = False  # a store to write to: the head can do without the calls it has
         try:
             store = self._open_store()
             if store is None:
                 uncovered = True
             else:
+                stored = True
                 if self._incarnation and store.superseded(actor, self._incarnation):
                     raise Fenced(
                         f"actor {actor:#x}: this live copy (incarnation {self._incarnation}) "
@@ -226,8 +235,14 @@ class ActorHost:
             return
         except Exception:  # unpicklable, a full disk: it lives on, not yet rebuildable
             uncovered = True
+        # Told which calls its state has, the head numbers none of them; unless no store
+        # (it would build the actor anew from its create and every call it keeps).
+        told = dict(self._covers) if stored else None
+        self._count_covered = told is None
         self._report(
-            lambda: self.core.actors.actor_started(actor, None, covers=calls, uncovered=uncovered)
+            lambda: self.core.actors.actor_started(
+                actor, None, covers=calls, uncovered=uncovered, newest=told
+            )
         )
 
     def _begin(self, work: dp.StartActor, base: int, source: int | None) -> None:
@@ -284,11 +299,13 @@ class ActorHost:
     def _call(self, work: dp.CallActor) -> None:
         oid = work.object_id
         caller = oid >> dp.ID_BITS
-        self._label += 1
         if oid <= self._covers.get(caller, 0):
             # The checkpoint this actor came back from has it (a call resent after a head
             # restart): running it again would apply it twice. Its answer, if kept here,
-            # still reaches its caller.
+            # still reaches its caller. It takes no place in the order (the head, told
+            # which calls the checkpoint has, numbers none of them).
+            if self._count_covered:
+                self._label += 1
             answer = self._answers.get(oid)
             if answer is None:
                 self._report(lambda: self.core.call_covered(oid))
@@ -299,6 +316,7 @@ class ActorHost:
                 values = answer
                 self._report(lambda: self.core.task_done(oid, values, 0, 0))
             return
+        self._label += 1
         started = now()
         self._covers[caller] = oid
         try:

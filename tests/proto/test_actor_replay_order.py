@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dista_proto as dp
-from dista_proto._head_actor_order import NEW, replay_order
+from dista_proto._head_actor_order import NEW, plan_replay, replay_order
 
 
 @dataclass
@@ -112,3 +112,17 @@ def test_each_callers_order_is_kept_and_one_lost_answer_is_placed_exactly(
     assert placed == [c.oid for c in sorted(known, key=lambda c: c.position)]
     if len(known) >= len(truth) - 1:
         assert order == truth  # at most one answer lost: the order is exact
+
+
+def test_a_place_below_what_a_live_copy_had_seen_is_a_gap_to_wait_for() -> None:
+    # Restored from a rebuild that saw A's two calls (known places 1 and 2); a stale copy
+    # had seen 4 calls: B, not back yet, holds the answers at 3 and 4. A's call whose
+    # answer was lost must not take place 3 before B comes (not final), nor be sent.
+    a1, a2, a3 = Call(_id(1, 1), 1), Call(_id(1, 2), 2), Call(_id(1, 3))
+    _, gap = plan_replay([a1, a2, a3], base=2, final=False)
+    assert not gap  # (no copy said more ran: nothing to wait for)
+    order, gap = plan_replay([a1, a2, a3], base=2, final=False, ran=4)
+    assert gap
+    b3, b4 = Call(_id(2, 1), 3), Call(_id(2, 2), 4)
+    order, gap = plan_replay([a1, a2, a3, b3, b4], base=2, final=False, ran=4)
+    assert not gap and _ids(order) == _ids([a1, a2, b3, b4, a3])

@@ -121,3 +121,34 @@ def test_an_actor_build_numbers_the_start_that_follows_it() -> None:
     _, decisions = _frames(core)
     (start,) = [d for d in decisions if isinstance(d, dp.StartActor)]
     assert (start.build, start.epoch) == (0, 0)
+
+
+def test_a_restore_answer_tells_the_calls_its_state_has_and_those_take_no_place() -> None:
+    core = dp.Worker(registry_hash=9, address=dp.Address("127.0.0.1", 1), checkpoints=True)
+    _start(core)
+    _frames(core)
+    _give(core, dp.ActorRestore(ACTOR, 7, dp.RESTORE_NEWEST))
+    _frames(core)
+    caller_a, caller_b = 5 << dp.ID_BITS, 6 << dp.ID_BITS
+    newest = {5: caller_a | 4, 6: caller_b | 9}
+    core.actors.actor_started(ACTOR, None, covers=13, newest=newest)
+    (answer,), _ = _frames(core)
+    # The count, then each caller's newest call the checkpoint has (8 bytes each).
+    expected = (13).to_bytes(8, "little")
+    expected += (caller_a | 4).to_bytes(8, "little") + (caller_b | 9).to_bytes(8, "little")
+    assert answer == dp.Result(ACTOR, expected)
+    # Resent calls the state has are answered but not counted: the head numbers none.
+    _give(
+        core,
+        dp.ActorCall(caller_a | 3, 3, ACTOR, b"x"),
+        dp.ActorCall(caller_b | 9, 3, ACTOR, b"x"),
+    )
+    assert core.actors.calls == 13
+    _give(core, dp.ActorCall(caller_a | 5, 3, ACTOR, b"x"))
+    assert core.actors.calls == 14
+    # With no checkpoint written (the ninth byte), the head still hears which they are.
+    core.actors.actor_started(ACTOR, None, covers=14, uncovered=True, newest={5: caller_a | 5})
+    (answer,), _ = _frames(core)
+    assert bytes(answer.value) == (14).to_bytes(8, "little") + b"\x01" + (caller_a | 5).to_bytes(
+        8, "little"
+    )

@@ -16,11 +16,13 @@ every rule the cores owe a binding is asserted as it runs: a checkpoint covers e
 calls sent before it, the call at position N of an actor is always the same call, a call run
 again (replayed after a restore) answers exactly as it did the first time.
 
-A checkpoint's name (the calls it covers, in the head's numbering: ``label``) counts every
-call the head sent to the actor since it was built, run or not: after a head restart a call
-the restored checkpoint already includes (its ID at most the checkpoint's newest for its
-caller) is not run (`Worker.call_covered`) but takes its place in the numbering, so a name
-may exceed the calls the state has really seen (``count``).
+A checkpoint's name (the calls it covers, in the head's numbering: ``label``) counts the
+calls the head numbered for the actor since it was built. After a head restart a call the
+restored checkpoint already includes (its ID at most the checkpoint's newest for its
+caller) is not run (`Worker.call_covered`), and takes no place in the numbering: the
+restore's answer told the head which calls those are. Only a live copy placed back with no
+checkpoint written cannot tell it: there such a call takes its place, so a name may exceed
+the calls the state has really seen (``count``).
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ class Instance:
     incarnation: int = 0
     #: Calls run past its head's loss, not recorded in the order yet: (position, ID, answer).
     pending: list[tuple[int, int, bytes | None]] = field(default_factory=list)
+    #: A call the state has counts in ``label`` (placed back with no checkpoint written).
+    count_covered: bool = False
 
     def snapshot(self) -> Snapshot:
         return Snapshot(
@@ -275,7 +279,8 @@ class SimActors:
             for count, oid, outcome in snapshot.pending:  # (restored: they count now)
                 self._record(w.hosted, count, oid, outcome)
             if work.covers == dp.RESTORE_NEWEST:
-                w.core.actors.actor_started(actor, None, covers=covers)
+                newest = dict(snapshot.last)
+                w.core.actors.actor_started(actor, None, covers=covers, newest=newest)
                 return
         w.core.actors.actor_started(actor, None)
 
@@ -336,8 +341,11 @@ class SimActors:
         if failure is None:
             self.disk.setdefault(inst.actor_id, {})[inst.label] = inst.snapshot()
             self.written.add((inst.actor_id, inst.label))
+        # With a store, the head is told which calls the state has (it numbers none).
+        told = dict(inst.last) if w.has_store else None
+        inst.count_covered = told is None
         w.core.actors.actor_started(
-            inst.actor_id, None, covers=inst.label, uncovered=failure is not None
+            inst.actor_id, None, covers=inst.label, uncovered=failure is not None, newest=told
         )
 
     def _redecide(self, actor: int, position: int) -> None:
@@ -366,8 +374,10 @@ class SimActors:
         caller = oid >> dp.ID_BITS
         if oid <= inst.restored.get(caller, 0):
             # The state it was restored from (or lives on with) includes this call: not
-            # run again, answered as it was if the answer is kept.
-            inst.label += 1
+            # run again, answered as it was if the answer is kept. It takes no place in
+            # the order, unless the head was not told which calls the state has.
+            if inst.count_covered:
+                inst.label += 1
             self.covered_calls.append(oid)
             if oid not in inst.answers:
                 w.core.call_covered(oid)

@@ -68,6 +68,7 @@ class Pipe:
 class SimWorker:
     def __init__(self, sim: Sim, index: int, checkpoints: bool = True) -> None:
         self.sim = sim
+        self.has_store = checkpoints
         self.address = dp.Address(f"10.0.0.{index + 1}", 7000)
         self.core = dp.Worker(
             registry_hash=sim.registry,
