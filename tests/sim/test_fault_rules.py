@@ -5,6 +5,7 @@ tasks no worker can run, force-cancel, and what `held_bytes` counts."""
 from __future__ import annotations
 
 import dista_proto as dp
+from dista_proto._head_records import ObjState
 
 from .support.cluster import PART, TASK_ID, Sim, SimWorker, arg, compute, deliver_all
 
@@ -310,3 +311,41 @@ def _last_worker_killed_at_a_random_step(seed: int) -> None:
 def test_tasks_whose_last_worker_is_killed_at_a_random_step_run_or_fail_never_wait() -> None:
     for seed in range(60):
         _last_worker_killed_at_a_random_step(seed)
+
+
+def test_a_cancel_between_a_tasks_results_keeps_the_one_already_stored() -> None:
+    # A task-many's results come in one frame each: its first, stored on the worker, has
+    # reached the head when the driver's cancel does, the rest still on their way.
+    sim = Sim(seed=4, workers=1, drivers=1)
+    sim.settle()
+    d, w = sim.drivers[0], sim.workers[0]
+    oid = d.core.submit_many(TASK_ID, arg(4 * PART), 3)
+    d.live.append(oid)
+    sim.driver_call(d)
+    deliver_all(sim)
+    _finish(sim, w, oid, b"r" * (4 * PART))
+    pipe = sim.ends[(id(w.core), dp.HEAD_LINK)]  # the worker's frames to the head
+    data = b"".join(pipe.chunks)
+    pipe.chunks.clear()
+    objects = sim.head._objects.by_id
+    while objects[oid].state is not ObjState.STORED:  # one frame at a time
+        size = 4 + dp.frame.frame_length(data[:4])
+        sim.head.receive_data(pipe.link, data[:size], sim.now)
+        data = data[size:]
+    assert objects[oid + 1].state is ObjState.PENDING
+    pipe.chunks.append(data)
+    d.core.cancel(oid)
+    sim.driver_call(d)
+    head_pipe = sim.ends[(id(d.core), dp.HEAD_LINK)]
+    while head_pipe.chunks:
+        sim.deliver(head_pipe)  # the cancel first
+    sim.settle()
+    # The result given is never taken back: it stays on the worker and reaches the driver;
+    # the others fail as cancelled.
+    assert oid in w.core.store and d.got.get(oid) == b"r" * (4 * PART)
+    assert d.failed.get(oid + 1) == d.failed.get(oid + 2) == "cancelled"
+    for i in range(3):
+        d.core.release(oid + i)
+    sim.driver_call(d)
+    sim.settle()
+    assert oid not in w.core.store  # freed with the last reference

@@ -357,6 +357,19 @@ TRACED: Final = {
     # the scenario silenced a worker whose objects a claim waited for after a restart:
     # they were lost past the grace, as designed (a silence spares such a worker now)
     25431: "silenced while claimed",
+    # calls a restored checkpoint had, resent after a restart, took places in the order no
+    # call ran at; a later head restoring from that checkpoint filled them with a call
+    # whose answer was lost, ahead of calls answered after it (they take no place now)
+    25251: "covered calls numbered", 14856: "covered calls numbered",
+    # only the creator was back, with places 1 and 2; a stale copy had seen 4 calls, and a
+    # caller not back yet held answers at 3 and 4 (a replay waits below what a copy saw)
+    91475: "places a stale copy saw",
+    # a cancel of a task-many between its results deleted the first one, stored already
+    # (its worker drained for ever: the head could not move it); it withdraws now
+    25314: "cancel between results",
+    # a call the restored checkpoint had, waiting for its answer, kept its driver's old
+    # link when the driver reconnected (the answer went nowhere)
+    4201: "unnumbered call's driver",
 }  # fmt: skip
 
 
