@@ -29,7 +29,7 @@ from ._conventions import ID_BITS, kept_size
 from ._events import ActorCall, Covered
 from ._head_counts import Counts
 from ._head_objects import Objects
-from ._head_records import ActorRecord, CallRecord, Peer
+from ._head_records import ActorRecord, ActorState, CallRecord, Peer
 from ._head_wire import Wire
 from ._lifecycle import CallCause
 
@@ -107,7 +107,10 @@ class CoveredCalls:
             self._counts.move_call(call, CallCause.TAKE)
             actor.by_oid[oid] = call
             actor.unnumbered[oid] = call
-            if actor.worker is not None and not actor.restoring:
+            # As a numbered call would be: to the worker it is built on, not one kept for
+            # it nor one it moves off (it goes where it lands, with the start).
+            built = actor.state is ActorState.STARTING or actor.state is ActorState.READY
+            if built and actor.worker is not None and not (actor.restoring or actor.moving):
                 self._send(actor, actor.worker, call)
         return True
 

@@ -370,6 +370,9 @@ TRACED: Final = {
     # a call the restored checkpoint had, waiting for its answer, kept its driver's old
     # link when the driver reconnected (the answer went nowhere)
     4201: "unnumbered call's driver",
+    # such a call, brought while the actor moved off a draining worker, went to that worker
+    # (which had killed it: "not on this worker"); it waits for where the actor lands now
+    99547: "unnumbered call while moving",
 }  # fmt: skip
 
 
