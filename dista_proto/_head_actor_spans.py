@@ -51,5 +51,7 @@ class ActorSpans:
                 self._ids.clear()
             task_id = self._ids[key] = actor_call_task_id(*key)
         # The head keeps no submitted, queued or dispatched time per call: 0 is unknown.
-        stamps = (oid, task_id, 0, 0, 0, self._wire.now, span.arrived, span.started, span.ended)
-        self._timeline.add(call.owner, stamps, worker.address)
+        self._timeline.add(
+            call.owner, oid, task_id, 0, 0, 0, self._wire.now, span.arrived, span.started,
+            span.ended, worker.address,
+        )  # fmt: skip

@@ -300,10 +300,10 @@ class Scheduler:
         task.worker = None
         if not dropped:
             arrived, started, ended = task.span
-            stamps = (task.oid, task.task_id, task.submitted, task.queued, task.dispatched)
             self.timeline.add(
-                task.owner, (*stamps, self._wire.now, arrived, started, ended), worker.address
-            )
+                task.owner, task.oid, task.task_id, task.submitted, task.queued,
+                task.dispatched, self._wire.now, arrived, started, ended, worker.address,
+            )  # fmt: skip
         self._objects.settle(task)
         self._after_slot_freed(worker)
 

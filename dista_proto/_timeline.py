@@ -32,7 +32,6 @@ from typing import Final
 
 from . import frame as F
 from ._conventions import TASK_ID_MASK
-from ._core import to_wall
 from ._events import Address, TimelineRecord
 
 __all__ = ["TimelineLog", "actor_call_task_id"]
@@ -71,23 +70,30 @@ class TimelineLog:
     def __len__(self) -> int:
         return len(self._records)
 
-    def add(self, owner: int, stamps: tuple[int, ...], address: Address) -> None:
-        """A finished task of ``owner``'s: ``stamps`` are a `TimelineRecord`'s nine
-        integers in its order (object ID, task ID, the four head stamps on the monotonic
-        clock, the three worker stamps on the wall clock); packed with no record made on the
-        task's path."""
+    def add(
+        self,
+        owner: int,
+        oid: int,
+        task_id: int,
+        submitted: int,
+        queued: int,
+        dispatched: int,
+        settled: int,
+        arrived: int,
+        started: int,
+        ended: int,
+        address: Address,
+    ) -> None:
+        """A finished task of ``owner``'s, with a `TimelineRecord`'s fields in its order
+        (the four head stamps on the monotonic clock, 0 unknown; the three worker stamps on
+        the wall clock); packed with no record nor tuple made on the task's path (every
+        task and actor call comes here: `to_wall` written out)."""
         offset = self._offset
         if offset:
-            oid, tid, submitted, queued, dispatched, settled, *worker = stamps
-            stamps = (
-                oid,
-                tid,
-                to_wall(submitted, offset),
-                to_wall(queued, offset),
-                to_wall(dispatched, offset),
-                to_wall(settled, offset),
-                *worker,
-            )
+            submitted = submitted + offset if submitted else 0
+            queued = queued + offset if queued else 0
+            dispatched = dispatched + offset if dispatched else 0
+            settled = settled + offset if settled else 0
         index = self._index.get(address)
         if index is None:
             index = self._index[address] = len(self._addresses)
@@ -96,7 +102,21 @@ class TimelineLog:
         records = self._records
         if len(records) == records.maxlen and records:
             self._drop_owner(_OWNER.unpack_from(records[0])[0])  # the oldest goes
-        records.append(_RECORD.pack(owner, *stamps, index))
+        records.append(
+            _RECORD.pack(
+                owner,
+                oid,
+                task_id,
+                submitted,
+                queued,
+                dispatched,
+                settled,
+                arrived,
+                started,
+                ended,
+                index,
+            )
+        )
         owned = self._owned
         owned[owner] = owned.get(owner, 0) + 1
 

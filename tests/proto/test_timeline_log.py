@@ -19,8 +19,8 @@ def record(i: int, port: int = 40000) -> dp.TimelineRecord:
     )
 
 
-def split(r: dp.TimelineRecord) -> tuple[tuple[int, ...], dp.Address]:
-    return tuple(r[:9]), r.address
+def split(r: dp.TimelineRecord) -> tuple[int | dp.Address, ...]:
+    return (*r[:9], r.address)
 
 
 def test_records_come_back_whole_by_owner_and_in_order() -> None:
