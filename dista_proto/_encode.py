@@ -134,7 +134,12 @@ def task(e: Task, from_head: bool) -> Encoded:
 
 
 def result(e: Result, from_head: bool) -> Encoded:
-    return F.KIND_RESULT, e.object_id, e.position, _EMPTY, e.value
+    return result_frame(e.object_id, e.value, e.position)
+
+
+def result_frame(object_id: int, value: Bytes, position: int) -> Encoded:
+    """A result frame from its fields, with no `Result` made (`Links.send_encoded`)."""
+    return F.KIND_RESULT, object_id, position, _EMPTY, value
 
 
 def error(e: Error, from_head: bool) -> Encoded:
@@ -328,8 +333,13 @@ def actor_create(e: ActorCreate, from_head: bool) -> Encoded:
 
 
 def actor_call(e: ActorCall, from_head: bool) -> Encoded:
+    return actor_call_frame(e.object_id, e.task_id, e.actor_id, e.argument)
+
+
+def actor_call_frame(object_id: int, method: int, actor_id: int, argument: Bytes) -> Encoded:
+    """An actor-call frame from its fields, with no `ActorCall` made (`Links.send_encoded`)."""
     k = F.KIND_ACTOR_CALL
-    return k, e.object_id, e.task_id, _u64(k, "actor_id", e.actor_id), e.argument
+    return k, object_id, method, _u64(k, "actor_id", actor_id), argument
 
 
 def checkpoint(e: Checkpoint, from_head: bool) -> Encoded:

@@ -26,8 +26,8 @@ from ._conventions import (
     RESTORE_NEWEST,
     hosted_calls,
 )
+from ._encode import actor_call_frame
 from ._events import (
-    ActorCall,
     ActorKill,
     ActorRestore,
     Checkpointed,
@@ -199,9 +199,9 @@ class Actors:
             index = actor.sent + 1 - calls[0].seq
             assert index >= 0, "a call not sent yet was dropped"
             call = calls[index]
-            event = ActorCall(call.oid, call.method, actor.actor_id, call.argument)
+            frame = actor_call_frame(call.oid, call.method, actor.actor_id, call.argument)
             self._objects.store_mark(call.oid, worker)
-            self._wire.links.send(worker.link, event)
+            self._wire.links.send_encoded(worker.link, frame)  # (no `ActorCall` made)
             actor.sent = call.seq
             if call.seq in actor.pending:
                 checkpoints.send_at(actor, call.seq)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Container
 from typing import Final, Protocol
 
 from ._conventions import FREE_STORE, FREE_WITHDRAW, ID_BITS, ID_MASK, at_mark
+from ._encode import result_frame
 from ._events import Error, Free, Result, Stop, Stored
 from ._head_counts import Counts
 from ._head_records import ObjState, Peer, TaskRecord, TaskState, TrackedObject
@@ -219,9 +220,11 @@ class Objects:
                 return
             self.keep_inline(obj, answer.value)
             if obj.held:
-                if position:
-                    answer = Result(obj.oid, answer.value, position)
-                self._wire.links.send(obj.owner, answer)
+                if position:  # (no `Result` made for it: one per actor call)
+                    frame = result_frame(obj.oid, answer.value, position)
+                    self._wire.links.send_encoded(obj.owner, frame)
+                else:
+                    self._wire.links.send(obj.owner, answer)
         else:
             assert answer is not None
             obj.size = answer.size

@@ -16,6 +16,7 @@ from typing import Final
 
 from ._connection import READ_SIZE, Connection, ConnectionState
 from ._decisions import Close, Decision, Write
+from ._encode import Encoded
 from ._errors import LocalProtocolError, RemoteProtocolError
 from ._events import Event
 from ._roles import Role
@@ -61,13 +62,30 @@ class Links:
         try:
             conn.send(event)
         except LocalProtocolError:
-            if conn.our_state in _DONE:
-                # The connection refused the peer (a bad frame after good ones in the same
-                # read: the head already queued its error frame and closed its side) or
-                # could not write: what the core still answers to the good ones is moot.
+            if self._refused(conn):
                 return
             raise
         self._dirty[link] = None
+
+    def send_encoded(self, link: int, encoded: Encoded) -> None:
+        """`send` of a frame already encoded (`Connection.send_encoded`)."""
+        conn = self._conns.get(link)
+        if conn is None:
+            return
+        try:
+            conn.send_encoded(encoded)
+        except LocalProtocolError:
+            if self._refused(conn):
+                return
+            raise
+        self._dirty[link] = None
+
+    @staticmethod
+    def _refused(conn: Connection) -> bool:
+        """Whether a refused send is moot: the connection refused the peer (a bad frame
+        after good ones in the same read: the head already queued its error frame and
+        closed its side) or could not write, so what the core still answers is moot."""
+        return conn.our_state in _DONE
 
     def receive(self, link: int, data: Bytes) -> tuple[list[Event], str | None]:
         """The events in ``link``'s bytes, and the protocol error that ended it, if any.
