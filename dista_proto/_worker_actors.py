@@ -107,7 +107,7 @@ class ActorHosting:
             return False
         oid = event.object_id
         self._calls[oid] = self._calls.get(oid, 0) + 1
-        if self.calls >= 0 and oid > self._told.get(oid >> ID_BITS, 0):
+        if self.calls >= 0 and (not self._told or oid > self._told.get(oid >> ID_BITS, 0)):
             self.calls += 1
         self._links.queue(CallActor(oid, event.task_id, event.actor_id, event.argument, now))
         return True
