@@ -93,7 +93,7 @@ def _wait_all(refs: Sequence[ObjectRef[Any]], deadline: float | None, progress: 
                 event.set()
 
     for ref in refs:
-        if ref._session.on_done(ref.object_id, one):
+        if ref._session.on_done(ref.object_id, one, fetch=True):  # (all read next)
             with lock:
                 left[0] += 1
     one()
@@ -108,20 +108,26 @@ def _wait_all(refs: Sequence[ObjectRef[Any]], deadline: float | None, progress: 
 
 
 def wait(
-    refs: Sequence[ObjectRef[T]], num_returns: int = 1, timeout: float | None = None
+    refs: Sequence[ObjectRef[T]],
+    num_returns: int = 1,
+    timeout: float | None = None,
+    *,
+    fetch_local: bool = False,
 ) -> tuple[list[ObjectRef[T]], list[ObjectRef[T]]]:
     """Wait until ``num_returns`` of ``refs`` are done (value, failure or stored on a
     worker) or ``timeout`` passes: (done, not done), each in the order given.
 
     As Ray's: done holds at most ``num_returns`` refs, the first done in the order given;
-    every other ref is in not done, even one that finished meanwhile.
+    every other ref is in not done, even one that finished meanwhile. Unlike Ray's, a
+    result stored on a worker stays there until read (``fetch_local=True``: each is
+    brought here as soon as it is done, as Ray's default does).
     """
     if not 0 <= num_returns <= len(refs):
         raise ValueError(f"num_returns must be in [0, {len(refs)}], not {num_returns}")
     arrived: queue.SimpleQueue[None] = queue.SimpleQueue()
     count = 0
     for ref in refs:
-        if not ref._session.on_done(ref.object_id, lambda: arrived.put(None)):
+        if not ref._session.on_done(ref.object_id, lambda: arrived.put(None), fetch_local):
             count += 1
     deadline = None if timeout is None else time.monotonic() + timeout
     while count < num_returns:

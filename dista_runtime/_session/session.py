@@ -196,6 +196,9 @@ class Session:
                 slot.value = f"object {oid:#x} is lost: {why}"
             fire.extend(slot.callbacks)
             slot.callbacks = []
+            if slot.waiters:
+                fire.extend(slot.waiters)
+                slot.waiters = None
         fire.extend(partial(w, None) for w in self._stats_waiters)
         fire.extend(partial(w, None) for w in self._timeline_waiters)
         self._stats_waiters.clear()
@@ -258,12 +261,18 @@ class Session:
         if slot.callbacks:
             fire.extend(slot.callbacks)
             slot.callbacks = []
+        if slot.waiters:
+            fire.extend(slot.waiters)
+            slot.waiters = None
 
     def _located(self, oid: int, fire: Fire) -> None:
         slot = self._slots.get(oid)
         if slot is None:
             return
         slot.state = _LOCATED
+        if slot.waiters:  # done: the value stays where it lies
+            fire.extend(slot.waiters)
+            slot.waiters = None
         if slot.callbacks:
             # Someone is already waiting for the value: bring it now.
             slot.fetching = True
@@ -332,14 +341,21 @@ class Session:
         slot = self._slots.get(oid)
         return slot is not None and slot.state != _PENDING
 
-    def on_done(self, oid: int, callback: Callable[[], object]) -> bool:
-        """Call ``callback`` once ``oid`` is located, has a value or failed; False if it is."""
+    def on_done(self, oid: int, callback: Callable[[], object], fetch: bool = False) -> bool:
+        """Call ``callback`` once ``oid`` is located, has a value or failed; False if it is.
+        ``fetch``: once located, bring its value here too (a get of many, Ray's
+        ``fetch_local``); else a stored value stays on its worker."""
         self._on_use()
         with self._lock:
             slot = self._slots.get(oid)
             if slot is None or slot.state != _PENDING:
                 return False
-            slot.callbacks.append(callback)
+            if fetch:
+                slot.callbacks.append(callback)
+            elif slot.waiters is None:
+                slot.waiters = [callback]
+            else:
+                slot.waiters.append(callback)
             return True
 
     def poll(self, oid: int, callback: Callable[[], object]) -> tuple[bool, Any]:

@@ -28,10 +28,14 @@ class SessionIO(Protocol):
 class Slot:
     """One object a session holds: its state, its value or failure, who waits for it."""
 
-    __slots__ = ("callbacks", "fetching", "state", "value")
+    __slots__ = ("callbacks", "fetching", "state", "value", "waiters")
 
     def __init__(self) -> None:
         self.state = PENDING
         self.value: Bytes | str | None = None
         self.fetching = False
+        #: Who waits for its value (located, it is fetched for them), and who waits only
+        #: for it to be done (`dista.wait`: located is done, and the value stays where it
+        #: lies); None until someone does.
         self.callbacks: list[Callable[[], object]] = []
+        self.waiters: list[Callable[[], object]] | None = None

@@ -10,8 +10,8 @@ can be started where the old one was) and `dista worker` processes (each its own
 (`dista.init("127.0.0.1:P")`). Every process's output goes to a file in the test's
 temporary directory, and its tail (with `dista status`) is shown when an assertion fails.
 
-`test_wait_leaves_stored_values_where_they_lie` pins a product bug (`dista.wait` brings
-every stored result to the driver) with ``xfail(strict=True)``: it turns red once fixed.
+`test_wait_leaves_stored_values_where_they_lie`: `dista.wait` leaves stored results on
+their worker (it brought every one to the driver; ``fetch_local=True`` still does).
 """
 
 from __future__ import annotations
@@ -533,12 +533,6 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dista.wait registers on_done callbacks, and Session._located "
-    "(dista_runtime/_session/session.py) fetches the value of every located object that has "
-    "callbacks: waiting for stored results brings them all to the driver",
-)
 @pytest.mark.timeout(60)
 def test_wait_leaves_stored_values_where_they_lie(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
@@ -556,3 +550,10 @@ def test_wait_leaves_stored_values_where_they_lie(tmp_path: Path) -> None:
             grew = (_rss() - before) >> 20
             # Stored on the worker: only a get brings a value here.
             assert grew < 64, f"the driver grew {grew} MiB waiting for 4 x 32 MiB results"
+            # Asked for (Ray's default), waiting brings them: each is here, read at once.
+            more = [rt.chunk.remote(i, 32 * rt.MIB, str(marks)) for i in range(4, 6)]
+            done, _ = dista.wait(more, num_returns=len(more), timeout=30, fetch_local=True)
+            assert len(done) == len(more)
+            time.sleep(1.0)
+            fetched = (_rss() - before) >> 20
+            assert fetched - grew >= 56, f"fetch_local brought {fetched - grew} MiB, not 64"
