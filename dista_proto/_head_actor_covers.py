@@ -26,6 +26,7 @@ from bisect import bisect_right
 from collections import deque
 
 from ._conventions import ID_BITS, kept_size
+from ._encode import actor_call_frame
 from ._events import ActorCall, Covered
 from ._head_counts import Counts
 from ._head_objects import Objects
@@ -122,9 +123,10 @@ class CoveredCalls:
                 self._send(actor, worker, call)
 
     def _send(self, actor: ActorRecord, worker: Peer, call: CallRecord) -> None:
+        """As `Actors.send_calls` sends a numbered call (the same frame, the same mark)."""
         self._objects.store_mark(call.oid, worker)
-        event = ActorCall(call.oid, call.method, actor.actor_id, call.argument)
-        self._wire.links.send(worker.link, event)
+        frame = actor_call_frame(call.oid, call.method, actor.actor_id, call.argument)
+        self._wire.links.send_encoded(worker.link, frame)
 
     def _tell(self, actor: ActorRecord, link: int, top: int) -> None:
         number = top >> ID_BITS
