@@ -44,6 +44,7 @@ from ._conventions import (
     STATS_NO_REPLY,
     TASK_ID_BITS,
     TASK_ID_MASK,
+    TICKET_SIZE,
     TOKEN_SIZE,
     awaited_ms,
     awaits_host_mark,
@@ -112,6 +113,7 @@ from ._events import (
     InlineInput,
     Located,
     LocatedInput,
+    Mapped,
     Part,
     Release,
     Result,
@@ -147,6 +149,7 @@ from ._head_defaults import (
     WORKER_SLOTS,
 )
 from ._kinds import allowed_kinds
+from ._mapping import Mapping
 from ._observer import Observer
 from ._partials import PARTIAL_CAP_BYTES
 from ._roles import Role
@@ -198,6 +201,7 @@ __all__ = [
     "SPAN_WITHDRAWN",
     "TASK_ID_BITS",
     "TASK_ID_MASK",
+    "TICKET_SIZE",
     "TOKEN_SIZE",
     "driver_number",
     "awaited_ms",
@@ -276,6 +280,8 @@ __all__ = [
     "Located",
     "LocatedInput",
     "NeedData",
+    "Mapped",
+    "Mapping",
     "Part",
     "ProtocolError",
     "Release",

@@ -61,6 +61,7 @@ __all__ = [
     "SPAN_WITHDRAWN",
     "TASK_ID_BITS",
     "TASK_ID_MASK",
+    "TICKET_SIZE",
     "TOKEN_SIZE",
     "awaited_ms",
     "awaits_host_mark",
@@ -256,6 +257,9 @@ HELLO_SECRET: Final = 1
 SECRET_SIZE: Final = 16
 #: A fetch token: what a driver's fetch shows an object server that the head granted it.
 TOKEN_SIZE: Final = 16
+#: The ticket a mapped object goes to a fetcher's mailbox with (`Mapped`): random, shown
+#: again in the mapped frame, so that only the object server's memory file is taken.
+TICKET_SIZE: Final = 16
 #: Hello mark, worker to head: this worker runs by-value code (functions and actor classes
 #: that travel pickled) from drivers of any registry, not only of its own
 #: (``dista worker --accept-by-value``). A head that knows only the page ignores the field:

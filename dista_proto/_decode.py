@@ -21,7 +21,13 @@ from collections.abc import Callable
 from typing import Final
 
 from . import frame as F
-from ._conventions import ACTOR_CAPABILITY_SIZE, HELLO_SECRET, SECRET_SIZE, TOKEN_SIZE
+from ._conventions import (
+    ACTOR_CAPABILITY_SIZE,
+    HELLO_SECRET,
+    SECRET_SIZE,
+    TICKET_SIZE,
+    TOKEN_SIZE,
+)
 from ._errors import RemoteProtocolError
 from ._events import (
     ActorBuild,
@@ -53,6 +59,7 @@ from ._events import (
     InlineInput,
     Located,
     LocatedInput,
+    Mapped,
     Part,
     Release,
     Result,
@@ -301,13 +308,23 @@ def located(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
 
 
 def fetch(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
-    if len(p) == 8 + TOKEN_SIZE:  # our extension: the part, then a driver's fetch token
-        return Fetch(oid, _U64.unpack_from(p)[0], bytes(p[8:]))
+    # Our extensions: the part, then a driver's fetch token; a mailbox in the task-ID field.
+    if len(p) == 8 + TOKEN_SIZE:
+        return Fetch(oid, _U64.unpack_from(p)[0], bytes(p[8:]), tid)
     try:
         part = F.fetch_part(p)
     except RemoteProtocolError as e:
         raise _fail(F.KIND_FETCH, "part", str(e)) from None
-    return Fetch(oid, part)
+    return Fetch(oid, part, b"", tid)
+
+
+def mapped(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+    k = F.KIND_MAPPED
+    _exact(k, p, 8 + TICKET_SIZE)
+    size = _U64.unpack_from(p)[0]
+    if not 0 < size <= F.MAX_OBJECT:
+        raise _fail(k, "size", f"{size} is not in [1, MAX_OBJECT]")
+    return Mapped(oid, size, bytes(p[8:]))
 
 
 def task_inputs(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:

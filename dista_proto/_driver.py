@@ -79,6 +79,7 @@ from ._events import (
 from ._fetcher import Fetcher
 from ._ledger import Ledger
 from ._links import Links
+from ._mapping import Mapping
 from ._roles import Role
 from .frame import Bytes
 
@@ -100,6 +101,7 @@ class Driver:
         keep_bytes: int = DEFAULT_KEEP_BYTES,
         keepalive_ns: int = 0,
         ask_secret: bool = True,
+        mapping: Mapping | None = None,
     ) -> None:
         if role not in (Role.DRIVER, Role.CLIENT):
             raise ValueError(f"a Driver is a driver or a client, not {role.name.lower()}")
@@ -119,7 +121,7 @@ class Driver:
         self.secret = b""
         self._next = 1
         self._links = Links()
-        self._fetcher = Fetcher(self._links, part, allocate)
+        self._fetcher = Fetcher(self._links, part, allocate, mapping)
         self._located: dict[int, Address] = {}
         self.closed_reason = ""
         #: What a new head needs to hear to resume this driver (`_ledger`).

@@ -18,7 +18,13 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from . import frame as F
-from ._conventions import ACTOR_CAPABILITY_SIZE, HELLO_SECRET, SECRET_SIZE, TOKEN_SIZE
+from ._conventions import (
+    ACTOR_CAPABILITY_SIZE,
+    HELLO_SECRET,
+    SECRET_SIZE,
+    TICKET_SIZE,
+    TOKEN_SIZE,
+)
 from ._errors import LocalProtocolError
 from ._events import (
     ActorBuild,
@@ -46,6 +52,7 @@ from ._events import (
     Holding,
     InlineInput,
     Located,
+    Mapped,
     Part,
     Release,
     Result,
@@ -225,14 +232,24 @@ def located(e: Located, from_head: bool) -> Encoded:
 
 def fetch(e: Fetch, from_head: bool) -> Encoded:
     k = F.KIND_FETCH
+    mailbox = e.mailbox  # in the task-ID field
+    if not 0 <= mailbox <= _U64_MAX:
+        raise _bad(k, "mailbox", f"{mailbox} is not a u64")
     if e.part == 0 and not e.token:
-        return k, e.object_id, 0, _EMPTY, None
+        return k, e.object_id, mailbox, _EMPTY, None
     if e.part < 0:
         raise _bad(k, "part", f"must be 0 (whole) or a positive size, not {e.part}")
     out = _u64(k, "part", e.part)
     if e.token:
         out += _sized(k, "token", e.token, TOKEN_SIZE)
-    return k, e.object_id, 0, out, None
+    return k, e.object_id, mailbox, out, None
+
+
+def mapped(e: Mapped, from_head: bool) -> Encoded:
+    k = F.KIND_MAPPED
+    if not 0 < e.size <= F.MAX_OBJECT:
+        raise _bad(k, "size", f"must be in [1, MAX_OBJECT], not {e.size}")
+    return k, e.object_id, 0, _U64.pack(e.size) + _sized(k, "ticket", e.ticket, TICKET_SIZE), None
 
 
 def task_inputs(e: TaskInputs, from_head: bool) -> Encoded:

@@ -46,6 +46,7 @@ __all__ = [
     "InlineInput",
     "LocatedInput",
     "Located",
+    "Mapped",
     "Part",
     "Release",
     "Result",
@@ -243,6 +244,9 @@ class Fetch(_EventBase):
     object_id: int
     part: int = F.PART_SIZE
     token: bytes = b""  # a driver's fetch token, when it has one
+    #: Dista's extension (the task-ID field): the fetcher's mailbox on this host, where an
+    #: object server may send the object as a memory file (`Mapped`); 0 for none.
+    mailbox: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,6 +542,17 @@ class Part(_EventBase):
 
 
 @dataclass(frozen=True, slots=True)
+class Mapped(_EventBase):
+    """Dista's extension, object server to a fetcher that named a mailbox: object
+    ``object_id`` (``size`` bytes) went there as a sealed memory file, with ``ticket``."""
+
+    kind: ClassVar[int] = F.KIND_MAPPED
+    object_id: int
+    size: int
+    ticket: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectionClosed:
     """The peer closed the stream cleanly, between frames (not a frame kind)."""
 
@@ -581,4 +596,5 @@ Event = (
     | ActorOrder
     | ActorName
     | ActorLookup
+    | Mapped
 )

@@ -11,6 +11,10 @@ fetcher reserves it there when the connection reads the part's header), and a la
 result frame into a buffer from ``allocate``; so, on the receive-into path, the bytes of a
 large object are written once, by the read itself. A part nobody asked for, or one that
 doesn't fit what came before, is received as usual and its event handled as before.
+
+With a `Mapping` whose mailbox is not 0, every fetch names the mailbox: an object server
+on this host may answer with a mapped frame instead (`dista_proto._mapping`), and an object
+that cannot be taken from the mailbox is asked for again without it.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from functools import partial
 from . import frame as F
 from ._decisions import Connect
 from ._errors import RemoteProtocolError
-from ._events import Address, Error, Event, Fetch, Part, Result
+from ._events import Address, Error, Event, Fetch, Mapped, Part, Result
 from ._links import Links
+from ._mapping import Mapping
 from ._roles import Role
 from .frame import Bytes
 
@@ -38,9 +43,13 @@ class Fetcher:
         links: Links,
         part: int = F.PART_SIZE,
         allocate: Callable[[int], bytearray | memoryview] = bytearray,
+        mapping: Mapping | None = None,
     ) -> None:
         self._links = links
         self.part = part
+        # Objects on this host come mapped where the runtime can (`_mapping`).
+        self._mapping = mapping
+        self._mailbox = mapping.mailbox if mapping is not None else 0
         #: A driver's fetch token (`dista_proto._credentials`), shown with every fetch.
         self.token = b""
         self._allocate = allocate
@@ -67,7 +76,7 @@ class Fetcher:
         if oid in wanted:
             return  # already on its way
         wanted.add(oid)
-        self._links.send(link, Fetch(oid, self.part, self.token))
+        self._links.send(link, Fetch(oid, self.part, self.token, self._mailbox))
 
     def receive(self, link: int, events: list[Event]) -> list[Fetched]:
         done: list[Fetched] = []
@@ -83,6 +92,14 @@ class Fetcher:
             elif isinstance(event, Error):
                 wanted.discard(oid)
                 done.append((oid, None, f"fetch from {address} failed: {event.message}"))
+            elif isinstance(event, Mapped):
+                mapping = self._mapping
+                value = mapping.take(oid, event.size, event.ticket) if mapping else None
+                if value is None:  # its file never came, or is not what the frame says
+                    self._links.send(link, Fetch(oid, self.part, self.token))
+                else:
+                    wanted.discard(oid)
+                    done.append((oid, value, ""))
             elif isinstance(event, Part):
                 key = (link, oid)
                 parts = self._parts.get(key)

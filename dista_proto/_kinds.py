@@ -36,7 +36,7 @@ from typing import Any, Final, NamedTuple
 from . import _decode as D
 from . import _encode as E
 from . import frame as F
-from ._conventions import ACTOR_CAPABILITY_SIZE, SECRET_SIZE, TOKEN_SIZE
+from ._conventions import ACTOR_CAPABILITY_SIZE, SECRET_SIZE, TICKET_SIZE, TOKEN_SIZE
 from ._decode import Decoder
 from ._encode import Encoder
 from ._events import (
@@ -64,6 +64,7 @@ from ._events import (
     Hello,
     Holding,
     Located,
+    Mapped,
     Part,
     Release,
     Result,
@@ -149,6 +150,10 @@ _BUILD: Final = (
 _ORDER: Final = (
     'our extension: "my kept calls to this actor ran at these positions" (docs/protocol.md, '
     '"Actors after a head restart"), from a resuming driver'
+)
+_MAPPED: Final = (
+    'our extension: "the object went to your mailbox on this host as a memory file" '
+    '(docs/protocol.md, "Extensions: objects mapped on one host"), to a fetcher that named one'
 )
 _NAME: Final = (
     'our extension: "the actor this driver creates next is called this", and "which actor '
@@ -290,6 +295,9 @@ KINDS: Final[tuple[Kind, ...]] = (
     # Dista's own kind: a resuming driver's kept calls' positions in the actor's order.
     Kind(F.KIND_ACTOR_ORDER,   "actor-order",   ActorOrder,   E.actor_order,   D.actor_order,
          sent=(Link(DRIVER, HEAD, _ORDER),)),
+    # Dista's own kind: an object sent to a fetcher's mailbox on the same host.
+    Kind(F.KIND_MAPPED,        "mapped",        Mapped,       E.mapped,        D.mapped,
+         sent=(Link(SERVER, FETCHER, _MAPPED),), payload=8 + TICKET_SIZE),  # size, ticket
 )
 # fmt: on
 

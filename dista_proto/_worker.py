@@ -63,7 +63,6 @@ from ._events import (
     HoldingEntry,
     InlineInput,
     Located,
-    Part,
     Result,
     Span,
     Stop,
@@ -75,7 +74,9 @@ from ._events import (
 from ._fetcher import Fetcher
 from ._grants import FETCH_GRANT_WAIT_NS, FETCH_IDLE_NS, FetchGate
 from ._links import Links
+from ._mapping import Mapping
 from ._roles import Role
+from ._serving import answer_fetch
 from ._worker_actors import ActorHosting
 from .frame import Bytes
 
@@ -116,6 +117,7 @@ class Worker:
         wall_offset_ns: int = 0,
         accept_by_value: bool = False,
         checkpoints: bool = False,
+        mapping: Mapping | None = None,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -129,8 +131,10 @@ class Worker:
         self.checkpoints = checkpoints
         self.inline_threshold = inline_threshold
         self._links = Links()
-        self._fetcher = Fetcher(self._links, part, allocate)
+        self._fetcher = Fetcher(self._links, part, allocate, mapping)
         self._allocate = allocate
+        # Stored objects go to fetchers on this host as memory files where it can.
+        self._mapping = mapping
         # The smallest part our object server cuts for a fetcher (tests lower it).
         self.min_part = min_part
         self._servers: set[int] = set()
@@ -565,29 +569,7 @@ class Worker:
         # else it waits for the head's grant (`_on_grant`) or its deadline (`on_timer`)
 
     def _serve(self, link: int, fetch: Fetch) -> None:
-        oid = fetch.object_id
-        value = self.store.get(oid)
+        value = self.store.get(fetch.object_id)
         send = self._links.send
-        if value is None:
-            send(link, Error(oid, f"object {oid:#x} is not on this worker ({self.address})"))
-            return
-        size = len(value)
-        part = fetch.part
-        if part == 0 or (size <= part and size <= F.MAX_PAYLOAD):
-            if size > F.MAX_PAYLOAD:
-                why = f"object {oid:#x} is {size} bytes, too large for one frame: fetch in parts"
-                send(link, Error(oid, why))
-            else:
-                send(link, Result(oid, value))
-            return
-        if part < self.min_part:
-            why = (
-                f"object {oid:#x}: a fetch for parts of {part} bytes; "
-                f"ask for at least {self.min_part}"
-            )
-            send(link, Error(oid, why))
-            return
-        step = F.part_payload_size(part)
-        view = memoryview(value).cast("B")
-        for offset in range(0, size, step):
-            send(link, Part(oid, size, offset, view[offset : offset + step]))
+        for event in answer_fetch(fetch, value, self.address, self.min_part, self._mapping):
+            send(link, event)

@@ -47,6 +47,7 @@ __all__ = [
     "KIND_HELLO",
     "KIND_HOLDING",
     "KIND_LOCATED",
+    "KIND_MAPPED",
     "KIND_NAMES",
     "KIND_PART",
     "KIND_RELEASE",
@@ -154,6 +155,10 @@ KIND_ACTOR_BUILD: Final = 38
 #: Dista's extension, a resuming driver or client to head: where its kept calls to the actor
 #: (object ID) ran in its order: a count u64, then per call its ID u64 and position u64.
 KIND_ACTOR_ORDER: Final = 39
+#: Dista's extension, object server to a fetcher on its host that named a mailbox (a fetch
+#: whose task-ID field is not 0): the object (object ID) went to that mailbox as a sealed
+#: memory file; the payload is its size u64, then the ticket (16 bytes) it went with.
+KIND_MAPPED: Final = 40
 #: The longest actor name, in bytes of UTF-8.
 MAX_ACTOR_NAME: Final = 255
 

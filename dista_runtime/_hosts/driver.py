@@ -22,6 +22,7 @@ from .._session.driver_actors import keep_bytes
 from .._session.session import Hooks, Session
 from .._tls.config import dial_failure, refusal_hint, tls_for
 from .._values.buffer_cache import BufferCache
+from .._values.shared import SameHost
 from .engine import Engine
 from .reconnect import Reconnect
 
@@ -41,10 +42,13 @@ class DriverHost(Engine):
     ) -> None:
         #: Large receives land in maps faulted in already when one is free (`_buffer_cache`).
         self.buffers = BufferCache(loop)
+        # Objects on this host come mapped, not copied (`_values.shared`).
+        same_host = SameHost.create()
         core = dp.Driver(
             registry_hash=registry_hash,
             role=role,
             allocate=self.buffers.allocate,
+            mapping=same_host,
             keep_bytes=keep_bytes(),
             keepalive_ns=int(keepalive_interval() * 1e9),
         )
@@ -56,6 +60,9 @@ class DriverHost(Engine):
             self.use_tls(tls_for("worker"))
         self.welcomed: Latch[None] = Latch()
         self.exited.add_callback(self.buffers.close)
+        if same_host is not None:
+            self.same_host = same_host
+            self.exited.add_callback(same_host.close)
         self._flush_scheduled = False
         self._io_thread = threading.get_ident()
         self._where = ""

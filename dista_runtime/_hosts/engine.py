@@ -55,6 +55,7 @@ from .._net.streams import PEER_LABEL, peer_ip, peer_name, write
 from .._tls.config import TLS, PeerIdentity, tls_for
 from .._tls.handshake import Handshakes
 from .._values.memory import ready
+from .._values.shared import SameHost
 from .timer import PulledTimer
 
 __all__ = ["CLOSE_GRACE_S", "DIAL_TIMEOUT_S", "Engine"]
@@ -120,6 +121,8 @@ class Engine:
             }
         )
         self._source = -1  # the link whose input the decisions being carried out came from
+        #: This host's mailbox and the memory files it shares (`dista_runtime._values.shared`).
+        self.same_host: SameHost | None = None
 
     # -- the one flush ----------------------------------------------------------------------
 
@@ -134,6 +137,9 @@ class Engine:
         stops being read while a peer it writes to reads too slowly."""
         decisions = self.core.decisions()
         if decisions:
+            same_host = self.same_host
+            if same_host is not None and same_host.queued:
+                same_host.flush()  # the memory files before the mapped frames naming them
             self.act(decisions, source)
         if not self.exited.done():
             self._timer.arm()

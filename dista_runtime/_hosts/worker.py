@@ -30,6 +30,7 @@ from .._session.session import Hooks
 from .._tls.config import PeerIdentity, check_bind, dial_failure, tls_for
 from .._values.buffer_cache import BufferCache
 from .._values.registry import snapshot
+from .._values.shared import SameHost, keep_values_shared
 from .._values.trim import MemoryWatch, watch_memory
 from .driver import DriverHost
 from .engine import Engine
@@ -286,6 +287,9 @@ def start_worker(
     advertise = advertised_host(head_host) if bind in _ANY else bind
     address = dp.Address(advertise, sock.getsockname()[1])
     buffers = BufferCache(loop)  # large receives land in maps faulted in already
+    # Large values in memory files that fetchers on this host map (`_values.shared`).
+    same_host = SameHost.create()
+    keep_values_shared(same_host is not None)
     core = dp.Worker(
         registry_hash=registry,
         address=address,
@@ -297,9 +301,13 @@ def start_worker(
         checkpoints=bool(os.environ.get(CHECKPOINT_ENV, "").strip()),
         fetch_wait_ns=fetch_grant_wait_ns(),
         wall_offset_ns=wall_offset_ns(),  # its spans' stamps, for people
+        mapping=same_host,
     )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))
     worker.exited.add_callback(buffers.close)
+    if same_host is not None:
+        worker.same_host = same_host
+        worker.exited.add_callback(same_host.close)
     worker.limit(limits if limits is not None else limits_from_env())
     # The heap back after fetchers drop what their transports had queued (`_trim`).
     worker.memory = watch_memory(loop, worker.exited)

@@ -22,7 +22,8 @@ under 32 KiB stay inside the pickle (a small NumPy array is cheaper copied than 
 
 The one buffer comes from `allocate` (`dista_runtime._values.memory`): from ``MAP_FROM`` bytes, an
 anonymous map faulted in ahead of the copy, which is several times cheaper than faulting
-fresh pages in one by one as the copy touches them. The binding passes the same allocator
+fresh pages in one by one as the copy touches them. On a worker, a large one is a memory
+file instead (`dista_runtime._values.shared`), which fetchers on its host map. The binding passes the same allocator
 to the fetcher, so a large object read from a worker lands in one too.
 """
 
@@ -42,6 +43,7 @@ import cloudpickle
 from dista_proto.frame import Bytes
 
 from .memory import MAP_FROM, allocate, write_into
+from .shared import store_value
 
 __all__ = [
     "MAP_FROM",
@@ -83,10 +85,15 @@ def _join(data: bytes, buffers: list[pickle.PickleBuffer]) -> Bytes:
         offset = -(-offset // _ALIGN) * _ALIGN
         offsets.append(offset)
         offset += raw.nbytes
+    header = struct.pack(
+        f"<BIQ{len(raws)}Q", _OOB, len(raws), len(data), *(r.nbytes for r in raws)
+    )
+    shared = store_value(offset, [(0, header), (head, data), *zip(offsets, raws, strict=True)])
+    if shared is not None:  # a worker's: in a memory file its host's fetchers map
+        return shared
     out = allocate(offset)
-    _HEAD.pack_into(out, 0, _OOB, len(raws), len(data))
-    struct.pack_into(f"<{len(raws)}Q", out, _HEAD.size, *(r.nbytes for r in raws))
     view = memoryview(out)
+    view[:head] = header
     write_into(view[head : head + len(data)], data)
     for start, raw in zip(offsets, raws, strict=True):
         write_into(view[start : start + raw.nbytes], raw)
@@ -327,9 +334,25 @@ def dumps(value: object) -> bytes:
     return _dumps(value, None)[0]
 
 
+class _LargeBytes:
+    """A large ``bytes`` value, pickled with its bytes out of band (plain pickle copies them
+    into the pickle): they are copied once, into the value's buffer, which a worker keeps
+    in a memory file for fetchers on its host to map (`dista_runtime._values.shared`)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __reduce__(self) -> tuple[type[bytes], tuple[pickle.PickleBuffer]]:
+        return bytes, (pickle.PickleBuffer(self.data),)
+
+
 def encode(value: object, what: str = "the value") -> Bytes:
     """``value`` as one buffer; a value that does not pickle raises TypeError naming it."""
     if type(value) in _SIMPLE:
+        if type(value) is bytes and len(value) >= MAP_FROM:
+            return _join(*_pickled(_LargeBytes(value), what))
         return pickle.dumps(value, protocol=5)
     return _join(*_pickled(value, what))
 

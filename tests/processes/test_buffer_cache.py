@@ -16,6 +16,7 @@ from dista_runtime._session import context as _context
 from dista_runtime._values import buffer_cache as bc
 from dista_runtime._values.buffer_cache import CACHE_FROM, BufferCache
 from dista_runtime._values.memory import write_into
+from dista_runtime._values.shared import SHARED_MEMORY_ENV
 from tests.processes.support import buffer_cache_tasks as bt
 from tests.support.cluster import assert_gone, wait_for_workers
 
@@ -151,7 +152,9 @@ def test_close_gives_free_maps_back_and_keeps_none_after() -> None:
 
 
 @pytest.fixture
-def cluster() -> Iterator[dista.Cluster]:
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[dista.Cluster]:
+    # Over the links, as across hosts: on one host the driver maps what workers store.
+    monkeypatch.setenv(SHARED_MEMORY_ENV, "0")
     with dista.init(workers=1) as c:
         wait_for_workers(1)
         yield c

@@ -175,10 +175,9 @@ PROJECT_DECISIONS: dict[str, set[tuple[Role, Role]]] = {
     "actor-open": {(D, H)},  # Dista's own kind: an actor's capability
     "actor-name": {(D, H)},  # Dista's own kinds: named actors
     "actor-lookup": {(D, H)},
-    "actor-build": {(H, W)},
-    "actor-order": {
-        (D, H)
-    },  # Dista's own kind: where kept calls ran  # Dista's own kind: a build's number, for the fences
+    "actor-build": {(H, W)},  # Dista's own kind: a build's number, for the fences
+    "actor-order": {(D, H)},  # Dista's own kind: where kept calls ran
+    "mapped": {(S, F)},  # Dista's own kind: an object sent to a fetcher's mailbox
 }
 
 

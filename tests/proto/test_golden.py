@@ -42,6 +42,7 @@ from dista_proto import (
     LocalProtocolError,
     Located,
     LocatedInput,
+    Mapped,
     Part,
     Release,
     RemoteProtocolError,
@@ -202,6 +203,13 @@ GOLDEN: list[Golden] = [
         "fetch-small-parts", Fetch(OID, 4096), BOTH, "19000000 09" + O + Z + "0010000000000000"
     ),
     Golden("fetch-whole", Fetch(OID, 0), BOTH, "11000000 09" + O + Z),
+    # Our extension: the fetcher's mailbox on this host in the task-ID field.
+    Golden(
+        "fetch-mailbox",
+        Fetch(OID, 4096, mailbox=TID),
+        BOTH,
+        "19000000 09" + O + T + "0010000000000000",
+    ),
     # 10 task-inputs: flags, [results], count, per input tag, ID, then bytes or location,
     # [value].
     Golden(
@@ -441,6 +449,13 @@ GOLDEN: list[Golden] = [
         TO_HEAD,
         "29000000 27" + O + Z + "0100000000000000" + T + "0500000000000000",
     ),
+    # 40 mapped (Dista's own kind): the object's size u64, then the 16-byte ticket.
+    Golden(
+        "mapped",
+        Mapped(OID, 10, bytes(range(16))),
+        BOTH,
+        "29000000 28" + O + Z + "0a00000000000000" + bytes(range(16)).hex(),
+    ),
     # 38 actor-build (Dista's own kind): the actor, the build number, the head's epoch u64.
     Golden(
         "actor-build",
@@ -458,7 +473,7 @@ CASES = [
 
 
 def test_every_kind_has_a_golden_frame() -> None:
-    kinds = {*range(1, 35), 36, 37, 38, 39}
+    kinds = {*range(1, 35), 36, 37, 38, 39, 40}
     assert {g.event.kind for g in GOLDEN} == kinds
     assert {g.data[4] for g in GOLDEN} == kinds
 

@@ -47,6 +47,7 @@ OUR_KINDS: Final = {
     37: "actor-lookup",
     38: "actor-build",
     39: "actor-order",
+    40: "mapped",
 }
 OLD_EVENTS: Final = {
     "Task": 1, "Result": 2, "Error": 3, "Hello": 4, "Welcome": 5, "TaskAfter": 6, "Stored": 7,
@@ -55,7 +56,7 @@ OLD_EVENTS: Final = {
     "ActorCall": 20, "ActorKill": 21, "Checkpoint": 22, "Checkpointed": 23, "ActorRestore": 24,
     "Covered": 25, "Status": 26, "Stop": 27, "TaskMany": 28, "Drain": 29, "Adopt": 30,
     "Adopted": 31, "Cancel": 32, "Part": 33, "ActorOpen": 34, "ActorName": 36,
-    "ActorLookup": 37, "ActorBuild": 38, "ActorOrder": 39,
+    "ActorLookup": 37, "ActorBuild": 38, "ActorOrder": 39, "Mapped": 40,
 }  # fmt: skip
 #: (sender, receiver): {kind: largest body} for every kind the sender may send.
 OLD_LIMITS: Final = {
@@ -68,7 +69,7 @@ OLD_LIMITS: Final = {
     (H, W): {1: ANY, 3: ANY, 8: 45, 10: ANY, 12: 17, 19: ANY, 20: ANY, 21: 17, 22: 25, 24: 25,
              27: 17, 28: ANY, 30: 29, 38: 25},
     (H, O): {3: ANY, 18: ANY, 26: ANY},
-    (S, F): {2: ANY, 3: ANY, 33: 17 + 16 + frame.PART_SIZE},
+    (S, F): {2: ANY, 3: ANY, 33: 17 + 16 + frame.PART_SIZE, 40: 17 + 8 + 16},
     (F, S): {9: 41},
 }  # fmt: skip
 OLD_LIMITS[C, H] = OLD_LIMITS[D, H]  # a client is a driver inside a worker
@@ -198,6 +199,7 @@ def test_links_beyond_the_page_say_why() -> None:
         ("actor-name", D, H), ("actor-lookup", D, H),  # Dista's kinds: named actors
         ("actor-build", H, W),  # Dista's kind: a build's number, for the checkpoint fences
         ("actor-order", D, H),  # Dista's kind: where a resuming driver's kept calls ran
+        ("mapped", S, F),  # Dista's kind: an object sent to a fetcher's mailbox
     }  # fmt: skip
 
 

@@ -45,6 +45,7 @@ from dista_proto import (
     InlineInput,
     Located,
     LocatedInput,
+    Mapped,
     Part,
     Release,
     Result,
@@ -167,7 +168,9 @@ def strategy(kind: int, from_head: bool) -> st.SearchStrategy[Any]:
         frame.KIND_TASK_AFTER: task_afters,
         frame.KIND_STORED: lambda: st.builds(Stored, ids, u64),
         frame.KIND_LOCATED: lambda: st.builds(Located, ids, addresses, secrets),
-        frame.KIND_FETCH: lambda: st.builds(Fetch, ids, st.sampled_from([0, 1]) | u64, secrets),
+        frame.KIND_FETCH: lambda: st.builds(
+            Fetch, ids, st.sampled_from([0, 1]) | u64, secrets, st.sampled_from([0]) | u64
+        ),
         frame.KIND_TASK_INPUTS: task_inputs,
         frame.KIND_RELEASE: lambda: st.builds(Release, ids),
         frame.KIND_FREE: lambda: st.builds(Free, ids),
@@ -224,6 +227,9 @@ def strategy(kind: int, from_head: bool) -> st.SearchStrategy[Any]:
         ),
         frame.KIND_CANCEL: lambda: st.builds(Cancel, ids),
         frame.KIND_PART: parts,
+        frame.KIND_MAPPED: lambda: st.builds(
+            Mapped, ids, st.integers(1, frame.MAX_OBJECT), st.binary(min_size=16, max_size=16)
+        ),
         frame.KIND_ACTOR_OPEN: lambda: st.builds(
             ActorOpen, ids, st.binary(min_size=16, max_size=16)
         ),
@@ -247,7 +253,7 @@ KIND_DIRECTIONS = [
 
 
 def test_strategies_cover_every_kind() -> None:
-    assert set(frame.KIND_NAMES) == {*range(1, 35), 36, 37, 38, 39}
+    assert set(frame.KIND_NAMES) == {*range(1, 35), 36, 37, 38, 39, 40}
     for kind in frame.KIND_NAMES:
         strategy(kind, False)
         strategy(kind, True)

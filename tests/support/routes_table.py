@@ -82,7 +82,7 @@ def handlers() -> dict[tuple[int, Role, Role], list[tuple[str, Handler]]]:
     out.setdefault((F.KIND_FETCH, Role.FETCHER, Role.OBJECT_SERVER), []).append(
         ("", worker._admit)
     )
-    for kind in (F.KIND_RESULT, F.KIND_ERROR, F.KIND_PART):
+    for kind in (F.KIND_RESULT, F.KIND_ERROR, F.KIND_PART, F.KIND_MAPPED):
         out.setdefault((kind, Role.OBJECT_SERVER, Role.FETCHER), []).append(
             ("a driver's or a worker's", driver._fetcher.receive)
         )
