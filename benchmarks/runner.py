@@ -63,6 +63,13 @@ What each workload measures (``WORKLOADS`` below has the units):
 - numpy_arg: a float64 array of that many bytes made in the driver, passed to a task that
   returns its sum, timed from submit to the value. Dask uses ``client.scatter`` first (its
   documented way of passing large data; the scatter is timed too).
+- bytes256, bytes1g, np256, np1g: a task builds a result of that size on a worker (``bytes``,
+  or a NumPy uint8 array) and the driver gets it, timed from submit to the value in the
+  driver (median of 3), in GB/s. np1g_get: a 1 GiB NumPy result already finished on its
+  worker, the get alone, in ms (median of 3): where the driver maps the worker's memory
+  (Ray's object store, Dista's memory files on one host), a fraction of a millisecond;
+  where it copies, most of a second. Not applicable where a system cannot wait for a task
+  without fetching its value.
 - queued: submit every no-op task as fast as possible (most are queued at the end), then get
   them all. queued_mem is the growth of the same RSS sum as idle_mem from before the first
   submit to after the last; queued_submit and queued_drain time the two halves.
@@ -82,6 +89,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from importlib import import_module, metadata, util
 from pathlib import Path
 from typing import Any, Protocol
@@ -165,6 +173,11 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("big256", "big256", "GB/s", True),
     Workload("big1g", "big1g", "GB/s", True),
     Workload("numpy_arg", "numpy_arg", "s", False),
+    Workload("bytes256", "large", "GB/s", True),
+    Workload("bytes1g", "large", "GB/s", True),
+    Workload("np256", "large", "GB/s", True),
+    Workload("np1g", "large", "GB/s", True),
+    Workload("np1g_get", "large", "ms", False),
     Workload("queued_mem", "queued", "MiB", False),
     Workload("queued_submit", "queued", "s", False),
     Workload("queued_drain", "queued", "s", False),
@@ -182,6 +195,7 @@ PROBE_GROUP = {
     "big256": "data",
     "big1g": "data",
     "numpy_arg": "data",
+    "large": "data",
     "queued": "queued",
     "checkpoint": "checkpoint",
 }
@@ -435,6 +449,7 @@ class Engine(Protocol):
     def add(self, a: Any, b: Any) -> Any: ...
     def total(self, *values: Any) -> Any: ...
     def make_bytes(self, size: int) -> Any: ...
+    def make_array(self, size: int) -> Any: ...
     def bytes_len(self, size: int) -> Any: ...
     def array_sum(self, array: Any) -> Any: ...
     def wait(self, ref: Any) -> None: ...
@@ -916,6 +931,43 @@ def read_big(engine: Engine, size: int) -> Measured:
     return Measured(value, detail, OK if value is not None else ERROR)
 
 
+#: Each large-object row is the median of this many results.
+LARGE_RUNS = 3
+
+
+def _submit_to_value(engine: Engine, make: Callable[[], Any], size: int) -> Measured:
+    times = []
+    for _ in range(LARGE_RUNS):
+        elapsed, value = _timed_get(engine, make)
+        _expect(len(value) == size, f"got {len(value)} bytes, not {size}")
+        _expect(int(value[-1]) == 0xAB, f"the last byte is {value[-1]!r}")
+        del value
+        times.append(elapsed)
+    median = statistics.median(times)
+    return Measured(_gbps(size, median), {"bytes": size, "s": median, "runs": times})
+
+
+def probe_large(engine: Engine, sizes: Sizes) -> dict[str, Measured]:
+    out: dict[str, Measured] = {}
+    for label, size in (("256", sizes.big256), ("1g", sizes.big1g)):
+        out[f"bytes{label}"] = _submit_to_value(engine, partial(engine.make_bytes, size), size)
+        out[f"np{label}"] = _submit_to_value(engine, partial(engine.make_array, size), size)
+    if not engine.can_wait:
+        out["np1g_get"] = Measured(None, {"why": "cannot wait without the value"}, NOT_APPLICABLE)
+        return out
+    gets = []
+    for _ in range(LARGE_RUNS):
+        ref = engine.make_array(sizes.big1g)
+        engine.wait(ref)
+        t0 = time.perf_counter()
+        value = engine.get(ref)
+        gets.append(time.perf_counter() - t0)
+        _expect(len(value) == sizes.big1g, f"got {len(value)} bytes")
+        del value, ref
+    out["np1g_get"] = Measured(statistics.median(gets) * 1e3, {"runs_s": gets})
+    return out
+
+
 def probe_big256(engine: Engine, sizes: Sizes) -> dict[str, Measured]:
     return {"big256": read_big(engine, sizes.big256)}
 
@@ -966,6 +1018,7 @@ PROBES: dict[str, Probe] = {
     "actor_roundtrip": probe_actor_roundtrip,
     "checkpoint": probe_checkpoint,
     "big256": probe_big256,
+    "large": probe_large,
     "big1g": probe_big1g,
     "numpy_arg": probe_numpy_arg,
     "queued": probe_queued,

@@ -40,6 +40,13 @@ def make_bytes(size: int) -> bytes:
 
 
 @dista.task
+def make_array(size: int) -> Any:
+    import numpy as np
+
+    return np.full(size, 0xAB, dtype=np.uint8)
+
+
+@dista.task
 def bytes_len(size: int) -> int:
     return len(FILL * size)
 
@@ -171,6 +178,9 @@ class DistaEngine:
 
     def make_bytes(self, size: int) -> Any:
         return make_bytes.remote(size)
+
+    def make_array(self, size: int) -> Any:
+        return make_array.remote(size)
 
     def bytes_len(self, size: int) -> Any:
         return bytes_len.remote(size)

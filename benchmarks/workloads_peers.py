@@ -31,6 +31,12 @@ def make_bytes(size: int) -> bytes:
     return FILL * size
 
 
+def make_array(size: int) -> Any:
+    import numpy as np
+
+    return np.full(size, 0xAB, dtype=np.uint8)
+
+
 def bytes_len(size: int) -> int:
     return len(FILL * size)
 
@@ -87,7 +93,7 @@ class RayEngine:
 
     def start(self) -> None:
         self._ray.init(num_cpus=self._workers, include_dashboard=False)
-        for fn in (noop, add, total, make_bytes, bytes_len, array_sum):
+        for fn in (noop, add, total, make_bytes, make_array, bytes_len, array_sum):
             self._tasks[fn.__name__] = self._ray.remote(fn)
 
     def stop(self) -> None:
@@ -108,6 +114,9 @@ class RayEngine:
 
     def make_bytes(self, size: int) -> Any:
         return self._tasks["make_bytes"].remote(size)
+
+    def make_array(self, size: int) -> Any:
+        return self._tasks["make_array"].remote(size)
 
     def bytes_len(self, size: int) -> Any:
         return self._tasks["bytes_len"].remote(size)
@@ -205,6 +214,9 @@ class DaskEngine:
     def make_bytes(self, size: int) -> Any:
         return self._submit(make_bytes, size)
 
+    def make_array(self, size: int) -> Any:
+        return self._submit(make_array, size)
+
     def bytes_len(self, size: int) -> Any:
         return self._submit(bytes_len, size)
 
@@ -272,6 +284,9 @@ class PoolEngine:
 
     def make_bytes(self, size: int) -> Future[bytes]:
         return self.pool.submit(make_bytes, size)
+
+    def make_array(self, size: int) -> Future[Any]:
+        return self.pool.submit(make_array, size)
 
     def bytes_len(self, size: int) -> Future[int]:
         return self.pool.submit(bytes_len, size)

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 import dista_runtime as dista
+from dista_runtime._values.shared import SHARED_MEMORY_ENV
 from tests.processes.support import recovery_tasks as rt
 from tests.processes.support.restartable_cluster import Processes, processes, wait_for_workers
 
@@ -534,10 +535,15 @@ def _rss() -> int:
 
 
 @pytest.mark.timeout(60)
-def test_wait_leaves_stored_values_where_they_lie(tmp_path: Path) -> None:
+def test_wait_leaves_stored_values_where_they_lie(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
-    with processes(tmp_path) as procs:
+    # The values cross over the links, as from another host: on this one a fetch maps them
+    # (tests/processes/test_shared_memory.py), and a map costs no memory until it is read.
+    monkeypatch.setenv(SHARED_MEMORY_ENV, "0")
+    with processes(tmp_path, **{SHARED_MEMORY_ENV: "0"}) as procs:
         procs.start_head()
         procs.start_worker()
         with dista.init(procs.address):

@@ -78,6 +78,7 @@ class SimWorker:
             min_part=PART,
             heartbeat_ns=sim.heartbeat_ns,
             checkpoints=checkpoints,  # it reaches the sim's checkpoint store (`SimActors`)
+            mapping=sim.mapping_for(self),
         )
         self.running: list[dp.RunTask] = []
         self.blocked: set[int] = set()  # running tasks blocked reading others (slot lent)
@@ -92,7 +93,7 @@ class SimDriver:
     def __init__(self, sim: Sim, index: int) -> None:
         self.sim = sim
         self.index = index
-        self.core = dp.Driver(registry_hash=sim.registry, part=PART)
+        self.core = dp.Driver(registry_hash=sim.registry, part=PART, mapping=sim.mapping_for(self))
         self.expected: dict[int, bytes | None] = {}  # None: expected to fail
         self.got: dict[int, bytes] = {}
         self.failed: dict[int, str] = {}
@@ -195,6 +196,11 @@ class Sim:
             self._connect_to_head(d.core)
             d.core.start(self.now)
             self._run_decisions(d.core)
+
+    def mapping_for(self, machine: SimWorker | SimDriver) -> dp.Mapping | None:
+        """Same-host memory for ``machine``'s core: none (tests/sim/support/mapped.py has
+        some)."""
+        return None
 
     # -- wiring ----------------------------------------------------------------------------
 
