@@ -37,7 +37,8 @@ def total(counts: list[int]) -> int:
 
 @dista.task
 def big_array(mib: int) -> np.ndarray:
-    """A large result: it stays on its worker and crosses to the driver in parts."""
+    """A large result: it stays on its worker, in shared memory the driver maps (read-only,
+    not copied); from a worker on another machine it would cross the network in parts."""
     return np.arange(mib * (1 << 20) // 8, dtype=np.int64)
 
 

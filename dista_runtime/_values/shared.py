@@ -53,6 +53,7 @@ from dista_proto import TICKET_SIZE
 from dista_proto.frame import Bytes
 
 from .memory import MAP_FROM
+from .spare_files import SPARES, new_file
 
 __all__ = [
     "SHARED_MEMORY_ENV",
@@ -155,16 +156,19 @@ def store_value(size: int, pieces: Sequence[tuple[int, Bytes]]) -> memoryview | 
 
     Written with ``pwrite``, not through a map: the kernel fills the file's pages as it
     copies, at about 0.4 s per GiB here, where faulting them in through a writable map
-    took 0.6 to 1.3 s. The read-only map's pages are faulted in by whoever reads them.
+    took 0.6 to 1.3 s; into a spare whose pages are allocated already (`spare_files`), it
+    is a copy. The read-only map's pages are faulted in by whoever reads them.
     """
     if not _sharing or size < SHARE_FROM:
         return None
+    fd = SPARES.take(size)  # pages allocated ahead, if a spare fits (`spare_files`)
+    if fd is None:
+        try:
+            fd = new_file()
+        except OSError:
+            return None  # out of descriptors: a private buffer, fetched through the link
     try:
-        fd = os.memfd_create("dista-object", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    except OSError:
-        return None  # out of descriptors: a private buffer, fetched through the link
-    try:
-        os.ftruncate(fd, size)
+        os.ftruncate(fd, size)  # a spare is trimmed to size; a new file grows to it
         for offset, piece in pieces:
             _write_at(fd, piece, offset)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
@@ -180,6 +184,7 @@ def store_value(size: int, pieces: Sequence[tuple[int, Bytes]]) -> memoryview | 
     key = id(value.obj)
     _files[key] = fd
     weakref.finalize(value.obj, _close, key, fd)
+    SPARES.want(size)  # the next value of about this size lands in warm pages
     return value
 
 

@@ -88,6 +88,25 @@ def test_a_large_numpy_result_is_mapped_read_only_and_freed_with_its_last_ref(
     eventually(lambda: mapped_here() == 0 and files_held(worker) == 0)
 
 
+def test_a_worker_maps_an_input_another_worker_stores(shm_left_clean: None) -> None:
+    with dista.init(workers=2) as c:
+        wait_for_workers(2)
+        ref = st.filled.remote(SIZE, 9)
+        dista.wait([ref], timeout=60)
+        pids: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(pids) < 2:  # until a task read it on each worker: one of them fetched it
+            assert time.monotonic() < deadline, f"every reader ran on {pids}"
+            for got, writable, pid in dista.get([st.total.remote(ref) for _ in range(4)]):
+                # Read-only on both: its own worker's store, or the other's map of it (a
+                # copy over the link would land in a writable buffer).
+                assert (got, writable) == (9 * SIZE, False)
+                pids.add(pid)
+        assert pids == set(c.pids())
+        del ref
+    assert_gone(c.pids())
+
+
 def test_large_bytes_come_back_as_bytes(cluster: dista.Cluster) -> None:
     data = st.payload.remote(SIZE).get(timeout=60)
     assert type(data) is bytes and data == bytes(range(256)) * (SIZE // 256)
