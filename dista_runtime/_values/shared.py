@@ -53,6 +53,7 @@ from dista_proto import TICKET_SIZE
 from dista_proto.frame import Bytes
 
 from .memory import MAP_FROM
+from .reaper import later
 from .spare_files import SPARES, new_file
 
 __all__ = [
@@ -124,7 +125,7 @@ def _map(fd: int, size: int) -> memoryview:
         number = ctypes.get_errno()
         raise OSError(number, f"cannot map {size} bytes: {os.strerror(number)}")
     region = (ctypes.c_ubyte * size).from_address(address)
-    weakref.finalize(region, unmap, address, size)
+    weakref.finalize(region, later, unmap, address, size)  # off this thread: `reaper`
     # Read-only: the pages are; a write through a writable view would kill the process.
     return memoryview(region).cast("B").toreadonly()
 
@@ -197,7 +198,7 @@ def _write_at(fd: int, piece: Bytes, offset: int) -> None:
 
 def _close(key: int, fd: int) -> None:
     _files.pop(key, None)
-    os.close(fd)
+    later(os.close, fd)  # the last descriptor frees the file's pages: not on the I/O loop
 
 
 def _file_of(value: Bytes) -> int | None:

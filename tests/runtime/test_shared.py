@@ -11,7 +11,8 @@ import os
 import socket
 import struct
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -203,8 +204,15 @@ def test_memory_files_and_maps_go_with_the_last_holder(
     assert ticket is not None
     out = decode(fetcher.take(3, len(value), ticket) or b"")
     assert _memfd_maps() == before_maps + 2 and _open_fds() == before_fds + 1
-    del value  # the server's copy: its descriptor and map
-    assert _memfd_maps() == before_maps + 1 and _open_fds() == before_fds
+    del value  # the server's copy: its descriptor and map (given back off this thread)
+    _eventually(lambda: _memfd_maps() == before_maps + 1 and _open_fds() == before_fds)
     assert int(out.sum()) == SHARE_FROM
     del out
-    assert _memfd_maps() == before_maps
+    _eventually(lambda: _memfd_maps() == before_maps)
+
+
+def _eventually(check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 5.0
+    while not check():
+        assert time.monotonic() < deadline, "not given back"
+        time.sleep(0.01)
