@@ -52,6 +52,7 @@ from typing import Final
 from dista_proto import TICKET_SIZE
 from dista_proto.frame import Bytes
 
+from .file_writes import write_pieces
 from .memory import MAP_FROM
 from .reaper import later
 from .spare_files import SPARES, new_file
@@ -70,7 +71,6 @@ SHARED_MEMORY_ENV: Final = "DISTA_SHARED_MEMORY"
 #: Values from this size live in memory files on a worker (smaller ones cost more in
 #: descriptors and maps than their copy does).
 SHARE_FROM: Final = MAP_FROM
-_WRITE_MAX: Final = 1 << 30
 #: Descriptors one datagram carries (the kernel's SCM_MAX_FD is 253).
 _PER_DATAGRAM: Final = 250
 #: Descriptors not taken yet, kept at most (oldest closed): two full datagrams.
@@ -170,8 +170,7 @@ def store_value(size: int, pieces: Sequence[tuple[int, Bytes]]) -> memoryview | 
             return None  # out of descriptors: a private buffer, fetched through the link
     try:
         os.ftruncate(fd, size)  # a spare is trimmed to size; a new file grows to it
-        for offset, piece in pieces:
-            _write_at(fd, piece, offset)
+        write_pieces(fd, pieces, size)  # on two cores and more, by two threads and more
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
         value = _map(fd, size)
     except OSError as e:
@@ -187,13 +186,6 @@ def store_value(size: int, pieces: Sequence[tuple[int, Bytes]]) -> memoryview | 
     weakref.finalize(value.obj, _close, key, fd)
     SPARES.want(size)  # the next value of about this size lands in warm pages
     return value
-
-
-def _write_at(fd: int, piece: Bytes, offset: int) -> None:
-    view = memoryview(piece).cast("B")
-    done = 0
-    while done < len(view):  # a write stops short of 2 GiB, and may stop shorter
-        done += os.pwrite(fd, view[done : done + _WRITE_MAX], offset + done)
 
 
 def _close(key: int, fd: int) -> None:

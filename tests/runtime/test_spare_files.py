@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dista_runtime._values import spare_files
+from dista_runtime._values.codec import decode as decode_
 from dista_runtime._values.codec import encode
 from dista_runtime._values.shared import is_shared, keep_values_shared
 from dista_runtime._values.spare_files import SPARE_FROM, SpareFiles
@@ -76,5 +77,21 @@ def test_a_series_of_large_values_lands_in_spares(monkeypatch: pytest.MonkeyPatc
         assert spares.taken == 1 and is_shared(first) and is_shared(second)
         assert bytes(first[-1:]) == b"\x01" and bytes(second[-1:]) == b"\x02"
         assert len(second) < N + 200  # trimmed to the value's size
+    finally:
+        keep_values_shared(False)
+
+
+def test_a_large_value_written_by_several_threads_is_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dista_runtime._values import file_writes
+
+    monkeypatch.setattr(file_writes, "PARALLEL_FROM", 1 << 20)
+    monkeypatch.setattr(file_writes, "CHUNK", 1 << 16)
+    keep_values_shared()
+    try:
+        data = np.random.default_rng(3).integers(0, 255, 3 << 20, dtype=np.uint8)
+        value = encode(data)
+        assert is_shared(value) and np.array_equal(np.asarray(decode_(value)), data)
     finally:
         keep_values_shared(False)
