@@ -63,8 +63,7 @@ def main() -> None:
         peak = dict(before)
         for mib in args.mib:
             refs = [
-                build.remote(mib * MIB, "numpy" if i % 2 else "bytes")
-                for i in range(args.count)
+                build.remote(mib * MIB, "numpy" if i % 2 else "bytes") for i in range(args.count)
             ]
             for ref in refs:
                 value = ref.get(timeout=600)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from dista_runtime._values import shared
+from dista_runtime._values import reaper, shared
 from dista_runtime._values.codec import decode, encode
 from dista_runtime._values.shared import SHARE_FROM, SameHost, is_shared, keep_values_shared
 
@@ -27,6 +27,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _open_fds() -> int:
+    assert reaper.settled()  # descriptors given back off the thread are closed by now
     return len(os.listdir("/proc/self/fd"))
 
 
