@@ -15,9 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED_SEEDS = {
-    "DISTA_SIM_SEEDS": "250",
-    "DISTA_RECOVERY_SIM_SEEDS": "250",
-    "DISTA_ACTOR_SIM_SEEDS": "150",
+    "DISTA_SIM_SEEDS": "150",
+    "DISTA_RECOVERY_SIM_SEEDS": "150",
+    "DISTA_ACTOR_SIM_SEEDS": "100",
     "DISTA_SECURE_SIM_SEEDS": "50",
     "DISTA_MAPPED_SIM_SEEDS": "50",
 }
