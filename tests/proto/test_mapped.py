@@ -10,6 +10,7 @@ from dista_proto import frame as F
 from dista_proto._fetcher import Fetcher
 from dista_proto._links import Links
 from dista_proto.frame import Bytes
+from tests.proto.support.security_peers import split_frames
 
 OWN = dp.Address("10.0.0.5", 7000)
 OID = 0x1234 << dp.ID_BITS | 1
@@ -42,13 +43,8 @@ class FakeHost:
 
 
 def frames(data: bytes) -> list[dp.Event]:
-    out: list[dp.Event] = []
-    pos = 0
-    while pos < len(data):
-        end = pos + F.PREFIX + F.frame_length(data[pos : pos + F.PREFIX])
-        out.append(dp.decode_event(data[pos:end]))
-        pos = end
-    return out
+    """What an object server wrote, as events."""
+    return split_frames(data, from_head=False)
 
 
 def serve(fetch: dp.Fetch, mapping: FakeHost | None) -> list[dp.Event]:

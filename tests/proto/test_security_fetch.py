@@ -16,6 +16,7 @@ from dista_proto._grants import (
     MAX_HOSTS,
     MAX_WAITING_PER_LINK,
 )
+from tests.proto.support.security_peers import split_frames
 
 HEAD_HOST = "10.0.0.1"
 OWN = dp.Address("10.0.0.5", 7000)
@@ -25,13 +26,8 @@ SECOND = FETCH_GRANT_WAIT_NS // 5  # one second
 
 
 def frames(data: bytes) -> list[dp.Event]:
-    out: list[dp.Event] = []
-    pos = 0
-    while pos < len(data):
-        end = pos + F.PREFIX + F.frame_length(data[pos : pos + F.PREFIX])
-        out.append(dp.decode_event(data[pos:end]))
-        pos = end
-    return out
+    """What an object server wrote, as events."""
+    return split_frames(data, from_head=False)
 
 
 class Server:

@@ -8,13 +8,13 @@ from dista_proto import frame as F
 REGISTRY = 7
 
 
-def split_frames(data: bytes) -> list[dp.Event]:
-    """The events in the head's bytes, in order."""
+def split_frames(data: bytes, from_head: bool = True) -> list[dp.Event]:
+    """The events in the head's bytes (or, ``from_head`` False, another peer's), in order."""
     out: list[dp.Event] = []
     pos = 0
     while pos < len(data):
         end = pos + F.PREFIX + F.frame_length(data[pos : pos + F.PREFIX])
-        out.append(dp.decode_event(data[pos:end], from_head=True))
+        out.append(dp.decode_event(data[pos:end], from_head=from_head))
         pos = end
     return out
 
