@@ -38,7 +38,6 @@ import array
 import ctypes
 import errno
 import fcntl
-import logging
 import mmap
 import os
 import secrets
@@ -79,7 +78,6 @@ _CREDENTIALS = struct.Struct("iII")  # pid, uid, gid
 _ENTRY = struct.Struct(f"<{TICKET_SIZE}sQ")  # ticket, object ID
 _SEALS: Final = getattr(fcntl, "F_SEAL_SHRINK", 0) | getattr(fcntl, "F_SEAL_GROW", 0)
 
-_log = logging.getLogger("dista.shared")
 _files: dict[int, int] = {}  # id(map) -> its memory file's descriptor, while the map lives
 
 
