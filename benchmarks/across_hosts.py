@@ -32,7 +32,6 @@ import mmap
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +42,7 @@ MiB = 1 << 20
 PORT = 7431
 SINK_PORT = 7432
 TARGET = 0.8
+#: The most one `recv_into` of the ceiling asks for (the read size moved nothing measurable).
 CHUNK = 64 * MiB
 
 
@@ -50,8 +50,7 @@ CHUNK = 64 * MiB
 
 
 def _faulted(size: int) -> mmap.mmap:
-    buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)
-    return buffer
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)
 
 
 def sink(host: str, port: int, size: int) -> None:
@@ -145,11 +144,21 @@ def _ceiling(net: object, at: object, to: object, address: str, size: int) -> fl
     assert isinstance(net, netns.Network)
     assert isinstance(at, netns.Host) and isinstance(to, netns.Host)
     me = [sys.executable, "-m", "benchmarks.across_hosts"]
-    receiving = net.spawn(to, "sink", [*me, "--role", "sink", "--address", address,
-                                        "--size", str(size)], _env(), ROOT)
+    receiving = net.spawn(
+        to,
+        "sink",
+        [*me, "--role", "sink", "--address", address, "--size", str(size)],
+        _env(),
+        ROOT,
+    )
     netns.wait_until(lambda: "ready" in receiving.output(), 10, 0.01)
-    sent = net.run(at, [*me, "--role", "source", "--address", address, "--size", str(size)],
-                   _env(), timeout=120, cwd=ROOT)
+    sent = net.run(
+        at,
+        [*me, "--role", "source", "--address", address, "--size", str(size)],
+        _env(),
+        timeout=120,
+        cwd=ROOT,
+    )
     if sent.returncode:
         raise SystemExit(f"source failed: {sent.stderr}")
     receiving.popen.wait(60)
@@ -194,26 +203,55 @@ def run(size: int, rounds: int, runs: int, out: Path | None) -> None:
         net.start()
         a, b = net.add_host("a", 1), net.add_host("b", 2)
         head = f"{a.address}:{PORT}"
-        net.spawn(a, "head", [*cli, "head", "--host", a.address, "--port", str(PORT),
-                              "--insecure"], _env(), ROOT)
-        worker = [*cli, "worker", "--head", head, "--processes", "1", "--insecure",
-                  "--import", "benchmarks.across_hosts_tasks"]
+        net.spawn(
+            a,
+            "head",
+            [*cli, "head", "--host", a.address, "--port", str(PORT), "--insecure"],
+            _env(),
+            ROOT,
+        )
+        worker = [
+            *cli,
+            "worker",
+            "--head",
+            head,
+            "--processes",
+            "1",
+            "--insecure",
+            "--import",
+            "benchmarks.across_hosts_tasks",
+        ]
         net.spawn(a, "worker", worker, _env(), ROOT)
         for r in range(rounds):
             rows["loopback"].append(_ceiling(net, a, a, "127.0.0.1", size))
             rows["across"].append(_ceiling(net, a, b, b.address, size))
             for kind in ("bytes", "numpy"):
-                argv = [sys.executable, "-m", "benchmarks.across_hosts", "--role", "driver",
-                        "--address", head, "--size", str(size), "--kind", kind,
-                        "--runs", str(runs)]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.across_hosts",
+                    "--role",
+                    "driver",
+                    "--address",
+                    head,
+                    "--size",
+                    str(size),
+                    "--kind",
+                    kind,
+                    "--runs",
+                    str(runs),
+                ]
                 done = net.run(b, argv, _env(), timeout=600, cwd=ROOT)
                 if done.returncode:
                     raise SystemExit(f"driver failed:\n{done.stdout}\n{done.stderr}")
                 times = _last_json(done.stdout)["s"]
                 assert isinstance(times, list)
                 rows[kind].append(size / statistics.median(times) / 1e9)
-            print(f"round {r + 1}/{rounds}: " + ", ".join(
-                f"{k} {v[-1]:.2f}" for k, v in rows.items()), flush=True)
+            print(
+                f"round {r + 1}/{rounds}: "
+                + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rows.items()),
+                flush=True,
+            )
     finally:
         net.close()
     medians = {k: statistics.median(v) for k, v in rows.items()}
@@ -222,8 +260,10 @@ def run(size: int, rounds: int, runs: int, out: Path | None) -> None:
         line = f"  {kind:<9} {medians[kind]:6.2f}"
         if kind in ("bytes", "numpy"):
             vs = medians[kind] / medians["loopback"]
-            line += (f"  {vs:.2f}x loopback ceiling ({'met' if vs >= TARGET else 'missed'}),"
-                     f" {medians[kind] / medians['across']:.2f}x across ceiling")
+            line += (
+                f"  {vs:.2f}x loopback ceiling ({'met' if vs >= TARGET else 'missed'}),"
+                f" {medians[kind] / medians['across']:.2f}x across ceiling"
+            )
         print(line)
     if out is not None:
         out.write_text(json.dumps({"size": size, "rounds": rows, "medians": medians}, indent=1))
