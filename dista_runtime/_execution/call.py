@@ -21,6 +21,7 @@ from .._clock import now
 from .._values.codec import decode, decode_call, encode
 from .._values.errors import message_from_exception
 from .._values.registry import BY_VALUE_ID, PUT_ID, load_function, lookup, split_by_value
+from .._values.shared import store_value
 from .inline import InlinePolicy, RunOnThread
 
 __all__ = ["Call", "Calls", "Encoded", "Outcome", "encode_results", "run_call"]
@@ -39,8 +40,13 @@ class Encoded:
 
 
 def stored(data: Bytes) -> Encoded:
-    """The function `dista.put`'s task runs: its argument, an encoded value, is its result."""
-    return Encoded(data)
+    """The function `dista.put`'s task runs: its argument, an encoded value, is its result.
+
+    A large one is copied into a memory file (`store_value`), as a task's large result is
+    encoded into one: one copy here, so that every reader on this host maps it instead of
+    receiving its own copy through a socket."""
+    shared = store_value(memoryview(data).nbytes, [(0, data)])
+    return Encoded(data if shared is None else shared)
 
 
 class Call:

@@ -88,6 +88,18 @@ def test_a_large_numpy_result_is_mapped_read_only_and_freed_with_its_last_ref(
     eventually(lambda: mapped_here() == 0 and files_held(worker) == 0)
 
 
+def test_a_large_put_is_kept_in_a_memory_file_and_mapped(cluster: dista.Cluster) -> None:
+    (worker,) = cluster.pids()
+    ref = dista.put(np.full(SIZE, 5, dtype=np.uint8))
+    # Its worker reads it from the file it keeps, and so does the driver: read-only both.
+    assert st.total.remote(ref).get(timeout=60) == (5 * SIZE, False, worker)
+    array = ref.get(timeout=60)
+    assert int(array[-1]) == 5 and not array.flags.writeable
+    assert mapped_here() >= 1 and files_held(worker) == 1
+    del ref, array
+    eventually(lambda: mapped_here() == 0 and files_held(worker) == 0)
+
+
 def test_a_worker_maps_an_input_another_worker_stores(shm_left_clean: None) -> None:
     with dista.init(workers=2) as c:
         wait_for_workers(2)
