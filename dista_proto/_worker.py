@@ -35,6 +35,7 @@ from ._conventions import (
     HELLO_ANY_REGISTRY,
     HELLO_CHECKPOINTS,
     HELLO_HOSTS_ACTOR,
+    HELLO_RUNS_AHEAD,
     MIN_FETCH_PART,
     SPAN_ALIVE,
     SPAN_BLOCKED,
@@ -44,6 +45,7 @@ from ._conventions import (
 from ._core import to_wall
 from ._decisions import CancelTask, Decision, Exit, HeadLost, RunTask
 from ._events import (
+    MADE_HERE,
     ActorBuild,
     ActorCall,
     ActorCreate,
@@ -87,6 +89,10 @@ DEFAULT_INLINE_THRESHOLD: Final = 64 * 1024
 #: How often a worker tells the head it is alive (`SPAN_ALIVE`); a head's liveness timeout
 #: (30 s by default) should be several of these.
 HEARTBEAT_NS: Final = 5_000_000_000
+#: How many of its small results a worker keeps after sending them, for tasks sent ahead
+#: of them that arrive after they were made (`_gather`).
+_RECENT: Final = 64
+_RECENT_SIZE: Final = 16 << 10
 
 
 class _Gathering:
@@ -118,6 +124,7 @@ class Worker:
         accept_by_value: bool = False,
         checkpoints: bool = False,
         mapping: Mapping | None = None,
+        runs_ahead: bool = True,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -129,6 +136,8 @@ class Worker:
         self.accept_by_value = accept_by_value
         #: It has a checkpoint store (`HELLO_CHECKPOINTS` in its hello).
         self.checkpoints = checkpoints
+        #: It runs tasks sent ahead of their inputs (`HELLO_RUNS_AHEAD` in its hello).
+        self.runs_ahead = runs_ahead
         self.inline_threshold = inline_threshold
         self._links = Links()
         self._fetcher = Fetcher(self._links, part, allocate, mapping)
@@ -150,6 +159,8 @@ class Worker:
         self._store_all: set[int] = set()  # tasks whose results are stored whatever their size
         self._gathering: dict[int, _Gathering] = {}  # first result ID -> its inputs so far
         self._waiting_for: dict[int, list[tuple[_Gathering, int]]] = {}  # input ID -> slots
+        #: Results of ours sent to the head (small ones): a task sent ahead of one finds it.
+        self._recent: dict[int, Bytes] = {}
         self.stopped = False
         #: Told to stop (SIGTERM): it takes no more work and leaves once the head says stop.
         self.draining = False
@@ -208,7 +219,8 @@ class Worker:
         # `allocate`, read into place, instead of growing the read buffer by copies.
         conn.land(None, self._allocate)
         send = self._links.send
-        mark = HELLO_ANY_REGISTRY if self.accept_by_value else 0
+        mark = HELLO_RUNS_AHEAD if self.runs_ahead else 0
+        mark |= HELLO_ANY_REGISTRY if self.accept_by_value else 0
         mark |= HELLO_CHECKPOINTS if self.checkpoints else 0
         if self._hellos and self._actors.actor:
             mark |= HELLO_HOSTS_ACTOR  # the head gives us nothing until it hears which
@@ -414,6 +426,13 @@ class Worker:
         self._store_all.discard(oid)
         if job is not None:
             self._send_span(oid, job[1], now, now, SPAN_WITHDRAWN)
+            self._not_made(oid, job[0], now)
+
+    def _not_made(self, oid: int, results: int, now: int) -> None:
+        """The results from ``oid`` will not be made here: tasks sent ahead of them go back."""
+        if self._waiting_for:
+            for i in range(results):
+                self._arrived(oid + i, None, "", now)
 
     def task_blocked(self, oid: int, now: int) -> None:
         """The task whose first result is ``oid`` waits for other objects: its slot is free."""
@@ -446,6 +465,18 @@ class Worker:
         for index, item in enumerate(event.inputs):
             if isinstance(item, InlineInput):
                 job.values[index] = item.data
+            elif item.address == MADE_HERE:  # a result of ours, sent ahead of it
+                value = self.store.get(item.object_id)
+                value = self._recent.get(item.object_id) if value is None else value
+                if value is not None:
+                    job.values[index] = value
+                elif self._making(item.object_id):
+                    job.missing += 1
+                    self._waiting_for.setdefault(item.object_id, []).append((job, index))
+                else:  # it will not be made here (failed, withdrawn): the head requeues it
+                    self._jobs[event.object_id] = (event.results or 1, now)
+                    self.task_withdrawn(event.object_id, now)
+                    return
             elif item.address == self.address:
                 value = self.store.get(item.object_id)
                 if value is None:
@@ -462,6 +493,11 @@ class Worker:
             self._jobs[event.object_id] = (event.results or 1, now)
         else:
             self._start_gathered(job, now)
+
+    def _making(self, oid: int) -> bool:
+        """Whether a task this worker holds (running, or itself waiting) makes ``oid``."""
+        jobs = self._jobs
+        return oid in jobs or any(f <= oid < f + n for f, (n, _) in jobs.items())
 
     def _start_gathered(self, job: _Gathering, now: int) -> None:
         event = job.event
@@ -488,14 +524,22 @@ class Worker:
             else:
                 self.store[oid] = value
                 self._links.send(HEAD_LINK, Adopted(oid, self.address))
+        self._arrived(oid, value, f"input {oid:#x} could not be fetched: {why}")
+
+    def _arrived(self, oid: int, value: Bytes | None, why: str, withdraw_at: int = -1) -> None:
+        """Input ``oid`` is here (``value``), or will not come: the tasks waiting for it
+        fail saying ``why``, or, waiting for a result of ours that will not be made
+        (``withdraw_at``: now), are given back to the head unstarted."""
         for job, index in self._waiting_for.pop(oid, []):
             first = job.event.object_id
             if first not in self._gathering:
                 continue  # already failed by another input
             if value is None:
                 del self._gathering[first]
-                arrived = self._jobs[first][1]
-                self._fail_job(job.event, f"input {oid:#x} could not be fetched: {why}", arrived)
+                if withdraw_at >= 0:
+                    self.task_withdrawn(first, withdraw_at)
+                    continue
+                self._fail_job(job.event, why, self._jobs[first][1])
                 continue
             job.values[index] = value
             job.missing -= 1
@@ -527,12 +571,20 @@ class Worker:
         if self._store_all and oid in self._store_all:
             self._store_all.discard(oid)
             threshold = -1  # the head keeps no more of its driver's results inline
+        recent = self._recent
         for i, value in enumerate(values):
             if len(value) > threshold:
                 self.store[oid + i] = value
                 send(HEAD_LINK, Stored(oid + i, len(value)))
             else:
                 send(HEAD_LINK, Result(oid + i, value))
+                if len(value) <= _RECENT_SIZE:
+                    recent[oid + i] = value
+                    if len(recent) > _RECENT:
+                        del recent[next(iter(recent))]
+        if self._waiting_for:  # tasks sent ahead of these results start now
+            for i, value in enumerate(values):
+                self._arrived(oid + i, value, "")
 
     def task_failed(self, oid: int, message: str, started: int, ended: int) -> None:
         """The task whose first result is ``oid`` raised: every result fails with ``message``."""
@@ -549,6 +601,7 @@ class Worker:
         self._send_span(oid, arrived, started, ended)
         for i in range(results):
             self._links.send(HEAD_LINK, Error(oid + i, message))
+        self._not_made(oid, results, ended)
 
     def _send_span(self, oid: int, arrived: int, started: int, ended: int, mark: int = 0) -> None:
         """Tell the head when a task arrived, started and ended, on the wall clock."""
