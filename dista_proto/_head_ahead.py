@@ -82,22 +82,35 @@ class Ahead:
 
     def sent(self, task: TaskRecord, worker: Peer) -> None:
         """``task`` was sent to ``worker``: send ahead what waits only on it, and so on."""
-        if not worker.runs_ahead or worker.draining or worker.actor is not None:
+        if worker.runs_ahead and not worker.draining and worker.actor is None:
+            stack = [task]
+            while stack:
+                producer = stack.pop()
+                waiting = list(self._dependents(producer))
+                stack.extend(t for t in waiting if self._try(t, producer, worker))
+
+    def waits(self, task: TaskRecord) -> None:
+        """``task`` was just submitted and waits: if a worker makes what it waits for, it
+        goes there ahead (and what waits on it, in turn, when it comes)."""
+        maker = next((obj.task for obj in task.inputs if obj.state is _PENDING), None)
+        worker = maker.worker if maker is not None else None
+        if maker is None or worker is None or maker.state is not _RUNNING:
             return
-        stack = [task]
-        while stack:
-            producer = stack.pop()
-            for dependent in list(self._dependents(producer)):
-                if not self._fits(dependent, worker):
-                    continue
-                cost = self._durations.short_estimate(dependent.task_id)
-                if cost is None:
-                    continue  # not known to be short: it waits for its inputs here
-                if not worker.fits_prefetch(cost):
-                    self._frontier.setdefault(worker, {})[producer.oid] = producer
-                    continue
-                self._send(dependent, worker, cost)
-                stack.append(dependent)
+        if worker.runs_ahead and not worker.draining and worker.actor is None:
+            self._try(task, maker, worker)
+
+    def _try(self, task: TaskRecord, producer: TaskRecord, worker: Peer) -> bool:
+        """Send ``task`` ahead to ``worker`` if it fits; whether it went."""
+        if not self._fits(task, worker):
+            return False
+        cost = self._durations.short_estimate(task.task_id)
+        if cost is None:
+            return False  # not known to be short: it waits for its inputs here
+        if not worker.fits_prefetch(cost):
+            self._frontier.setdefault(worker, {})[producer.oid] = producer
+            return False
+        self._send(task, worker, cost)
+        return True
 
     def room_freed(self, worker: Peer) -> None:
         """``worker`` has room again: send what waits on its producers in the frontier."""

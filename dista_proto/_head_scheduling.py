@@ -535,6 +535,8 @@ class Scheduler:
         counts.move_task(task, cause)
         task.worker = worker
         task.dispatched = self._wire.now
+        if cause is TaskCause.AHEAD:
+            task.queued = task.dispatched  # (it never waited in a queue)
         task.answers_left = task.results
         worker.running[task.oid] = task
         self._objects.store_mark(task.oid, worker)
