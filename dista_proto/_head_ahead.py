@@ -79,6 +79,7 @@ class Ahead:
         self._send_run = send_run
         #: Per worker, the tasks running there whose dependents did not fit (by result ID).
         self._frontier: dict[Peer, dict[int, TaskRecord]] = {}
+        self.count = 0  # tasks sent ahead
 
     def sent(self, task: TaskRecord, worker: Peer) -> None:
         """``task`` was sent to ``worker``: send ahead what waits only on it, and so on."""
@@ -157,4 +158,5 @@ class Ahead:
                 while task in waiters:
                     waiters.remove(task)
         task.waiting = 0
+        self.count += 1
         self._send_run(task, worker, cost, frame, TaskCause.AHEAD)
