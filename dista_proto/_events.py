@@ -10,7 +10,7 @@ everything it builds, and decoding is the hot path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Final, NamedTuple
+from typing import ClassVar, NamedTuple
 
 from . import frame as F
 from .frame import Bytes
@@ -76,11 +76,6 @@ class Address(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
-
-
-#: Where a task-inputs input "is" when it is the receiving worker's own result still to
-#: come (sent ahead, `HELLO_RUNS_AHEAD`): no object server has this address.
-MADE_HERE: Final = Address("0.0.0.0", 0)
 
 
 class Resume(NamedTuple):

@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Final
 
+from ._conventions import MADE_HERE
 from ._durations import Durations
-from ._events import MADE_HERE, InlineInput, LocatedInput, TaskInput, TaskInputs
+from ._events import InlineInput, LocatedInput, TaskInput, TaskInputs
 from ._head_objects import Objects
 from ._head_records import ObjState, Peer, TaskRecord, TaskState
 from ._lifecycle import TaskCause
