@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Sized
 from typing import Final
 
+from ._events import Address
+
 __all__ = [
     "ACTOR_CAPABILITY_SIZE",
     "CANCEL_FORCE",
@@ -42,6 +44,8 @@ __all__ = [
     "HELLO_ANY_REGISTRY",
     "HELLO_CHECKPOINTS",
     "HELLO_HOSTS_ACTOR",
+    "HELLO_RUNS_AHEAD",
+    "MADE_HERE",
     "HEAD_LINK",
     "HELLO_SECRET",
     "ID_BITS",
@@ -274,6 +278,14 @@ HELLO_CHECKPOINTS: Final = 4
 #: Hello mark, worker to head, on a rejoin: an error frame marked `ERROR_HOSTS_ACTOR`
 #: follows the holding; until it comes, the head gives this worker no task and no actor.
 HELLO_HOSTS_ACTOR: Final = 8
+#: Hello mark, worker to head: this worker runs tasks ahead (docs/protocol.md, "Tasks sent
+#: ahead"): to it, a task-inputs input located at its own object server that it does not
+#: store yet is one of its own results still to come, which it waits for instead of
+#: failing the task. A head that knows only the page ignores the field and never sends one.
+HELLO_RUNS_AHEAD: Final = 16
+#: Where a task-inputs input "is" when it is the receiving worker's own result still to
+#: come (sent ahead, `HELLO_RUNS_AHEAD`): no object server has this address.
+MADE_HERE: Final = Address("0.0.0.0", 0)
 
 #: The bytes of an actor's capability: drawn at random by its creating driver, carried by
 #: every handle, and shown to the head in actor-open by any other peer before it calls or

@@ -196,7 +196,7 @@ class Head:
             exit_without_drivers=exit_without_drivers,
         )
         self._answers = answers = Answers(wire, scheduler, self.stats, self.status, answer_bound)
-        objects.bind(scheduler.enqueue, holdings)
+        objects.bind(scheduler.enqueue, holdings, scheduler.ahead.waits)
         scheduler.bind(holdings, actors.kept_for)
         # h2's `_frame_dispatch_table`: one route per event kind, per sender role. (A
         # route takes the kind its key names: the tables pair them, hence `Any` below.)

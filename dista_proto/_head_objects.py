@@ -107,12 +107,20 @@ class Objects:
         self.owned: dict[int, int] = {}
         self._inline_of: dict[int, int] = {}  # driver number -> bytes of its inline results
         self._ready: Callable[[TaskRecord], None] = _unbound
+        self._waits: Callable[[TaskRecord], None] | None = None
         self._copies: Copies = _NoCopies()
         self._stale: dict[int, Peer] = {}
 
-    def bind(self, ready: Callable[[TaskRecord], None], copies: Copies) -> None:
-        """Where ready tasks go (the scheduler) and who is told about copies (`Holdings`)."""
+    def bind(
+        self,
+        ready: Callable[[TaskRecord], None],
+        copies: Copies,
+        waits: Callable[[TaskRecord], None] | None = None,
+    ) -> None:
+        """Where ready tasks go (the scheduler), who is told about copies (`Holdings`), and
+        who about tasks that wait for their inputs (`Ahead`)."""
         self._ready = ready
+        self._waits = waits
         self._copies = copies
         self._stale = copies.stale  # (read on every settle: the dict itself, held here)
 
@@ -186,6 +194,8 @@ class Objects:
             self._ready(task)
         else:
             self._counts.move_task(task, TaskCause.WAIT)
+            if self._waits is not None:
+                self._waits(task)
 
     def wait_for(self, task: TaskRecord, obj: TrackedObject) -> None:
         task.waiting += 1

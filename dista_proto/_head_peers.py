@@ -23,6 +23,7 @@ from ._conventions import (
     HELLO_ANY_REGISTRY,
     HELLO_CHECKPOINTS,
     HELLO_HOSTS_ACTOR,
+    HELLO_RUNS_AHEAD,
     HELLO_SECRET,
     NUMBER_SPACE,
 )
@@ -99,6 +100,7 @@ class Membership:
             if hello.mark & HELLO_HOSTS_ACTOR:
                 self._actors.hosts.reserve(peer)  # a live actor: which one comes next
             peer.checkpoints = bool(hello.mark & HELLO_CHECKPOINTS)
+            peer.runs_ahead = bool(hello.mark & HELLO_RUNS_AHEAD)
             self._replace_worker(peer)
             peer.heard = wire.now
             self._scheduler.add_worker(peer)

@@ -55,6 +55,7 @@ class Peer:
         "role",
         "roles",
         "running",
+        "runs_ahead",
         "secret",
         "spare",
         "subject",
@@ -73,6 +74,8 @@ class Peer:
         self.any_registry = False
         #: A worker with a checkpoint store (`HELLO_CHECKPOINTS`): it may restore actors.
         self.checkpoints = False
+        #: A worker that runs tasks ahead (`HELLO_RUNS_AHEAD`, `dista_proto._head_ahead`).
+        self.runs_ahead = False
         self.host = ""  # the IPv4 address it connects from, for fetch grants (`Head.peer`)
         self.free = 0  # worker slots not running a task
         self.spare = 0  # prefetch slots, for tasks known to be short, not running one

@@ -17,9 +17,9 @@ until it resumes; and a worker that runs dry while its queue is empty asks the b
 worker of its registry for its newest task back (`FREE_WITHDRAW`): if that worker has not
 started it, it says so (`SPAN_WITHDRAWN`) and the task is queued again, at the front.
 
-A worker that is lost has its running tasks retried elsewhere (at most ``max_retries``
-times); tasks of a registry no connected worker has wait ``no_worker_grace_ns`` for one,
-then fail.
+A lost worker's running tasks are retried elsewhere (at most ``max_retries`` times); tasks
+of a registry no connected worker has wait ``no_worker_grace_ns`` for one, then fail. A
+short task waiting only on a worker's results goes ahead to it (`_head_ahead`).
 """
 
 from __future__ import annotations
@@ -41,17 +41,15 @@ from ._durations import Durations
 from ._events import (
     Error,
     Free,
-    InlineInput,
-    LocatedInput,
     Result,
     Span,
     Stored,
     Task,
-    TaskInput,
     TaskInputs,
     TaskMany,
 )
 from ._fairqueue import FairQueue
+from ._head_ahead import Ahead, early, task_inputs
 from ._head_counts import Counts
 from ._head_objects import Copies, Objects
 from ._head_records import ObjState, Peer, TaskRecord, TaskState
@@ -69,6 +67,7 @@ _QUEUED: Final = TaskState.QUEUED
 _RUNNING: Final = TaskState.RUNNING
 _DROPPED: Final = TaskState.DROPPED
 _ON_WORKER: Final = frozenset({TaskState.RUNNING, TaskState.WITHDRAWING, TaskState.DROPPED})
+Frame = Task | TaskMany | TaskInputs
 
 
 class Scheduler:
@@ -108,6 +107,7 @@ class Scheduler:
         self.orphaned: dict[int, int] = {}  # registry with no worker -> since when
         self._sources: Copies | None = None
         self._kept_for_actor: Callable[[Peer], bool] = _no_actor
+        self.ahead = Ahead(objects, self.durations, self.may_run, self.send_run)
 
     def bind(self, sources: Copies, kept_for_actor: Callable[[Peer], bool]) -> None:
         """Who hears about draining sources and stale copies (`Holdings`), and who says
@@ -152,6 +152,7 @@ class Scheduler:
 
     def forget_worker(self, worker: Peer) -> None:
         """``worker`` takes no more work (lost or draining)."""
+        self.ahead.forget(worker)
         idle = self.idle.get(worker.registry)
         if worker.idle and idle is not None:
             # Out of its registry's idle deque now, not when a pump reaches it: peers
@@ -350,6 +351,7 @@ class Scheduler:
             worker.actor is None or not self._kept_for_actor(worker)
         ):
             self.offer(worker)
+            self.ahead.room_freed(worker)
 
     # -- queues ----------------------------------------------------------------------------
 
@@ -494,8 +496,7 @@ class Scheduler:
 
     def _dispatch(self, task: TaskRecord, worker: Peer, cost: int | None) -> None:
         event = task.event
-        before = task.sources
-        frame: Task | TaskMany | TaskInputs
+        frame: Frame
         if event is None:
             if any(obj.state is _PENDING for obj in task.inputs):
                 # An input went pending again since it was queued (its worker was lost and
@@ -505,15 +506,25 @@ class Scheduler:
                     if obj.state is _PENDING:
                         self._objects.wait_for(task, obj)
                 return
-            built = self._task_inputs(task)
+            built = task_inputs(task)
             if isinstance(built, str):
                 self._objects.fail_tasks([(task, built)])
                 return
             frame = built
-            self._wire.grant_inputs(task.inputs, worker)  # before it fetches them
         else:
             frame = event
+        self.send_run(task, worker, cost, frame, TaskCause.DISPATCH)
+        self.ahead.sent(task, worker)
+
+    def send_run(
+        self, task: TaskRecord, worker: Peer, cost: int | None, frame: Frame, cause: TaskCause
+    ) -> None:
+        """Send ``task`` to ``worker`` as ``frame``: its slot, its state, its inputs'
+        grants and sources."""
+        before = task.sources
         counts = self._counts
+        if isinstance(frame, TaskInputs):
+            self._wire.grant_inputs(task.inputs, worker)  # before it fetches them
         # A short task takes a prefetch slot while one fits, keeping slots for the rest.
         if worker.fits_prefetch(cost):
             assert cost is not None
@@ -521,14 +532,16 @@ class Scheduler:
             counts.move_slot(task, worker, SlotCause.TAKE_SPARE)
         else:
             counts.move_slot(task, worker, SlotCause.TAKE)
-        counts.move_task(task, TaskCause.DISPATCH)
+        counts.move_task(task, cause)
         task.worker = worker
         task.dispatched = self._wire.now
+        if cause is TaskCause.AHEAD:
+            task.queued = task.dispatched  # (it never waited in a queue)
         task.answers_left = task.results
         worker.running[task.oid] = task
         self._objects.store_mark(task.oid, worker)
         self._wire.links.send(worker.link, frame)
-        if event is None:
+        if task.event is None:
             # Other workers its stored inputs are on: they serve its fetches, so a
             # draining one waits for it before it leaves.
             task.sources = tuple(
@@ -566,7 +579,8 @@ class Scheduler:
                     continue
                 count, newest = 0, None
                 for t in other.running.values():
-                    if t.state is _RUNNING and t.slot is not Slot.LENT:
+                    # (Not one sent ahead of its inputs: it could run nowhere else yet.)
+                    if t.state is _RUNNING and t.slot is not Slot.LENT and not early(t):
                         count, newest = count + 1, t  # the newest: least likely started
                 if count > most:
                     most, victim, task = count, other, newest
@@ -574,18 +588,6 @@ class Scheduler:
                 return
             self._counts.move_task(task, TaskCause.ASK_BACK)
             self._wire.links.send(victim.link, Free(task.oid, FREE_WITHDRAW))
-
-    def _task_inputs(self, task: TaskRecord) -> TaskInputs | str:
-        inputs: list[TaskInput] = []
-        for obj in task.inputs:
-            if obj.state is _INLINE:
-                inputs.append(InlineInput(obj.oid, obj.value))
-            elif obj.state is _STORED and obj.holder is not None:
-                inputs.append(LocatedInput(obj.oid, obj.holder.address))
-            else:
-                return f"input {obj.oid:#x} failed: {obj.error}"
-        many = task.results if task.many else None
-        return TaskInputs(task.oid, task.task_id, tuple(inputs), task.gather, task.value, many)
 
 
 def _no_actor(worker: Peer) -> bool:

@@ -75,6 +75,7 @@ class TaskCause(enum.IntEnum):
     ANSWERED = 6  # its worker answered every result
     DROP = 7  # it fails while it runs: its answers will be dropped
     FAIL = 8  # it fails before it runs (an input failed, cancel, no worker, gave up)
+    AHEAD = 9  # sent to the worker making the inputs it waits for (`_head_ahead`)
 
 
 _T = TaskState
@@ -86,6 +87,7 @@ TASK_MOVES: Final[dict[tuple[TaskState, TaskCause], TaskState]] = {
     (_T.NEW, _TC.FAIL): _T.DONE,
     (_T.WAITING, _TC.READY): _T.QUEUED,
     (_T.WAITING, _TC.FAIL): _T.DONE,
+    (_T.WAITING, _TC.AHEAD): _T.RUNNING,
     (_T.QUEUED, _TC.DISPATCH): _T.RUNNING,
     (_T.QUEUED, _TC.WAIT): _T.WAITING,  # an input went pending again (its worker lost)
     (_T.QUEUED, _TC.FAIL): _T.DONE,

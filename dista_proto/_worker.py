@@ -35,6 +35,7 @@ from ._conventions import (
     HELLO_ANY_REGISTRY,
     HELLO_CHECKPOINTS,
     HELLO_HOSTS_ACTOR,
+    HELLO_RUNS_AHEAD,
     MIN_FETCH_PART,
     SPAN_ALIVE,
     SPAN_BLOCKED,
@@ -61,7 +62,6 @@ from ._events import (
     Hello,
     Holding,
     HoldingEntry,
-    InlineInput,
     Located,
     Result,
     Span,
@@ -78,6 +78,7 @@ from ._mapping import Mapping
 from ._roles import Role
 from ._serving import answer_fetch
 from ._worker_actors import ActorHosting
+from ._worker_inputs import Inputs
 from .frame import Bytes
 
 __all__ = ["DEFAULT_INLINE_THRESHOLD", "HEARTBEAT_NS", "Worker"]
@@ -87,17 +88,6 @@ DEFAULT_INLINE_THRESHOLD: Final = 64 * 1024
 #: How often a worker tells the head it is alive (`SPAN_ALIVE`); a head's liveness timeout
 #: (30 s by default) should be several of these.
 HEARTBEAT_NS: Final = 5_000_000_000
-
-
-class _Gathering:
-    """A task-inputs waiting for its stored inputs."""
-
-    __slots__ = ("event", "missing", "values")
-
-    def __init__(self, event: TaskInputs) -> None:
-        self.event = event
-        self.values: list[Bytes | None] = [None] * len(event.inputs)
-        self.missing = 0
 
 
 class Worker:
@@ -118,6 +108,7 @@ class Worker:
         accept_by_value: bool = False,
         checkpoints: bool = False,
         mapping: Mapping | None = None,
+        runs_ahead: bool = True,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
@@ -129,6 +120,8 @@ class Worker:
         self.accept_by_value = accept_by_value
         #: It has a checkpoint store (`HELLO_CHECKPOINTS` in its hello).
         self.checkpoints = checkpoints
+        #: It runs tasks sent ahead of their inputs (`HELLO_RUNS_AHEAD` in its hello).
+        self.runs_ahead = runs_ahead
         self.inline_threshold = inline_threshold
         self._links = Links()
         self._fetcher = Fetcher(self._links, part, allocate, mapping)
@@ -148,8 +141,7 @@ class Worker:
         self.store: dict[int, Bytes] = {}
         self._jobs: dict[int, tuple[int, int]] = {}  # first result ID -> (results, arrived)
         self._store_all: set[int] = set()  # tasks whose results are stored whatever their size
-        self._gathering: dict[int, _Gathering] = {}  # first result ID -> its inputs so far
-        self._waiting_for: dict[int, list[tuple[_Gathering, int]]] = {}  # input ID -> slots
+        self._inputs = Inputs(address, self.store, self._fetcher.request)
         self.stopped = False
         #: Told to stop (SIGTERM): it takes no more work and leaves once the head says stop.
         self.draining = False
@@ -208,7 +200,8 @@ class Worker:
         # `allocate`, read into place, instead of growing the read buffer by copies.
         conn.land(None, self._allocate)
         send = self._links.send
-        mark = HELLO_ANY_REGISTRY if self.accept_by_value else 0
+        mark = HELLO_RUNS_AHEAD if self.runs_ahead else 0
+        mark |= HELLO_ANY_REGISTRY if self.accept_by_value else 0
         mark |= HELLO_CHECKPOINTS if self.checkpoints else 0
         if self._hellos and self._actors.actor:
             mark |= HELLO_HOSTS_ACTOR  # the head gives us nothing until it hears which
@@ -324,12 +317,11 @@ class Worker:
             self._links.queue(Exit(why))
             return
         for oid in list(self._jobs):
-            if oid not in self._gathering:
+            if oid not in self._inputs.gathering:
                 self._links.queue(CancelTask(oid, False))  # interrupted; answers dropped
         self._jobs.clear()
         self._store_all.clear()
-        self._gathering.clear()
-        self._waiting_for.clear()
+        self._inputs.clear()
         self._actors.head_lost()
         self._links.queue(HeadLost(why))
 
@@ -400,9 +392,8 @@ class Worker:
             self._gate.drop(oid)
         if oid not in self._jobs:
             return
-        if oid in self._gathering:
-            # Still fetching its inputs: it has not started, so it never will.
-            del self._gathering[oid]
+        if self._inputs.drop(oid):
+            # Still gathering its inputs: it has not started, so it never will.
             self.task_withdrawn(oid, now)
         else:
             # The binding knows whether it started: it drops it, or interrupts a cancelled one.
@@ -414,6 +405,14 @@ class Worker:
         self._store_all.discard(oid)
         if job is not None:
             self._send_span(oid, job[1], now, now, SPAN_WITHDRAWN)
+            self._not_made(oid, job[0], now)
+
+    def _not_made(self, oid: int, results: int, now: int) -> None:
+        """The results from ``oid`` will not be made here: tasks sent ahead of them go back."""
+        for i in range(results):
+            if self._inputs.waits_for(oid + i):
+                for job, _ in self._inputs.arrived(oid + i, None):
+                    self.task_withdrawn(job.event.object_id, now)
 
     def task_blocked(self, oid: int, now: int) -> None:
         """The task whose first result is ``oid`` waits for other objects: its slot is free."""
@@ -442,34 +441,31 @@ class Worker:
         self._links.queue(RunTask(oid, task_id, results, argument, inputs, gather, after, now))
 
     def _gather(self, event: TaskInputs, now: int) -> None:
-        job = _Gathering(event)
-        for index, item in enumerate(event.inputs):
-            if isinstance(item, InlineInput):
-                job.values[index] = item.data
-            elif item.address == self.address:
-                value = self.store.get(item.object_id)
-                if value is None:
-                    why = f"input {item.object_id:#x} is not on this worker ({self.address})"
-                    self._fail_job(event, why, now)
-                    return
-                job.values[index] = value
-            else:
-                job.missing += 1
-                self._waiting_for.setdefault(item.object_id, []).append((job, index))
-                self._fetcher.request(item.object_id, item.address)
-        if job.missing:
-            self._gathering[event.object_id] = job
-            self._jobs[event.object_id] = (event.results or 1, now)
+        first, results = event.object_id, event.results or 1
+        job = self._inputs.gather(event, self._making)
+        if isinstance(job, str):
+            self._fail_job(event, job, now)
+        elif job is None:  # sent ahead of an input that will not be made here: back it goes
+            self._jobs[first] = (results, now)
+            self.task_withdrawn(first, now)
+        elif job.missing:
+            self._jobs[first] = (results, now)
         else:
-            self._start_gathered(job, now)
+            self._run(
+                first,
+                event.task_id,
+                results,
+                event.value,
+                job.start_values(),
+                event.gather,
+                True,
+                now,
+            )
 
-    def _start_gathered(self, job: _Gathering, now: int) -> None:
-        event = job.event
-        values = tuple(v for v in job.values if v is not None)
-        results = event.results or 1
-        self._run(
-            event.object_id, event.task_id, results, event.value, values, event.gather, True, now
-        )
+    def _making(self, oid: int) -> bool:
+        """Whether a task this worker holds (running, or itself waiting) makes ``oid``."""
+        jobs = self._jobs
+        return oid in jobs or any(f <= oid < f + n for f, (n, _) in jobs.items())
 
     def _adopt(self, event: Adopt, now: int) -> None:
         """Keep a draining worker's object as our own (adopted answers with where it is)."""
@@ -488,21 +484,21 @@ class Worker:
             else:
                 self.store[oid] = value
                 self._links.send(HEAD_LINK, Adopted(oid, self.address))
-        for job, index in self._waiting_for.pop(oid, []):
-            first = job.event.object_id
-            if first not in self._gathering:
-                continue  # already failed by another input
-            if value is None:
-                del self._gathering[first]
-                arrived = self._jobs[first][1]
-                self._fail_job(job.event, f"input {oid:#x} could not be fetched: {why}", arrived)
+        self._arrived(oid, value, f"input {oid:#x} could not be fetched: {why}")
+
+    def _arrived(self, oid: int, value: Bytes | None, why: str) -> None:
+        """Input ``oid`` is here (``value``), or will not come (the tasks waiting for it
+        fail saying ``why``)."""
+        for job, whole in self._inputs.arrived(oid, value):
+            event = job.event
+            first, arrived = event.object_id, self._jobs[event.object_id][1]
+            if not whole:
+                self._fail_job(event, why, arrived)
                 continue
-            job.values[index] = value
-            job.missing -= 1
-            if job.missing == 0:
-                del self._gathering[first]
-                arrived = self._jobs[first][1]
-                self._start_gathered(job, arrived)
+            results, values = event.results or 1, job.start_values()
+            self._run(
+                first, event.task_id, results, event.value, values, event.gather, True, arrived
+            )
 
     def _fail_job(self, event: TaskInputs, why: str, now: int) -> None:
         self._jobs[event.object_id] = (event.results or 1, now)
@@ -527,12 +523,16 @@ class Worker:
         if self._store_all and oid in self._store_all:
             self._store_all.discard(oid)
             threshold = -1  # the head keeps no more of its driver's results inline
+        inputs = self._inputs
         for i, value in enumerate(values):
             if len(value) > threshold:
                 self.store[oid + i] = value
                 send(HEAD_LINK, Stored(oid + i, len(value)))
             else:
                 send(HEAD_LINK, Result(oid + i, value))
+                inputs.sent(oid + i, value)
+            if inputs.waits_for(oid + i):  # tasks sent ahead of it start now
+                self._arrived(oid + i, value, "")
 
     def task_failed(self, oid: int, message: str, started: int, ended: int) -> None:
         """The task whose first result is ``oid`` raised: every result fails with ``message``."""
@@ -549,6 +549,7 @@ class Worker:
         self._send_span(oid, arrived, started, ended)
         for i in range(results):
             self._links.send(HEAD_LINK, Error(oid + i, message))
+        self._not_made(oid, results, ended)
 
     def _send_span(self, oid: int, arrived: int, started: int, ended: int, mark: int = 0) -> None:
         """Tell the head when a task arrived, started and ended, on the wall clock."""

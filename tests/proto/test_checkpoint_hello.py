@@ -24,17 +24,19 @@ def _hello(**worker: bool) -> dp.Hello:
 @pytest.mark.parametrize(
     ("worker", "mark"),
     [
-        ({}, 0),
-        ({"checkpoints": True}, dp.HELLO_CHECKPOINTS),
-        ({"checkpoints": True, "accept_by_value": True}, 4 | 2),
-        ({"accept_by_value": True}, dp.HELLO_ANY_REGISTRY),
+        ({"runs_ahead": False}, 0),
+        ({}, dp.HELLO_RUNS_AHEAD),
+        ({"checkpoints": True, "runs_ahead": False}, dp.HELLO_CHECKPOINTS),
+        ({"checkpoints": True, "accept_by_value": True}, 16 | 4 | 2),
+        ({"accept_by_value": True, "runs_ahead": False}, dp.HELLO_ANY_REGISTRY),
     ],
 )
 def test_a_workers_hello_marks_its_checkpoint_store(worker: dict[str, bool], mark: int) -> None:
     hello = _hello(**worker)
     assert hello.mark == mark and hello.role == F.ROLE_WORKER
     # Distinct from the other hello marks: a head reads each bit alone.
-    assert dp.HELLO_CHECKPOINTS & (dp.HELLO_SECRET | dp.HELLO_ANY_REGISTRY) == 0
+    marks = (dp.HELLO_SECRET, dp.HELLO_ANY_REGISTRY, dp.HELLO_CHECKPOINTS, dp.HELLO_HOSTS_ACTOR)
+    assert len({*marks, dp.HELLO_RUNS_AHEAD}) == 5 and sum(marks) & dp.HELLO_RUNS_AHEAD == 0
 
 
 def test_the_head_knows_which_workers_have_a_store() -> None:

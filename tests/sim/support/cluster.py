@@ -20,6 +20,9 @@ import dista_proto as dp
 PART = 1000  # small parts so that large objects cross in many pieces
 THRESHOLD = 256  # small inline threshold so that stored results are common
 TASK_ID = 7
+#: An argument starting with these bytes makes the sim's task raise (`Sim` answers an error).
+RAISES = b"\xed\x11\xfa\x00"
+RAISED = "the task failed: it raised on purpose"
 
 
 _ACTOR_WORK = (dp.StartActor, dp.CallActor, dp.CheckpointActor, dp.StopActor)
@@ -374,6 +377,10 @@ class Sim:
         self.runs[task.object_id] = self.runs.get(task.object_id, 0) + 1
         started = self.now
         self.now += self.rng.randrange(1, 1000)
+        if task.argument is not None and bytes(task.argument[:4]) == RAISES:
+            w.core.task_failed(task.object_id, RAISED, started, self.now)
+            self._run_decisions(w.core)
+            return
         value = compute(task.argument, task.inputs, task.gather)
         values = [value + bytes([i]) for i in range(task.results)] if task.results > 1 else [value]
         w.core.task_done(task.object_id, values, started, self.now)
