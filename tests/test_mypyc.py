@@ -15,11 +15,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPILED_SEEDS = {
-    "DISTA_SIM_SEEDS": "150",
-    "DISTA_RECOVERY_SIM_SEEDS": "150",
-    "DISTA_ACTOR_SIM_SEEDS": "100",
+    "DISTA_SIM_SEEDS": "100",
+    "DISTA_RECOVERY_SIM_SEEDS": "100",
+    "DISTA_ACTOR_SIM_SEEDS": "80",
     "DISTA_SECURE_SIM_SEEDS": "50",
     "DISTA_MAPPED_SIM_SEEDS": "50",
+    "DISTA_AHEAD_SIM_SEEDS": "100",
 }
 
 
