@@ -61,7 +61,6 @@ from ._timeline import TimelineLog
 __all__ = ["Scheduler"]
 
 _PENDING: Final = ObjState.PENDING
-_INLINE: Final = ObjState.INLINE
 _STORED: Final = ObjState.STORED
 _QUEUED: Final = TaskState.QUEUED
 _RUNNING: Final = TaskState.RUNNING
