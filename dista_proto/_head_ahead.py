@@ -20,7 +20,7 @@ withdrawn or cancelled): queued again, it fails with its input or waits for it a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Final
 
 from ._conventions import MADE_HERE
@@ -37,6 +37,8 @@ _INLINE: Final = ObjState.INLINE
 _STORED: Final = ObjState.STORED
 _WAITING: Final = TaskState.WAITING
 _RUNNING: Final = TaskState.RUNNING
+
+_NONE: Final[list[TaskRecord]] = []  # (never added to: see `_dependents`)
 
 #: How a task goes to a worker once its frame is built (`Scheduler.send_run`).
 SendRun = Callable[[TaskRecord, Peer, "int | None", TaskInputs, TaskCause], None]
@@ -84,12 +86,13 @@ class Ahead:
 
     def sent(self, task: TaskRecord, worker: Peer) -> None:
         """``task`` was sent to ``worker``: send ahead what waits only on it, and so on."""
-        if worker.runs_ahead and not worker.draining and worker.actor is None:
-            stack = [task]
+        waiting = self._dependents(task)
+        if waiting and worker.runs_ahead and not worker.draining and worker.actor is None:
+            stack = [(task, waiting)]  # (no allocation for the many tasks nothing waits on)
             while stack:
-                producer = stack.pop()
-                waiting = list(self._dependents(producer))
-                stack.extend(t for t in waiting if self._try(t, producer, worker))
+                producer, waiting = stack.pop()
+                sent = (t for t in waiting if self._try(t, producer, worker))
+                stack.extend((t, self._dependents(t)) for t in sent)
 
     def waits(self, task: TaskRecord) -> None:
         """``task`` was just submitted and waits: if a worker makes what it waits for, it
@@ -126,12 +129,19 @@ class Ahead:
         """``worker`` takes no more work (lost, draining)."""
         self._frontier.pop(worker, None)
 
-    def _dependents(self, producer: TaskRecord) -> Iterator[TaskRecord]:
+    def _dependents(self, producer: TaskRecord) -> list[TaskRecord]:
+        """The tasks waiting on ``producer``'s results (a copy: sending one ahead takes it
+        off its inputs' waiters)."""
         by_id = self._objects.by_id
+        if producer.results == 1:
+            obj = by_id.get(producer.oid)
+            return list(obj.waiters) if obj is not None and obj.waiters else _NONE
+        found: list[TaskRecord] = []
         for oid in range(producer.oid, producer.oid + producer.results):
             obj = by_id.get(oid)
             if obj is not None and obj.waiters:
-                yield from obj.waiters
+                found.extend(obj.waiters)
+        return found
 
     def _fits(self, task: TaskRecord, worker: Peer) -> bool:
         """Whether ``task`` waits only on results ``worker`` is making, and may run there."""

@@ -59,7 +59,9 @@ class Inputs:
         kept, its fetches asked); why it fails; or None: an input sent ahead will not be made
         here (``making`` says what the worker's tasks make), so the task goes back."""
         job = Gathering(event)
-        waits: list[tuple[int, Address | None]] = []
+        # (input, its slot, where to fetch it or None: made here), kept once all is known:
+        # a task that fails or goes back leaves nothing waiting.
+        waits: list[tuple[int, int, Address | None]] = []
         for index, item in enumerate(event.inputs):
             oid = item.object_id
             if isinstance(item, InlineInput):
@@ -71,19 +73,18 @@ class Inputs:
                 if job.values[index] is None:
                     if not making(oid):
                         return None  # failed, withdrawn, cancelled or never ours
-                    waits.append((oid, None))
+                    waits.append((oid, index, None))
             elif item.address == self._address:
                 job.values[index] = self._store.get(oid)
                 if job.values[index] is None:
                     return f"input {oid:#x} is not on this worker ({self._address})"
             else:
-                waits.append((oid, item.address))
-            if job.values[index] is None:
-                job.missing += 1
-                self._waiting_for.setdefault(oid, []).append((job, index))
-        if job.missing:
+                waits.append((oid, index, item.address))
+        if waits:
+            job.missing = len(waits)
             self.gathering[event.object_id] = job
-            for oid, address in waits:
+            for oid, index, address in waits:
+                self._waiting_for.setdefault(oid, []).append((job, index))
                 if address is not None:
                     self._fetch(oid, address)
         return job
