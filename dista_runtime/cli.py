@@ -182,7 +182,8 @@ def parser() -> argparse.ArgumentParser:
         "most); a second SIGTERM or Ctrl-C leaves at once. Every worker process is supervised: "
         "one that crashes (SIGSEGV, the OOM killer) is logged and replaced. A lost head is "
         "dialed again for "
-        "DISTA_RECONNECT_TIMEOUT (60 s), and the worker rejoins with what it stores. Give "
+        "DISTA_RECONNECT_TIMEOUT (60 s), and the worker rejoins with what it stores; a head "
+        "not there yet is waited for (--wait-for-head). Give "
         "workers the head's DISTA_LIVENESS_TIMEOUT when it is under about 5 s.",
     )
     _head_option(p)
@@ -223,6 +224,15 @@ def parser() -> argparse.ArgumentParser:
         "notebook, sent pickled) from drivers whose modules differ from this worker's; "
         "without it, only drivers importing the same modules may run such code here "
         "(default: DISTA_ACCEPT_BY_VALUE=1 turns it on)",
+    )
+    p.add_argument(
+        "--wait-for-head",
+        type=float,
+        metavar="SECONDS",
+        help="started before its head, keep trying to reach it for this long (nothing "
+        "listens there yet, its name does not resolve yet, ...), logging that it waits, then "
+        "exit with code 69; a TLS or certificate failure is not waited for (default: "
+        "DISTA_WAIT_FOR_HEAD, else 60; 0 fails at once)",
     )
     p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)

@@ -9,6 +9,13 @@ own exit code. The exit codes (`EXIT_NO_HEAD`, `EXIT_STOPPED`) are how a child t
 supervisor why it left. ``--no-supervise`` runs the worker in this process (for a process
 manager that restarts it itself).
 
+A worker started before its head waits for it (``--wait-for-head SECONDS``, else
+``DISTA_WAIT_FOR_HEAD``, else 60 s; `dista_runtime._hosts.wait`): its supervisor passes the
+time on to each child, and children started with none (a local cluster's, whose head
+listens before they start) do not wait. A replacement started after the head stopped a
+worker does not wait either: that head is likely gone on purpose, and the supervisor learns
+so at once (`EXIT_NO_HEAD` then means the head stopped its workers).
+
 Which pid gets which signal: the pid of ``dista worker`` is the supervisor's. SIGTERM there
 drains the worker (forwarded) and exits with the worker's code, as before; SIGINT (Ctrl-C)
 stops it; SIGKILL ends both (a child dies with its supervisor: a lost worker, not
@@ -23,13 +30,16 @@ import io
 import os
 import signal
 import sys
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .._local.supervise import Death, signal_ready
 from .._net.contract import Loop
 from .._net.latch import Latch
 from .flags import bind_ok, object_server_host
 from .process import die_with_parent, import_tasks, run_role, settings_ok, tune_process
+
+if TYPE_CHECKING:
+    from .._hosts.wait import Patience
 
 __all__ = ["cmd_worker"]
 
@@ -40,6 +50,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     die_with_parent(args.parent)
     if not settings_ok("worker"):
+        return 2
+    try:
+        args.wait_for_head = _wait_for_head(args)
+    except ValueError as e:
+        print(f"dista worker: {e}", file=sys.stderr)
         return 2
     if not bind_ok("dista worker", args.host or object_server_host(args.head[0])):
         return 2
@@ -59,13 +74,26 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"dista worker: cannot import the task modules: {e!r}", file=sys.stderr)
         return 2
+    from .._hosts.wait import Patience
     from .._hosts.worker import WorkerHost, start_worker
+    from .._net.address import format_head
     from ..loops import backend
 
     backend(args.loop)  # installed and complete, before anything starts
     tune_process()
     host, port = args.head
     workers: list[WorkerHost] = []
+    patience = Patience(format_head(host, port), args.wait_for_head)
+    if args.wait_for_head > 0 and args.host is None:
+        # Where its object server listens depends on the route to the head: its name must
+        # resolve first (a Kubernetes service's may not yet).
+        try:
+            why = _resolve_head(host, patience)
+        except _Stopped:
+            return 0
+        if why:
+            print(f"dista worker: {why}", file=sys.stderr)
+            return EXIT_NO_HEAD
 
     def start(loop: Loop) -> Latch[str]:
         worker = start_worker(
@@ -75,6 +103,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             host=args.host,
             threads=args.threads,
             accept_by_value=args.accept_by_value or None,  # None: DISTA_ACCEPT_BY_VALUE
+            patience=patience if args.wait_for_head > 0 else None,
         )
         workers.append(worker)
         if args.ready_fd is not None:
@@ -93,6 +122,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         reason = run_role(args, start)
     except ConnectionError as e:
         print(f"dista worker: {e}", file=sys.stderr)
+        if workers and workers[0].stopped_early:
+            return 0  # SIGTERM while it waited for its head: stopped as asked
         return EXIT_NO_HEAD
     except KeyboardInterrupt:
         return 130
@@ -102,6 +133,49 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"dista worker: {reason}", file=sys.stderr)
         return EXIT_NO_HEAD
     return 0
+
+
+def _wait_for_head(args: argparse.Namespace) -> float:
+    """How long this worker waits for a head not there yet: ``--wait-for-head``, else (not
+    a supervised child) ``DISTA_WAIT_FOR_HEAD``, else 60 s; a child started with none (a
+    local cluster's: its head listens before it starts) does not wait."""
+    from .._hosts.wait import wait_for_head_s
+
+    if args.wait_for_head is not None:
+        seconds = float(args.wait_for_head)
+    elif args.parent is not None:
+        return 0.0
+    else:
+        seconds = wait_for_head_s()
+    if not seconds >= 0:  # NaN too
+        raise ValueError(f"--wait-for-head must be at least 0 seconds, not {seconds:g}")
+    return seconds
+
+
+class _Stopped(Exception):
+    """SIGTERM while the worker waited for its head's name to resolve."""
+
+
+def _resolve_head(host: str, patience: Patience) -> str:
+    """`resolve_head`, with SIGTERM stopping it at once (`_Stopped`), before the worker's
+    loop has its own handler: '' once the name resolves, else why it gave up."""
+    from .._hosts.wait import resolve_head
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        return resolve_head(host, patience)
+    except _Stopped:
+        where = patience.where
+        print(
+            f"dista worker: stopped by a signal before joining the head at {where}",
+            file=sys.stderr,
+        )
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _cooperate(args: argparse.Namespace) -> None:
@@ -124,6 +198,7 @@ def _worker_processes(args: argparse.Namespace) -> int:
     from dista_runtime._net.address import format_head
 
     from .._hosts.liveness import drain_timeout
+    from .._hosts.wait import WAIT_FLAG
     from .._local.supervise import EXIT_NO_HEAD, EXIT_STOPPED, STOPPED_BY_HEAD, Supervisor
 
     head = format_head(*args.head)
@@ -140,7 +215,11 @@ def _worker_processes(args: argparse.Namespace) -> int:
         _say_death(death)
 
     supervisor = Supervisor(
-        command, args.processes, on_death=on_death, on_give_up=lambda _: done.set()
+        command,
+        args.processes,
+        on_death=on_death,
+        on_give_up=lambda _: done.set(),
+        after_stop=_NO_WAIT,
     )
 
     def stop(signum: int, frame: object) -> None:
@@ -165,8 +244,12 @@ def _worker_processes(args: argparse.Namespace) -> int:
         print(f"dista worker: the head at {head} stopped us", file=sys.stderr)
         return 0
     if deaths and deaths[-1].code == EXIT_NO_HEAD:
-        print(f"dista worker: the head at {head} is gone; stopping", file=sys.stderr)
-        return 0 if any(d.joined for d in deaths) else 1
+        if any(d.joined for d in deaths):
+            print(f"dista worker: the head at {head} is gone; stopping", file=sys.stderr)
+            return 0
+        waited = f" in {args.wait_for_head:g} s ({WAIT_FLAG})" if args.wait_for_head else ""
+        print(f"dista worker: no head at {head}{waited}; stopping", file=sys.stderr)
+        return 1
     why = supervisor.failure
     print(f"dista worker: workers keep failing to start; stopping (last: {why})", file=sys.stderr)
     return 1
@@ -180,6 +263,7 @@ def _child_command(args: argparse.Namespace) -> list[str]:
     command = [sys.executable, "-m", "dista_runtime.cli", "worker"]
     command += ["--head", format_head(*args.head)]
     command += ["--threads", str(args.threads), "--parent", str(os.getpid())]
+    command += ["--wait-for-head", str(args.wait_for_head)]
     for module in args.imports:
         command += ["--import", module]
     if args.host:
@@ -239,6 +323,7 @@ def _lone_worker(args: argparse.Namespace) -> int:
         on_join=on_join,
         start_failures=1,  # a worker that cannot start says why itself: no restart loop
         final_codes=_LEFT_ON_PURPOSE,
+        after_stop=_NO_WAIT,
         name="dista-worker-supervise",
     )
 
@@ -270,3 +355,7 @@ def _lone_worker(args: argparse.Namespace) -> int:
 #: worker`` leaves with it: drained (0), its head lost for good (`EXIT_NO_HEAD`, 69), an
 #: error it reported (1, 2), Ctrl-C (130). Any other end (a signal, a crash) is replaced.
 _LEFT_ON_PURPOSE: Final = frozenset({0, 1, 2, 69, 130})
+#: What a replacement started after the head stopped a worker is given: no wait for a head
+#: that is likely gone on purpose (its supervisor then stops at once, saying so). A later
+#: ``--wait-for-head`` wins over the child command's first.
+_NO_WAIT: Final = ("--wait-for-head", "0")

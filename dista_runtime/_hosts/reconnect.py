@@ -11,7 +11,9 @@ in the workers' and drivers' output without turning logging on.
 
 A worker whose first connection the head closes at once (a certificate whose role may not
 join, no TLS against a TLS head) never had the head: it says it could not join, and why,
-and tries for as long.
+and tries for as long. One whose first dial finds no head at all (nothing listens there
+yet) waits for it instead, for ``DISTA_WAIT_FOR_HEAD`` (`dista_runtime._hosts.wait`, whose
+`backoff` this uses too).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .._tls.config import dial_failure, refusal_hint
 from .engine import Engine
 from .liveness import RECONNECT_ENV as ENV
 from .liveness import reconnect_timeout
+from .wait import backoff
 
 __all__ = ["Reconnect"]
 
@@ -175,7 +178,7 @@ class Reconnect:
                 self.attempts,
                 error,
             )
-        delay = min(_MAX_S, _FIRST_S * 2 ** (self.attempts - 1), self.timeout - waited)
+        delay = min(backoff(self.attempts, _FIRST_S, _MAX_S), self.timeout - waited)
         self._timer = self.engine.loop.call_later(max(delay, 0.0), self._dial)
 
     def _say_up(self, took: float, attempt: int) -> None:

@@ -4,7 +4,8 @@ Where tasks run, and how they come back, is `dista_runtime._execution.execution`
 pieces in order: the object server listens, the client session (through which tasks
 submit and read) is welcomed, then the worker says hello to the head; `WorkerHost.ready`
 gives the object server's address once the head has the hello, and `WorkerHost.done` the
-reason the worker stopped.
+reason the worker stopped. A worker given `Patience` that finds no head at its address yet
+tries again, from its client session, for as long as that lasts (`dista_runtime._hosts.wait`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .driver import DriverHost
 from .engine import Engine
 from .liveness import DRAIN_ENV, LIVENESS_ENV, drain_timeout, heartbeat_ns
 from .reconnect import Reconnect
+from .wait import Patience, absence
 
 __all__ = [
     "CURRENT",
@@ -100,15 +102,45 @@ class WorkerHost(Engine):
         self.memory: MemoryWatch | None = None
         #: Whether it stopped because its head could not be reached again.
         self.lost_head = False
+        #: How long to keep trying a head not there yet (`wait`); None: fail at once.
+        self.patience: Patience | None = None
+        self._wait_timer: Any = None
+        #: Whether a signal stopped it before it joined (while it waited for its head).
+        self.stopped_early = False
 
     @property
     def hooks(self) -> Hooks:
         """What its tasks' session does around their waits: lend slots, stop inline runs."""
         return Hooks(self.runners.blocking, self.execution.awaiting, self.inline.session_used)
 
+    def reach(self) -> None:
+        """Join the head: the tasks' client session first (a task may submit work as soon
+        as the head knows this worker), then the worker's own hello (`join_head`). Either,
+        finding no head there yet, tries this again later while `patience` lasts."""
+        self._wait_timer = None
+        if self.exited.done():
+            return
+        if self.with_client:
+            self.connect_client(self.join_head)
+        else:
+            self.join_head()
+
     def join_head(self) -> None:
         """Say hello to the head (`dialed` goes on)."""
         self.dial(dp.HEAD_LINK, *self.head, _JOIN_TIMEOUT_S)
+
+    def _wait(self, error: str) -> bool:
+        """No head answered (a dial failed with ``error``): whether to wait for one (`reach`
+        again later, or give up once `patience` is spent). False: fail as before."""
+        patience = self.patience
+        if patience is None or self.ready.done() or not absence(error):
+            return False
+        delay = patience.next(error)
+        if delay is None:
+            self.exit(patience.gave_up())
+        else:
+            self._wait_timer = self.loop.call_later(delay, self.reach)
+        return True
 
     def dialed(self, link: int, error: str) -> None:
         if link != dp.HEAD_LINK:
@@ -116,10 +148,18 @@ class WorkerHost(Engine):
         elif self._reconnect.active:
             self._reconnect.dialed(error)
         elif error:
+            if self._wait(error):  # its client got in, but the head went since
+                if self.client is not None and not self.exited.done():
+                    self.client.close()
+                    self.client = None
+                    self._reconnect.joined = False
+                return
             why = dial_failure(error, self.tls)
             self.exit(f"cannot reach the head at {format_head(*self.head)}: {why}")
         else:
             self._reconnect.connected()  # a head that will not take us closes it at once
+            if self.patience is not None:
+                self.patience.reached()
             self.core.start(now())
             self.transmit()
             address = self.core.address
@@ -144,11 +184,16 @@ class WorkerHost(Engine):
     def connect_client(self, then: Callable[[], None]) -> None:
         """Give tasks a client session of their own, then call ``then`` (joined or not)."""
         names, registry = snapshot()
-        session = DriverHost(self.loop, registry, dp.Role.CLIENT, self.hooks)
+        session = _Client(self.loop, registry, dp.Role.CLIENT, self.hooks)
 
         def welcomed(latch: Latch[None]) -> None:
+            if self.exited.done():  # stopped meanwhile (a signal while it waited)
+                session.close()
+                return
             if latch.failed():
                 session.close()  # tasks get no session; the worker itself may still serve
+                if self._wait(session.unreachable):
+                    return  # no head there yet: all of it again later
             else:
                 # Its hello needs what a worker's does: the head takes this process, and a
                 # loss from now on is a lost head, not a refusal (`_reconnect`).
@@ -165,6 +210,10 @@ class WorkerHost(Engine):
         leave when it says stop; leave at once if the head is away, and after
         ``DISTA_DRAIN_TIMEOUT`` at the latest."""
         if self.exited.done():
+            return
+        if not self.ready.done():  # not joined (waiting for its head): nothing to hand over
+            self.stopped_early = True
+            self.exit(f"stopped by a signal before joining the head at {format_head(*self.head)}")
             return
         if self._reconnect.active or self.core.draining:
             self.exit("stopped by a signal")  # a second signal, or no head to drain with
@@ -195,6 +244,9 @@ class WorkerHost(Engine):
 
     def _on_exit(self, exited: Latch[str]) -> None:
         self._reconnect.cancel()
+        if self._wait_timer is not None:
+            self._wait_timer.cancel()
+            self._wait_timer = None
         if self._drain_timer is not None:
             self._drain_timer.cancel()
         if self.listener is not None:
@@ -249,6 +301,18 @@ class WorkerHost(Engine):
         self.transmit()
 
 
+class _Client(DriverHost):
+    """A worker's tasks' session: it keeps why its dial of the head failed (``unreachable``),
+    for the worker to tell a head not there yet from one that will not take it."""
+
+    unreachable = ""
+
+    def dialed(self, link: int, error: str) -> None:
+        if link == dp.HEAD_LINK and error:
+            self.unreachable = error
+        super().dialed(link, error)
+
+
 def accept_by_value_env() -> bool:
     """``DISTA_ACCEPT_BY_VALUE=1``: this worker runs by-value code of any registry."""
     value = os.environ.get("DISTA_ACCEPT_BY_VALUE", "").strip().lower()
@@ -265,6 +329,7 @@ def start_worker(
     client: bool = True,
     limits: Limits | None = None,
     accept_by_value: bool | None = None,
+    patience: Patience | None = None,
 ) -> WorkerHost:
     """Serve the head at ``head_host:head_port`` on ``loop`` until it stops us.
 
@@ -275,7 +340,8 @@ def start_worker(
     connections its object server takes (default: the ``DISTA_*`` variables, `_limits`).
     ``accept_by_value``: also run by-value code (a script's functions and actor classes)
     of drivers of any registry, not only of drivers importing the same modules (default:
-    ``DISTA_ACCEPT_BY_VALUE=1``).
+    ``DISTA_ACCEPT_BY_VALUE=1``). ``patience``: how long to keep trying a head not there
+    yet (`dista_runtime._hosts.wait`; default: fail at once).
     """
     bind = host or advertised_host(head_host)
     warning = check_bind("dista worker", bind, tls_for("worker"))  # ValueError: refused
@@ -319,9 +385,6 @@ def start_worker(
     global CURRENT
     CURRENT = worker
     worker.with_client = client
-    if not client:
-        worker.join_head()
-        return worker
-    # The client first: a task may submit work as soon as the head knows this worker.
-    worker.connect_client(worker.join_head)
+    worker.patience = patience
+    worker.reach()
     return worker

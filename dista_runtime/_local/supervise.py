@@ -16,7 +16,9 @@ When a child dies:
 - a child that died before it joined its head failed to start. After `MAX_START_FAILURES`
   such deaths in a row in one slot (or one that says it cannot reach the head:
   `EXIT_NO_HEAD`), the pool gives up: it stops restarting and reports why once, with the
-  child's last stderr lines when they were captured.
+  child's last stderr lines when they were captured. A child that has not joined yet is
+  no failure while it lives: a worker started before its head waits for it (``dista worker
+  --wait-for-head``), and exits with `EXIT_NO_HEAD` only once it gives up.
 """
 
 from __future__ import annotations
@@ -128,7 +130,10 @@ class Supervisor:
     reason once, if the pool stops restarting, ``on_join`` of each child that joined its
     head (its pid). ``start_failures``: deaths before joining, in a row in one slot, after
     which the pool gives up; ``final_codes``: exit codes with which a child that had joined
-    says it chose to leave (it is not replaced: the pool gives up, naming its exit).
+    says it chose to leave (it is not replaced: the pool gives up, naming its exit);
+    ``after_stop``: arguments added to the command of a replacement started once the head
+    stopped a child (`EXIT_STOPPED`), such as one not to wait for a head that may be gone on
+    purpose.
     """
 
     def __init__(
@@ -144,6 +149,7 @@ class Supervisor:
         on_join: Callable[[int], object] | None = None,
         start_failures: int = MAX_START_FAILURES,
         final_codes: frozenset[int] = frozenset(),
+        after_stop: Sequence[str] = (),
         name: str = "dista-supervise",
     ) -> None:
         self.command = list(command)
@@ -156,6 +162,7 @@ class Supervisor:
         self.on_join = on_join
         self.start_failures = start_failures
         self.final_codes = final_codes
+        self.after_stop = list(after_stop)
         #: Why the pool stopped restarting ('' while it has not).
         self.failure = ""
         self._head_stopped = False  # a worker exited because the head stopped it
@@ -257,9 +264,10 @@ class Supervisor:
     def _spawn(self, slot: int, restart: bool = False) -> None:
         ready_r, ready_w = os.pipe()
         out = subprocess.PIPE if self.capture else None
+        command = [*self.command, *(self.after_stop if self._head_stopped else ())]
         try:
             popen = subprocess.Popen(
-                [*self.command, "--ready-fd", str(ready_w)],
+                [*command, "--ready-fd", str(ready_w)],
                 env=self.env,
                 pass_fds=(ready_w,),
                 stdout=out,

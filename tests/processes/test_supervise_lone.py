@@ -1,6 +1,7 @@
 """A plain ``dista worker`` (no ``--processes``) is supervised too: its worker process is a
 child that is replaced when it crashes, while what users saw stays (the worker's own output,
-SIGTERM drains and exits 0, Ctrl-C exits 130, a worker that cannot start exits 2 with why).
+SIGTERM drains and exits 0, Ctrl-C exits 130, a worker that cannot start exits 2 with why,
+one that cannot reach its head, once it no longer waits for it, 69).
 
 The pid of ``dista worker`` is the supervisor's; a task's ``os.getpid()`` is the worker
 child's, which these tests crash.
@@ -141,7 +142,7 @@ def test_a_plain_worker_that_cannot_start_exits_with_the_reason_once(workdir: Pa
     assert out.returncode == 2, out.stderr
     assert out.stderr.count("cannot import the task modules") == 1, out.stderr
     assert "restarting" not in out.stderr, out.stderr
-    out = _lone_worker(workdir)
+    out = _lone_worker(workdir, "--wait-for-head", "0")  # a head not there yet is waited for
     assert out.returncode == 69, out.stderr
     assert out.stderr.count("cannot reach the head") == 1, out.stderr
 
