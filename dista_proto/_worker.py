@@ -523,14 +523,15 @@ class Worker:
         if self._store_all and oid in self._store_all:
             self._store_all.discard(oid)
             threshold = -1  # the head keeps no more of its driver's results inline
-        inputs = self._inputs
+        inputs, ahead = self._inputs, self.runs_ahead
         for i, value in enumerate(values):
             if len(value) > threshold:
                 self.store[oid + i] = value
                 send(HEAD_LINK, Stored(oid + i, len(value)))
             else:
                 send(HEAD_LINK, Result(oid + i, value))
-                inputs.sent(oid + i, value)
+                if ahead:  # (only a worker that runs ahead is sent tasks wanting it)
+                    inputs.sent(oid + i, value)
             if inputs.waits_for(oid + i):  # tasks sent ahead of it start now
                 self._arrived(oid + i, value, "")
 

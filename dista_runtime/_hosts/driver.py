@@ -67,6 +67,9 @@ class DriverHost(Engine):
         self._io_thread = threading.get_ident()
         self._where = ""
         self._join_timer: Any = None
+        #: Why its first dial of the head failed, as the loop said it ('' if it did not):
+        #: a worker tells a head not there yet from one that will not take it by it.
+        self.unreachable = ""
         self._reconnect: Reconnect | None = None
 
     def join(self, host: str, port: int, timeout: float) -> Latch[None]:
@@ -97,6 +100,7 @@ class DriverHost(Engine):
         elif self._reconnect is not None and self._reconnect.active:
             self._reconnect.dialed(error)
         elif error:
+            self.unreachable = error
             why = dial_failure(error, self.tls)
             self._fail(f"cannot reach a Dista head at {self._where}: {why}")
         else:

@@ -20,6 +20,7 @@ __all__ = [
     "heartbeat_ns",
     "liveness_s",
     "reconnect_timeout",
+    "seconds_env",
 ]
 
 #: Seconds after which a head treats a worker it has not heard from as lost (the head
@@ -37,7 +38,7 @@ DEFAULT_RECONNECT_S: Final = 60.0
 DEFAULT_DRAIN_S: Final = 120.0
 
 
-def _seconds(env: str, default: float) -> float:
+def seconds_env(env: str, default: float) -> float:
     raw = os.environ.get(env, "")
     if not raw:
         return default
@@ -52,7 +53,7 @@ def _seconds(env: str, default: float) -> float:
 
 def liveness_s() -> float:
     """``DISTA_LIVENESS_TIMEOUT`` (30 s if unset; 0 turns liveness checks off)."""
-    return _seconds(LIVENESS_ENV, DEFAULT_LIVENESS_S)
+    return seconds_env(LIVENESS_ENV, DEFAULT_LIVENESS_S)
 
 
 def heartbeat_ns() -> int:
@@ -90,9 +91,9 @@ def check_all() -> None:
 
 def reconnect_timeout() -> float:
     """``DISTA_RECONNECT_TIMEOUT`` (60 s if unset)."""
-    return _seconds(RECONNECT_ENV, DEFAULT_RECONNECT_S)
+    return seconds_env(RECONNECT_ENV, DEFAULT_RECONNECT_S)
 
 
 def drain_timeout() -> float:
     """``DISTA_DRAIN_TIMEOUT`` (120 s if unset)."""
-    return _seconds(DRAIN_ENV, DEFAULT_DRAIN_S)
+    return seconds_env(DRAIN_ENV, DEFAULT_DRAIN_S)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Final
 
 from .._net.address import advertised_host
-from .liveness import _seconds
+from .liveness import seconds_env
 
 __all__ = [
     "DEFAULT_WAIT_S",
@@ -89,7 +89,7 @@ def backoff(tries: int, first: float, cap: float, jitter: float = 0.0) -> float:
 
 def wait_for_head_s() -> float:
     """``DISTA_WAIT_FOR_HEAD`` (60 s if unset; 0 gives up at once)."""
-    return _seconds(WAIT_ENV, DEFAULT_WAIT_S)
+    return seconds_env(WAIT_ENV, DEFAULT_WAIT_S)
 
 
 def absence(error: str) -> str:

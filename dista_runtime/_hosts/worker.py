@@ -184,7 +184,7 @@ class WorkerHost(Engine):
     def connect_client(self, then: Callable[[], None]) -> None:
         """Give tasks a client session of their own, then call ``then`` (joined or not)."""
         names, registry = snapshot()
-        session = _Client(self.loop, registry, dp.Role.CLIENT, self.hooks)
+        session = DriverHost(self.loop, registry, dp.Role.CLIENT, self.hooks)
 
         def welcomed(latch: Latch[None]) -> None:
             if self.exited.done():  # stopped meanwhile (a signal while it waited)
@@ -299,18 +299,6 @@ class WorkerHost(Engine):
     def opened(self, link: int) -> None:
         self.core.connected(link, now())
         self.transmit()
-
-
-class _Client(DriverHost):
-    """A worker's tasks' session: it keeps why its dial of the head failed (``unreachable``),
-    for the worker to tell a head not there yet from one that will not take it."""
-
-    unreachable = ""
-
-    def dialed(self, link: int, error: str) -> None:
-        if link == dp.HEAD_LINK and error:
-            self.unreachable = error
-        super().dialed(link, error)
 
 
 def accept_by_value_env() -> bool:
