@@ -31,6 +31,7 @@ from ._api.ref import ObjectRef
 from ._api.task import RemoteFunction, RemoteFunction2, RemoteFunction3, RemoteFunctionN, task
 from ._api.trace import chrome_trace, write_chrome_trace
 from ._errors import CheckpointError, DistaError, GetTimeoutError, TaskCancelledError, TaskError
+from ._pools import Executor, Pool
 
 __all__ = [
     "ActorHandle",
@@ -39,9 +40,11 @@ __all__ = [
     "CheckpointWarning",
     "Cluster",
     "DistaError",
+    "Executor",
     "GetTimeoutError",
     "HeadStats",
     "ObjectRef",
+    "Pool",
     "RemoteFunction",
     "RemoteFunction2",
     "RemoteFunction3",

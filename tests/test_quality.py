@@ -448,8 +448,8 @@ def test_no_import_circles() -> None:
 #: tier or the ones below. "" is `dista_runtime/__init__.py`; the fronts nothing inside
 #: imports are on top, and `loops` (which binding runs) sits just above the network wing.
 WING_TIERS = (
-    ("", "binding", "cli", "mypy_plugin"),
-    ("_cli", "_mypy"),
+    ("", "binding", "cli", "joblib", "mypy_plugin"),
+    ("_cli", "_joblib", "_mypy", "_pools"),
     ("_api",),
     ("_hosts",),
     ("_local", "_session", "_execution"),
