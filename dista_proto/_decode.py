@@ -60,6 +60,7 @@ from ._events import (
     Located,
     LocatedInput,
     Mapped,
+    TaskNames,
     Part,
     Release,
     Result,
@@ -325,6 +326,19 @@ def mapped(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     if not 0 < size <= F.MAX_OBJECT:
         raise _fail(k, "size", f"{size} is not in [1, MAX_OBJECT]")
     return Mapped(oid, size, bytes(p[8:]))
+
+
+def task_names(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
+    k = F.KIND_TASK_NAMES
+    size = len(p)
+    if size % 8:
+        raise _fail(k, "names", f"{size} bytes is not a whole number of u64s")
+    if size > 8 * F.MAX_TASK_NAMES:
+        raise _fail(k, "names", f"{size // 8} names, over MAX_TASK_NAMES ({F.MAX_TASK_NAMES})")
+    names = struct.unpack_from(f"<{size // 8}Q", p)
+    if any(a >= b for a, b in zip(names, names[1:])):
+        raise _fail(k, "names", "are not in strictly increasing order")
+    return TaskNames(names)
 
 
 def task_inputs(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:

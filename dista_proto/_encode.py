@@ -53,6 +53,7 @@ from ._events import (
     InlineInput,
     Located,
     Mapped,
+    TaskNames,
     Part,
     Release,
     Result,
@@ -250,6 +251,19 @@ def mapped(e: Mapped, from_head: bool) -> Encoded:
     if not 0 < e.size <= F.MAX_OBJECT:
         raise _bad(k, "size", f"must be in [1, MAX_OBJECT], not {e.size}")
     return k, e.object_id, 0, _U64.pack(e.size) + _sized(k, "ticket", e.ticket, TICKET_SIZE), None
+
+
+def task_names(e: TaskNames, from_head: bool) -> Encoded:
+    k = F.KIND_TASK_NAMES
+    names = e.names
+    if len(names) > F.MAX_TASK_NAMES:
+        raise _bad(k, "names", f"{len(names)} names, over MAX_TASK_NAMES ({F.MAX_TASK_NAMES})")
+    last = -1
+    for name in names:
+        if not last < name <= _U64_MAX:
+            raise _bad(k, "names", "must be u64s in strictly increasing order")
+        last = name
+    return k, 0, 0, struct.pack(f"<{len(names)}Q", *names), None
 
 
 def task_inputs(e: TaskInputs, from_head: bool) -> Encoded:

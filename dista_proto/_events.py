@@ -47,6 +47,7 @@ __all__ = [
     "LocatedInput",
     "Located",
     "Mapped",
+    "TaskNames",
     "Part",
     "Release",
     "Result",
@@ -553,6 +554,16 @@ class Mapped(_EventBase):
 
 
 @dataclass(frozen=True, slots=True)
+class TaskNames(_EventBase):
+    """Dista's extension, a driver or worker to head right after its hello: the hashes of
+    the task names it imports (`name_hash` of ``module:qualname``), strictly increasing."""
+
+    kind: ClassVar[int] = F.KIND_TASK_NAMES
+    names: tuple[int, ...]
+    object_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectionClosed:
     """The peer closed the stream cleanly, between frames (not a frame kind)."""
 
@@ -597,4 +608,5 @@ Event = (
     | ActorName
     | ActorLookup
     | Mapped
+    | TaskNames
 )

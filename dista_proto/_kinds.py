@@ -65,6 +65,7 @@ from ._events import (
     Holding,
     Located,
     Mapped,
+    TaskNames,
     Part,
     Release,
     Result,
@@ -154,6 +155,10 @@ _ORDER: Final = (
 _MAPPED: Final = (
     'our extension: "the object went to your mailbox on this host as a memory file" '
     '(docs/protocol.md, "Extensions: objects mapped on one host"), to a fetcher that named one'
+)
+_NAMES: Final = (
+    'our extension: "these are the tasks I import" (docs/protocol.md, "Extensions: any set '
+    'of task modules"), right after hello'
 )
 _NAME: Final = (
     'our extension: "the actor this driver creates next is called this", and "which actor '
@@ -298,6 +303,10 @@ KINDS: Final[tuple[Kind, ...]] = (
     # Dista's own kind: an object sent to a fetcher's mailbox on the same host.
     Kind(F.KIND_MAPPED,        "mapped",        Mapped,       E.mapped,        D.mapped,
          sent=(Link(SERVER, FETCHER, _MAPPED),), payload=8 + TICKET_SIZE),  # size, ticket
+    # Dista's own kind: the tasks a driver or worker imports, by their names' hashes.
+    Kind(F.KIND_TASK_NAMES,    "task-names",    TaskNames,    E.task_names,    D.task_names,
+         sent=(Link(DRIVER, HEAD, _NAMES), Link(WORKER, HEAD, _NAMES)),
+         payload=8 * F.MAX_TASK_NAMES),
 )
 # fmt: on
 

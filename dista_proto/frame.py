@@ -48,6 +48,8 @@ __all__ = [
     "KIND_HOLDING",
     "KIND_LOCATED",
     "KIND_MAPPED",
+    "KIND_TASK_NAMES",
+    "MAX_TASK_NAMES",
     "KIND_NAMES",
     "KIND_PART",
     "KIND_RELEASE",
@@ -159,6 +161,12 @@ KIND_ACTOR_ORDER: Final = 39
 #: whose task-ID field is not 0): the object (object ID) went to that mailbox as a sealed
 #: memory file; the payload is its size u64, then the ticket (16 bytes) it went with.
 KIND_MAPPED: Final = 40
+#: Dista's extension, a driver or worker to head, right after its hello: the tasks it
+#: imports, as their names' hashes (u64 each, strictly increasing), so that a worker serves
+#: every driver whose tasks it has, not only one whose registry hash equals its own.
+KIND_TASK_NAMES: Final = 41
+#: The most task names a task-names frame carries.
+MAX_TASK_NAMES: Final = 1 << 16
 #: The longest actor name, in bytes of UTF-8.
 MAX_ACTOR_NAME: Final = 255
 

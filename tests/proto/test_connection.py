@@ -178,6 +178,7 @@ PROJECT_DECISIONS: dict[str, set[tuple[Role, Role]]] = {
     "actor-build": {(H, W)},  # Dista's own kind: a build's number, for the fences
     "actor-order": {(D, H)},  # Dista's own kind: where kept calls ran
     "mapped": {(S, F)},  # Dista's own kind: an object sent to a fetcher's mailbox
+    "task-names": {(D, H), (W, H)},  # Dista's own kind: the tasks a peer imports
 }
 
 

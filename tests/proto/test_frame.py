@@ -143,6 +143,7 @@ def test_kind_names_follow_the_page_table() -> None:
         38: "actor-build",
         39: "actor-order",
         40: "mapped",
+        41: "task-names",
     }
     assert {**page, **ours} == frame.KIND_NAMES
     assert frame.kind_name(frame.KIND_TASK_INPUTS) == "task-inputs"

@@ -55,6 +55,7 @@ from dista_proto import (
     Status,
     Stop,
     Stored,
+    TaskNames,
     Task,
     TaskAfter,
     TaskInputs,
@@ -456,6 +457,13 @@ GOLDEN: list[Golden] = [
         BOTH,
         "29000000 28" + O + Z + "0a00000000000000" + bytes(range(16)).hex(),
     ),
+    # 41 task-names (Dista's own kind): the names' hashes, u64 each, strictly increasing.
+    Golden(
+        "task-names",
+        TaskNames((3, 0x10)),
+        TO_HEAD,
+        "21000000 29" + Z + Z + "0300000000000000" + "1000000000000000",
+    ),
     # 38 actor-build (Dista's own kind): the actor, the build number, the head's epoch u64.
     Golden(
         "actor-build",
@@ -473,7 +481,7 @@ CASES = [
 
 
 def test_every_kind_has_a_golden_frame() -> None:
-    kinds = {*range(1, 35), 36, 37, 38, 39, 40}
+    kinds = {*range(1, 35), 36, 37, 38, 39, 40, 41}
     assert {g.event.kind for g in GOLDEN} == kinds
     assert {g.data[4] for g in GOLDEN} == kinds
 

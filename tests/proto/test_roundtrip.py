@@ -46,6 +46,7 @@ from dista_proto import (
     Located,
     LocatedInput,
     Mapped,
+    TaskNames,
     Part,
     Release,
     Result,
@@ -241,6 +242,10 @@ def strategy(kind: int, from_head: bool) -> st.SearchStrategy[Any]:
         frame.KIND_ACTOR_BUILD: lambda: st.builds(
             ActorBuild, ids, st.integers(1, 2**64 - 1), st.integers(0, 2**64 - 1)
         ),
+        frame.KIND_TASK_NAMES: lambda: st.builds(
+            TaskNames,
+            st.sets(st.integers(0, 2**64 - 1), max_size=20).map(lambda s: tuple(sorted(s))),
+        ),
     }
     return table[kind]()
 
@@ -253,7 +258,7 @@ KIND_DIRECTIONS = [
 
 
 def test_strategies_cover_every_kind() -> None:
-    assert set(frame.KIND_NAMES) == {*range(1, 35), 36, 37, 38, 39, 40}
+    assert set(frame.KIND_NAMES) == {*range(1, 35), 36, 37, 38, 39, 40, 41}
     for kind in frame.KIND_NAMES:
         strategy(kind, False)
         strategy(kind, True)
