@@ -16,6 +16,7 @@ builds the dispatch dict `DECODERS` from its rows.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Callable
 from typing import Final
@@ -60,7 +61,6 @@ from ._events import (
     Located,
     LocatedInput,
     Mapped,
-    TaskNames,
     Part,
     Release,
     Result,
@@ -76,6 +76,7 @@ from ._events import (
     TaskInput,
     TaskInputs,
     TaskMany,
+    TaskNames,
     Timeline,
     TimelineRecord,
     Welcome,
@@ -336,7 +337,7 @@ def task_names(oid: int, tid: int, p: Bytes, from_head: bool) -> Event:
     if size > 8 * F.MAX_TASK_NAMES:
         raise _fail(k, "names", f"{size // 8} names, over MAX_TASK_NAMES ({F.MAX_TASK_NAMES})")
     names = struct.unpack_from(f"<{size // 8}Q", p)
-    if any(a >= b for a, b in zip(names, names[1:])):
+    if any(a >= b for a, b in itertools.pairwise(names)):
         raise _fail(k, "names", "are not in strictly increasing order")
     return TaskNames(names)
 

@@ -53,7 +53,6 @@ from ._events import (
     InlineInput,
     Located,
     Mapped,
-    TaskNames,
     Part,
     Release,
     Result,
@@ -67,6 +66,7 @@ from ._events import (
     TaskAfter,
     TaskInputs,
     TaskMany,
+    TaskNames,
     Timeline,
     Welcome,
 )

@@ -65,7 +65,6 @@ from ._events import (
     Holding,
     Located,
     Mapped,
-    TaskNames,
     Part,
     Release,
     Result,
@@ -79,6 +78,7 @@ from ._events import (
     TaskAfter,
     TaskInputs,
     TaskMany,
+    TaskNames,
     Timeline,
     Welcome,
 )
