@@ -10,15 +10,14 @@ takes ``results`` consecutive IDs. Answers from the head become decisions for th
 frame) and `ObjectFailed`. A fetch that fails where the object was asks the head where it is
 now (a claim, outside a resume): adopted off a draining worker that has since left, it is
 fetched from its new place, and fails only if the head still places it where it was. The
-driver never blocks; `submit` and friends queue frames, and `inflight_bytes` says how
-many argument bytes it keeps for unfinished work (the runtime's backpressure reads it). Actor calls are kept for a new
-head, within a budget, by the `KeptCalls` it holds beside its `Ledger` (`_driver_actors`).
-The head's frames are routed by their type through one table (`_on_head`).
+driver never blocks; `submit` and friends queue frames; `inflight_bytes` is the argument
+bytes kept for unfinished work (the runtime's backpressure). Actor calls are kept for a new
+head by its `KeptCalls` (`_driver_actors`). Head frames are routed by type (`_on_head`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from . import frame as F
@@ -73,6 +72,7 @@ from ._events import (
     Task,
     TaskAfter,
     TaskMany,
+    TaskNames,
     Timeline,
     Welcome,
 )
@@ -102,22 +102,23 @@ class Driver:
         keepalive_ns: int = 0,
         ask_secret: bool = True,
         mapping: Mapping | None = None,
+        task_names: Iterable[int] | None = None,
     ) -> None:
         if role not in (Role.DRIVER, Role.CLIENT):
             raise ValueError(f"a Driver is a driver or a client, not {role.name.lower()}")
         self.role: Final = role
         self.registry_hash = registry_hash
+        #: Its tasks' name hashes, sent after each hello (task-names); None: none.
+        self.task_names = None if task_names is None else tuple(sorted(set(task_names)))
         self.number = 0
         self.epoch = 0
-        #: Once welcomed, a `STATS_NO_REPLY` keepalive to the head this often (0: none), so
-        #: that a quiet driver is not closed by the head's idle timeout.
+        #: Once welcomed, a `STATS_NO_REPLY` keepalive this often (0: none), against idle-outs.
         self.keepalive_ns = keepalive_ns
         self._keepalive_at = 0
         #: Ask the head for a secret (`HELLO_SECRET`): it proves our resumes, and the fetch
         #: token drawn from it our fetches. False speaks only the page.
         self.ask_secret = ask_secret
-        #: The secret our welcome gave (b"" from a head that gives none), kept with the
-        #: number and epoch for our resumes.
+        #: Our welcome's secret (b"" from a head giving none), kept for our resumes.
         self.secret = b""
         self._next = 1
         self._links = Links()
@@ -192,6 +193,8 @@ class Driver:
         mark = HELLO_SECRET if self.ask_secret or (resume is not None and resume.secret) else 0
         hello = Hello(int(self.role), self.registry_hash, None, resume, mark)
         self._links.send(HEAD_LINK, hello)
+        if self.task_names is not None:
+            self._links.send(HEAD_LINK, TaskNames(self.task_names))
 
     def connection_made(self, now: int) -> int:
         """A peer connected to us: a driver listens for nobody (it dials the head and the

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Generic, Protocol, TypeVar
 
-__all__ = ["FairQueue"]
+__all__ = ["FairQueue", "has_work"]
 
 
 class _Skippable(Protocol):
@@ -76,3 +76,9 @@ class FairQueue(Generic[T]):
 
     def __len__(self) -> int:
         return self.size
+
+
+def has_work(queue: FairQueue[T] | None) -> bool:
+    """Whether ``queue`` holds a live task. (Not ``bool(queue)``: compiled by mypyc, a
+    native class is always true, whatever its ``__len__``.)"""
+    return queue is not None and queue.peek() is not None

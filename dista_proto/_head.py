@@ -54,6 +54,7 @@ from ._events import (
     Task,
     TaskAfter,
     TaskMany,
+    TaskNames,
     Timeline,
 )
 from ._head_actor_names import ActorNames
@@ -213,6 +214,7 @@ class Head:
             Resumed: self._on_resumed,
             Stats: answers.on_stats,
             Timeline: answers.on_timeline,
+            TaskNames: self._members.on_task_names,
         }
         self._names = names = ActorNames(wire, actors, resume, self._on_actor_kill)
         self._driver_routes.update(names.routes())  # actor-name, -lookup; and before others
@@ -224,6 +226,7 @@ class Head:
             Adopted: holdings.on_adopted,
             Drain: self._on_drain,
             Checkpointed: actors.on_checkpointed,  # (or a removal's: `Stores.answered`)
+            TaskNames: self._members.on_task_names,
         }
         self._worker_routes: dict[type[Event], _Route] = {
             **self._hosting_routes,

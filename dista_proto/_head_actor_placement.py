@@ -69,12 +69,12 @@ class Placement:
     def _hosts(self, actor: ActorRecord) -> list[Peer]:
         """The connected workers of ``actor``'s registry hosting none, not draining."""
         scheduler = self._scheduler
-        serving = scheduler.workers_of.get(actor.registry, set())
         if actor.registry >= BY_VALUE:
             # A class sent by value: on its driver's registry's workers, or those that
             # accept by-value code of any registry.
-            serving = scheduler.workers_of.get(actor.registry - BY_VALUE, set())
-            serving = serving | scheduler.accepting
+            serving = scheduler.workers_for(actor.registry - BY_VALUE) | scheduler.accepting
+        else:
+            serving = scheduler.workers_for(actor.registry)
         alive = self._wire.alive
         return [w for w in serving if w.actor is None and not w.draining and alive(w)]
 
@@ -153,10 +153,10 @@ class Placement:
     def _stored(self, actor: ActorRecord) -> bool:
         """Whether a connected worker that may host ``actor`` has a store (busy or not)."""
         key = actor.registry
-        workers = self._scheduler.workers_of.get(key, set())
         if key >= BY_VALUE:
-            workers = self._scheduler.workers_of.get(key - BY_VALUE, set())
-            workers = workers | self._scheduler.accepting
+            workers = self._scheduler.workers_for(key - BY_VALUE) | self._scheduler.accepting
+        else:
+            workers = self._scheduler.workers_for(key)
         return any(w.checkpoints and not w.draining for w in workers)
 
     def next_deadline(self) -> int | None:

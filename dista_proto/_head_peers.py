@@ -29,7 +29,7 @@ from ._conventions import (
 )
 from ._credentials import fetch_token
 from ._decisions import Exit
-from ._events import ActorKill, Error, Hello, Stop, Welcome
+from ._events import ActorKill, Error, Hello, Stop, TaskNames, Welcome
 from ._head_actors import Actors
 from ._head_holdings import Holdings
 from ._head_objects import Objects
@@ -163,6 +163,15 @@ class Membership:
                 return
         self.lose(peer, why or "connection lost")
 
+    def on_task_names(self, peer: Peer, event: TaskNames) -> None:
+        """Right after its hello: the tasks ``peer`` imports (`Scheduler.learn_names`)."""
+        if peer.names_sent:  # (a peer's names are its registry's: they never change)
+            why = "protocol error: a second task-names on one connection"
+            self.lose(peer, why)
+            self._wire.close(peer.link, why)
+        else:
+            self._scheduler.learn_names(peer, frozenset(event.names))
+
     def lose(self, peer: Peer, why: str) -> None:
         if self._wire.peers.pop(peer.link, None) is None:
             return
@@ -170,8 +179,9 @@ class Membership:
             self._lose_worker(peer, why)
         elif peer.role in (Role.DRIVER, Role.CLIENT):
             self._lose_driver(peer)
-            if self.exit_without_drivers and peer.role == Role.DRIVER and not self._wire.drivers:
-                self.stop("the last driver left")
+        self._scheduler.names_gone(peer)
+        if peer.role == Role.DRIVER and self.exit_without_drivers and not self._wire.drivers:
+            self.stop("the last driver left")
 
     def _lose_worker(self, worker: Peer, why: str) -> None:
         scheduler = self._scheduler

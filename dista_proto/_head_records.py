@@ -48,6 +48,7 @@ class Peer:
         "identity",
         "idle",
         "link",
+        "names_sent",
         "number",
         "prefetched",
         "registry",
@@ -76,6 +77,8 @@ class Peer:
         self.checkpoints = False
         #: A worker that runs tasks ahead (`HELLO_RUNS_AHEAD`, `dista_proto._head_ahead`).
         self.runs_ahead = False
+        #: It said which tasks it imports (task-names, `Registries`).
+        self.names_sent = False
         self.host = ""  # the IPv4 address it connects from, for fetch grants (`Head.peer`)
         self.free = 0  # worker slots not running a task
         self.spare = 0  # prefetch slots, for tasks known to be short, not running one

@@ -3,23 +3,19 @@ answers; the timeline of finished runs.
 
 Which ready task goes to which worker, and when. Ready tasks wait in one `FairQueue` per
 registry hash (round-robin between drivers, FIFO within one); workers with a free slot wait
-in one deque per registry, those with nothing running first; a task whose largest stored
-input sits on a worker with room goes there (locality). A worker has ``worker_slots`` slots
-and ``prefetch`` spare ones that only tasks known to be short may take (`Durations`).
-A few task IDs (by-value functions) carry code the workers do not import: their tasks wait
-in their driver's registry's by-value queue (`by_value_key`), served, oldest first against
-the registry's own queue, to workers of that registry and to workers that accept by-value
-code of any registry (`HELLO_ANY_REGISTRY`): code runs only where it is allowed.
+in one deque per registry, those with nothing running first, and take the tasks of their
+own registry and of those it serves (`Registries`), oldest first; a task whose largest
+stored input sits on a worker with room goes there (locality). A worker has
+``worker_slots`` slots and ``prefetch`` spare ones for tasks known to be short
+(`Durations`). By-value tasks wait in their driver's registry's by-value queue
+(`by_value_key`) for workers serving it or accepting by-value code of any registry.
 
 No worker idles while work waits on another: a task only takes a prefetch slot when no idle
-worker has a real slot; a task whose worker blocks (reading other objects) lends its slot
-until it resumes; and a worker that runs dry while its queue is empty asks the busiest
-worker of its registry for its newest task back (`FREE_WITHDRAW`): if that worker has not
-started it, it says so (`SPAN_WITHDRAWN`) and the task is queued again, at the front.
-
-A lost worker's running tasks are retried elsewhere (at most ``max_retries`` times); tasks
-of a registry no connected worker has wait ``no_worker_grace_ns`` for one, then fail. A
-short task waiting only on a worker's results goes ahead to it (`_head_ahead`).
+worker has a real slot; a task whose worker blocks lends its slot until it resumes; a worker
+that runs dry takes work back from a busy one (`_head_take_back`). A lost worker's tasks are
+retried elsewhere (at most ``max_retries`` times); tasks of a registry no connected worker
+serves wait ``no_worker_grace_ns`` for one, then fail. A short task waiting only on a
+worker's results goes ahead to it (`_head_ahead`).
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ from collections.abc import Callable
 from typing import Final
 
 from ._conventions import (
-    FREE_WITHDRAW,
     SPAN_BLOCKED,
     SPAN_RESUMED,
     SPAN_WITHDRAWN,
@@ -40,7 +35,6 @@ from ._conventions import (
 from ._durations import Durations
 from ._events import (
     Error,
-    Free,
     Result,
     Span,
     Stored,
@@ -48,12 +42,13 @@ from ._events import (
     TaskInputs,
     TaskMany,
 )
-from ._fairqueue import FairQueue
-from ._head_ahead import Ahead, early, task_inputs
+from ._fairqueue import FairQueue, has_work
+from ._head_ahead import Ahead, task_inputs
 from ._head_counts import Counts
 from ._head_objects import Copies, Objects
 from ._head_records import ObjState, Peer, TaskRecord, TaskState
-from ._head_registries import BY_VALUE, by_value_key, home_registry, oldest, unrunnable
+from ._head_registries import BY_VALUE, Registries, by_value_key, home_registry, oldest, unrunnable
+from ._head_take_back import TakeBack
 from ._head_wire import Wire
 from ._lifecycle import Slot, SlotCause, TaskCause
 from ._timeline import TimelineLog
@@ -104,9 +99,11 @@ class Scheduler:
         self.idle: dict[int, deque[Peer]] = {}  # registry -> workers with a free slot
         self.workers_of: dict[int, set[Peer]] = {}  # registry -> connected, undrained workers
         self.orphaned: dict[int, int] = {}  # registry with no worker -> since when
+        self.registries = Registries()  # which registries' workers serve which drivers
         self._sources: Copies | None = None
         self._kept_for_actor: Callable[[Peer], bool] = _no_actor
         self.ahead = Ahead(objects, self.durations, self.may_run, self.send_run)
+        self.take_back = TakeBack(wire, counts, self.workers_of, self.ready)
 
     def bind(self, sources: Copies, kept_for_actor: Callable[[Peer], bool]) -> None:
         """Who hears about draining sources and stale copies (`Holdings`), and who says
@@ -122,14 +119,44 @@ class Scheduler:
     def served(self, key: int) -> bool:
         """Whether a connected worker may run the tasks queued under ``key``."""
         if key >= BY_VALUE:
-            return bool(self.accepting) or home_registry(key) in self.workers_of
-        return key in self.workers_of
+            if self.accepting:
+                return True
+            key = home_registry(key)
+        if key in self.workers_of:
+            return True
+        servers = self.registries.servers.get(key)
+        return servers is not None and any(w in self.workers_of for w in servers)
 
     def may_run(self, worker: Peer, key: int) -> bool:
         """Whether ``worker`` may run a task (or host an actor) queued under ``key``."""
         if key >= BY_VALUE:
-            return worker.any_registry or worker.registry == home_registry(key)
-        return worker.registry == key
+            return worker.any_registry or self.registries.may_serve(
+                worker.registry, home_registry(key)
+            )
+        return self.registries.may_serve(worker.registry, key)
+
+    def workers_for(self, registry: int) -> set[Peer]:
+        """The connected, undrained workers that run tasks of ``registry``'s drivers."""
+        found = self.workers_of.get(registry, set())
+        for server in self.registries.servers.get(registry, ()):
+            found = found | self.workers_of.get(server, set())
+        return found
+
+    def learn_names(self, peer: Peer, names: frozenset[int]) -> None:
+        """``peer`` imports the tasks ``names`` (task-names): its registry's workers may now
+        serve other registries' drivers, or its drivers be served by other workers."""
+        peer.names_sent = True
+        for server, served in self.registries.learn(peer.registry, names):
+            if server in self.workers_of:
+                self.orphaned.pop(served, None)
+                self.orphaned.pop(by_value_key(served), None)
+                self.pump(server)
+
+    def names_gone(self, peer: Peer) -> None:
+        """``peer`` is gone (after `forget_worker`, which noted what its registry served
+        and no one else serves now): with the last that sent them, its names go."""
+        if peer.names_sent:
+            self.registries.left(peer.registry)
 
     # -- workers coming and going ----------------------------------------------------------
 
@@ -137,8 +164,9 @@ class Scheduler:
         worker.free = self.worker_slots
         worker.spare = self.prefetch
         self.workers_of.setdefault(worker.registry, set()).add(worker)
-        self.orphaned.pop(worker.registry, None)
-        self.orphaned.pop(by_value_key(worker.registry), None)
+        for registry in (worker.registry, *self.registries.serves.get(worker.registry, ())):
+            self.orphaned.pop(registry, None)
+            self.orphaned.pop(by_value_key(registry), None)
         if worker.any_registry:
             self.accepting.add(worker)
             self.orphaned = {k: t for k, t in self.orphaned.items() if k < BY_VALUE}
@@ -147,7 +175,7 @@ class Scheduler:
         """``worker`` may take work: idle it, give it tasks, or take some back for it."""
         self.make_idle(worker)
         self.pump(worker.registry)
-        self.steal_for(worker)
+        self.take_back.for_idle(worker)
 
     def forget_worker(self, worker: Peer) -> None:
         """``worker`` takes no more work (lost or draining)."""
@@ -168,6 +196,8 @@ class Scheduler:
             if not serving:
                 del self.workers_of[worker.registry]
                 self.note_orphaned(worker.registry)
+                for served in self.registries.serves.get(worker.registry, ()):
+                    self.note_orphaned(served)
         if worker in self.accepting:
             self.accepting.discard(worker)
             if not self.accepting:
@@ -179,7 +209,7 @@ class Scheduler:
         start their grace."""
         keys = (registry,) if registry >= BY_VALUE else (registry, by_value_key(registry))
         for key in keys:
-            if not self.served(key) and _has_work(self.ready.get(key)):
+            if not self.served(key) and has_work(self.ready.get(key)):
                 self.orphaned.setdefault(key, self._wire.now)
 
     def lose_tasks(self, worker: Peer, why: str) -> None:
@@ -231,8 +261,9 @@ class Scheduler:
                 continue
             queue = self.ready.get(registry)
             failed, grace = [], self.no_worker_grace_ns
+            lacking = self.registries.closest(registry, set(self.workers_of))
             while queue is not None and (task := queue.pop()) is not None:
-                failed.append((task, unrunnable(task.task_id, registry, grace)))
+                failed.append((task, unrunnable(task.task_id, registry, grace, lacking)))
             self.ready.pop(registry, None)  # a registry no worker has: keep no queue for it
             self._objects.fail_tasks(failed)
 
@@ -360,20 +391,27 @@ class Scheduler:
         self._counts.move_task(task, TaskCause.READY)
         task.queued = now
         key = task.registry
-        # (`served`, inline for plain tasks: the hot path)
-        if (key not in self.workers_of) if key < BY_VALUE else not self.served(key):
+        # (`served`'s first test inline: the hot path)
+        if key not in self.workers_of and not self.served(key):
             self.orphaned.setdefault(key, now)
         self._queue_of(key).push(task)
         if key < BY_VALUE:
             self.pump(key)
+            if self.registries.servers:
+                for server in self.registries.servers.get(key, ()):
+                    self.pump(server)
         else:
             self._pump_for(key)
 
     def _pump_for(self, key: int) -> None:
+        """Pump the workers that may run tasks queued under ``key``."""
         registry = home_registry(key)
         self.pump(registry)
+        servers = self.registries.servers.get(registry, set())
+        for server in servers:
+            self.pump(server)
         if key >= BY_VALUE:
-            for other in {w.registry for w in self.accepting} - {registry}:
+            for other in {w.registry for w in self.accepting} - {registry} - servers:
                 self.pump(other)
 
     def _queue_of(self, registry: int) -> FairQueue[TaskRecord]:
@@ -414,14 +452,19 @@ class Scheduler:
             idle.appendleft(worker)  # a worker with nothing to do goes first
 
     def pump(self, registry: int) -> None:
-        """Dispatch ready tasks of ``registry`` and by-value ones its workers may run."""
+        """Dispatch ready tasks of ``registry``, of the registries it serves, and by-value
+        ones its workers may run, to its idle workers."""
         queue = self.ready.get(registry)
         own = self.ready.get(registry | BY_VALUE)  # its by-value queue (`by_value_key`)
         idle = self.idle.get(registry)
         if not idle:
             return
-        others = [q for k, q in self.ready.items() if k >= BY_VALUE] if self.accepting else []
-        if not (_has_work(queue) or _has_work(own) or any(_has_work(q) for q in others)):
+        ready = self.ready
+        mine = [queue, own]
+        for served in self.registries.serves.get(registry, ()):
+            mine += (ready.get(served), ready.get(served | BY_VALUE))
+        others = [q for k, q in ready.items() if k >= BY_VALUE] if self.accepting else []
+        if not (any(has_work(q) for q in mine) or any(has_work(q) for q in others)):
             return
         peers = self._wire.peers
         short_ids = self.durations
@@ -436,12 +479,10 @@ class Scheduler:
                 idle.popleft()
                 worker.idle = False
                 continue
-            if own is None and not (others and worker.any_registry):
+            if own is None and len(mine) == 2 and not (others and worker.any_registry):
                 task, source = (queue.peek() if queue is not None else None), queue
             else:
-                task, source = oldest(
-                    [queue, own, *others] if worker.any_registry else [queue, own]
-                )
+                task, source = oldest([*mine, *others] if worker.any_registry else mine)
             if task is None or source is None:
                 return
             cost = short_ids.short_estimate(task.task_id)
@@ -554,46 +595,6 @@ class Scheduler:
                 if source.draining and source not in task.sources:
                     self._sources.recheck(source)
 
-    def steal_for(self, worker: Peer) -> None:
-        """``worker`` ran dry and nothing is queued for it: ask the busiest worker of its
-        registry for tasks it holds but may not have started, one per free slot."""
-        if (
-            worker.running
-            or worker.draining
-            or worker.actor is not None
-            or worker.free <= 0
-            or worker.registry not in self.workers_of
-        ):
-            return
-        ready = self.ready
-        if _has_work(ready.get(worker.registry)) or _has_work(
-            ready.get(worker.registry | BY_VALUE)
-        ):
-            return
-        for _ in range(worker.free):
-            victim, task = None, None
-            most = 1  # a worker running one task has nothing waiting behind it
-            for other in self.workers_of[worker.registry]:
-                if other is worker or len(other.running) <= most:
-                    continue
-                count, newest = 0, None
-                for t in other.running.values():
-                    # (Not one sent ahead of its inputs: it could run nowhere else yet.)
-                    if t.state is _RUNNING and t.slot is not Slot.LENT and not early(t):
-                        count, newest = count + 1, t  # the newest: least likely started
-                if count > most:
-                    most, victim, task = count, other, newest
-            if victim is None or task is None:
-                return
-            self._counts.move_task(task, TaskCause.ASK_BACK)
-            self._wire.links.send(victim.link, Free(task.oid, FREE_WITHDRAW))
-
 
 def _no_actor(worker: Peer) -> bool:
     return False  # pragma: no cover
-
-
-def _has_work(queue: FairQueue[TaskRecord] | None) -> bool:
-    """Whether ``queue`` holds a live task. (Not ``bool(queue)``: compiled by mypyc, a
-    native class is always true, whatever its ``__len__``.)"""
-    return queue is not None and queue.peek() is not None

@@ -23,7 +23,7 @@ actor frames go to the `ActorHosting` the worker holds (`_worker_actors`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from . import frame as F
@@ -70,6 +70,7 @@ from ._events import (
     Task,
     TaskInputs,
     TaskMany,
+    TaskNames,
 )
 from ._fetcher import Fetcher
 from ._grants import FETCH_GRANT_WAIT_NS, FETCH_IDLE_NS, FetchGate
@@ -109,12 +110,15 @@ class Worker:
         checkpoints: bool = False,
         mapping: Mapping | None = None,
         runs_ahead: bool = True,
+        task_names: Iterable[int] | None = None,
     ) -> None:
         if not 0 <= inline_threshold <= F.MAX_PAYLOAD:
             raise ValueError(
                 f"inline_threshold must be in [0, MAX_PAYLOAD], not {inline_threshold}"
             )
         self.registry_hash = registry_hash
+        #: Its tasks' name hashes, sent after each hello (task-names); None: none.
+        self.task_names = None if task_names is None else tuple(sorted(set(task_names)))
         self.address = address
         #: Run by-value code of drivers of any registry (`HELLO_ANY_REGISTRY` in its hello).
         self.accept_by_value = accept_by_value
@@ -206,6 +210,8 @@ class Worker:
         if self._hellos and self._actors.actor:
             mark |= HELLO_HOSTS_ACTOR  # the head gives us nothing until it hears which
         send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address, mark=mark))
+        if self.task_names is not None:
+            send(HEAD_LINK, TaskNames(self.task_names))
         if self._hellos:
             address = self.address
             send(HEAD_LINK, Holding(tuple(HoldingEntry(o, address) for o in self.store)))
