@@ -94,9 +94,11 @@ class Registries:
         for other, theirs in self.names_of.items():
             if other == registry:
                 continue
-            if names <= theirs:
+            # A driver importing no task at all is nobody's: its by-value code runs only on
+            # its own registry's workers, or those accepting any (the page's rule).
+            if names and names <= theirs:
                 pairs.append((other, registry))
-            if theirs <= names:
+            if theirs and theirs <= names:
                 pairs.append((registry, other))
         for server, served in pairs:
             self.serves.setdefault(server, set()).add(served)

@@ -8,6 +8,7 @@ driver's core behind the session's lock), and flushes what they submit once per 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import dista_proto as dp
@@ -38,7 +39,12 @@ class DriverHost(Engine):
     core: Session
 
     def __init__(
-        self, loop: Loop, registry_hash: int, role: dp.Role, hooks: Hooks | None = None
+        self,
+        loop: Loop,
+        registry_hash: int,
+        role: dp.Role,
+        hooks: Hooks | None = None,
+        task_names: Iterable[int] | None = None,
     ) -> None:
         #: Large receives land in maps faulted in already when one is free (`_buffer_cache`).
         self.buffers = BufferCache(loop)
@@ -51,6 +57,7 @@ class DriverHost(Engine):
             mapping=same_host,
             keep_bytes=keep_bytes(),
             keepalive_ns=int(keepalive_interval() * 1e9),
+            task_names=task_names,
         )
         self.session = Session(core, self, hooks)
         self.session.budget.limit = inflight_budget()

@@ -28,7 +28,7 @@ from .._net.memlink import memory_link
 from .._net.streams import Link
 from .._session import context as _context
 from .._session.context import Context, install
-from .._values.registry import snapshot
+from .._values.registry import name_hashes, snapshot
 from .driver import DriverHost
 from .engine import CLOSE_GRACE_S, Engine
 from .head import HeadHost, start_head
@@ -147,7 +147,7 @@ def connect_blocking(
     joined: Latch[DriverHost] = Latch()
 
     def start() -> None:
-        driver = DriverHost(background.loop, registry, dp.Role.DRIVER)
+        driver = DriverHost(background.loop, registry, dp.Role.DRIVER, None, name_hashes(names))
         driver.join(host, port, timeout).add_callback(lambda w: _then(w, joined, driver))
 
     try:
@@ -200,7 +200,7 @@ def connect_local(
             # Each actor takes a worker: start one more for it, as Ray starts a process
             # per actor, so that `init(workers=n)` keeps n workers for tasks.
             head.on_actors = lambda alive: workers.grow_to(workers.expected + alive)
-        driver = DriverHost(loop, registry, dp.Role.DRIVER)
+        driver = DriverHost(loop, registry, dp.Role.DRIVER, None, name_hashes(names))
         memory_link(loop.call_soon, Link(driver, dp.HEAD_LINK), Link(head, head.accept()))
         timer = loop.call_later(timeout, too_late, driver)
         driver.start().add_callback(lambda w: welcomed(w, head, driver, timer))
@@ -288,8 +288,8 @@ def begin(
     if not address:
         raise DistaError("connect() needs the head's address (HOST:PORT) or DISTA_ADDRESS")
     host, port = parse_head(address)  # AddressError: a DistaError and a ValueError
-    _, registry = snapshot()
-    driver = DriverHost(loop, registry, dp.Role.DRIVER)
+    names, registry = snapshot()
+    driver = DriverHost(loop, registry, dp.Role.DRIVER, None, name_hashes(names))
     driver.session.cancel_remote = cancel_remote
     driver.join(host, port, timeout)
     return driver, (host, port)

@@ -30,7 +30,7 @@ from .._session.context import Context, clear, install
 from .._session.session import Hooks
 from .._tls.config import PeerIdentity, check_bind, dial_failure, tls_for
 from .._values.buffer_cache import BufferCache
-from .._values.registry import snapshot
+from .._values.registry import name_hashes, snapshot
 from .._values.shared import SameHost, keep_values_shared
 from .._values.trim import MemoryWatch, watch_memory
 from .driver import DriverHost
@@ -184,7 +184,7 @@ class WorkerHost(Engine):
     def connect_client(self, then: Callable[[], None]) -> None:
         """Give tasks a client session of their own, then call ``then`` (joined or not)."""
         names, registry = snapshot()
-        session = DriverHost(self.loop, registry, dp.Role.CLIENT, self.hooks)
+        session = DriverHost(self.loop, registry, dp.Role.CLIENT, self.hooks, name_hashes(names))
 
         def welcomed(latch: Latch[None]) -> None:
             if self.exited.done():  # stopped meanwhile (a signal while it waited)
@@ -335,7 +335,7 @@ def start_worker(
     warning = check_bind("dista worker", bind, tls_for("worker"))  # ValueError: refused
     if warning:
         logging.getLogger("dista.worker").warning("%s", warning)
-    _, registry = snapshot()
+    names, registry = snapshot()
     sock = socket.create_server((bind, 0))
     # Listening on every interface, it tells fetchers the one that reaches the head.
     advertise = advertised_host(head_host) if bind in _ANY else bind
@@ -356,6 +356,7 @@ def start_worker(
         fetch_wait_ns=fetch_grant_wait_ns(),
         wall_offset_ns=wall_offset_ns(),  # its spans' stamps, for people
         mapping=same_host,
+        task_names=name_hashes(names),
     )
     worker = WorkerHost(loop, core, threads, (head_host, head_port))
     worker.exited.add_callback(buffers.close)

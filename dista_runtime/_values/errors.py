@@ -225,11 +225,13 @@ def error_from_message(message: str, object_id: int) -> TaskError:
 
 
 _NO_WORKER: Final = re.compile(r"no worker can run task 0x([0-9a-f]+): ")
+_LACKING: Final = re.compile(r"lack tasks ((?:0x[0-9a-f]+(?:, )?)+)")
 
 
 def _advise(summary: str) -> str:
-    """The head's "no worker can run task 0x..." in the driver's words: which module its
-    workers are missing, and the flag that adds it."""
+    """The head's "no worker can run task 0x..." in the driver's words: which of its task
+    modules no connected worker imports (the closest workers' missing tasks, when the head
+    knows them), and the flag that adds them."""
     if _NO_BY_VALUE in summary:
         return _advise_by_value(summary)
     found = _NO_WORKER.search(summary)
@@ -237,15 +239,18 @@ def _advise(summary: str) -> str:
         return summary
     from .registry import lookup  # the driver's own tasks, known by name
 
-    function = lookup(int(found.group(1), 16))
-    module = getattr(function, "__module__", None)
-    if not module:
+    lacking = _LACKING.search(summary)
+    ids = [int(t, 16) for t in lacking.group(1).split(", ")] if lacking else []
+    tasks = [f for f in map(lookup, ids or [int(found.group(1), 16)]) if f is not None]
+    modules = sorted({m for f in tasks if (m := getattr(f, "__module__", None))})
+    if not modules:
         return summary
-    name = f"{module}.{getattr(function, '__qualname__', '?')}"
+    names = ", ".join(f"{f.__module__}.{getattr(f, '__qualname__', '?')}" for f in tasks[:4])
+    flags = " ".join(f"--import {m}" for m in modules)
+    which = "module" if len(modules) == 1 else "modules"
     advice = (
-        f"no worker imports module {module}: start workers with --import {module} "
-        f"(task {name}; a worker runs the tasks of drivers whose task modules are exactly "
-        "its own)"
+        f"no worker imports {which} {', '.join(modules)}: start workers with {flags} "
+        f"(task {names}; a worker runs the tasks of drivers whose task modules it imports)"
     )
     return f"{summary[: found.start()]}{advice}; {summary[found.start() :]}"
 

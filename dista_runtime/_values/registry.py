@@ -43,6 +43,7 @@ __all__ = [
     "lookup",
     "method_table",
     "modules",
+    "name_hashes",
     "pickle_function",
     "register",
     "register_actor",
@@ -112,6 +113,12 @@ def snapshot() -> tuple[frozenset[str], int]:
     """The names known now and their registry hash: what a session starts with."""
     names = frozenset(_tasks)
     return names, registry_hash(names)
+
+
+def name_hashes(names: Iterable[str]) -> list[int]:
+    """What a session's task-names frame says of ``names``: each one's hash, as its task
+    ID's low bits carry it, so that the head knows which tasks a worker can run."""
+    return [name_hash(name) for name in names]
 
 
 def modules(names: Iterable[str]) -> list[str]:

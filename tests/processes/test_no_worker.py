@@ -171,3 +171,48 @@ def test_a_task_whose_only_worker_is_killed_fails_after_the_grace(tmp_path: Path
     after = float(out.split("AFTER ", 1)[1].split()[0])
     assert after < GRACE_S + 10, out
     assert "STATUS 0" in out, out
+
+
+SUBSET_DRIVER = """
+import sys, time
+import dista_runtime as dista
+import alpha_tasks
+{extra}
+dista.init(sys.argv[1])
+began = time.monotonic()
+ref = alpha_tasks.alpha.remote(20)
+"""
+
+
+def _task_module(tmp_path: Path, name: str) -> None:
+    (tmp_path / f"{name}_tasks.py").write_text(
+        textwrap.dedent(
+            f"""
+            import dista_runtime as dista
+
+            @dista.task
+            def {name}(x: int) -> int:
+                return x + 1
+            """
+        )
+    )
+
+
+def test_a_worker_serves_drivers_importing_some_of_its_modules(tmp_path: Path) -> None:
+    """Task-names: a worker importing alpha and beta runs the tasks of a driver importing
+    only alpha (their registry hashes differ); a driver importing alpha and gamma is told
+    that gamma, not alpha, is the module no worker imports."""
+    for name in ("alpha", "beta", "gamma"):
+        _task_module(tmp_path, name)
+    (tmp_path / "subset.py").write_text(SUBSET_DRIVER.format(extra="") + REPORT)
+    (tmp_path / "wider.py").write_text(SUBSET_DRIVER.format(extra="import gamma_tasks") + REPORT)
+    worker = ["--import", "alpha_tasks", "--import", "beta_tasks"]
+    subset = _one_worker_then(tmp_path, worker, [str(tmp_path / "subset.py")])
+    assert subset.returncode == 0, subset.stderr[-3000:]
+    assert "RAN" in subset.stdout, subset.stdout
+    wider = _one_worker_then(tmp_path, worker, [str(tmp_path / "wider.py")])
+    assert wider.returncode == 0, wider.stderr[-3000:]
+    assert (
+        "ERROR no worker imports module gamma_tasks: start workers with --import gamma_tasks"
+        in wider.stdout
+    ), wider.stdout
