@@ -169,8 +169,8 @@ class Membership:
             why = "protocol error: a second task-names on one connection"
             self.lose(peer, why)
             self._wire.close(peer.link, why)
-        else:
-            self._scheduler.learn_names(peer, frozenset(event.names))
+        elif self._scheduler.learn_names(peer, frozenset(event.names)):
+            self._actors.place_waiting()  # actors of the registries it now serves
 
     def lose(self, peer: Peer, why: str) -> None:
         if self._wire.peers.pop(peer.link, None) is None:

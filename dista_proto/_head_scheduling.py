@@ -142,19 +142,19 @@ class Scheduler:
             found = found | self.workers_of.get(server, set())
         return found
 
-    def learn_names(self, peer: Peer, names: frozenset[int]) -> None:
-        """``peer`` imports the tasks ``names`` (task-names): its registry's workers may now
-        serve other registries' drivers, or its drivers be served by other workers."""
+    def learn_names(self, peer: Peer, names: frozenset[int]) -> bool:
+        """``peer`` imports the tasks ``names`` (task-names); whether connected workers now
+        serve a registry they did not (waiting actors may go to them)."""
         peer.names_sent = True
-        for server, served in self.registries.learn(peer.registry, names):
-            if server in self.workers_of:
-                self.orphaned.pop(served, None)
-                self.orphaned.pop(by_value_key(served), None)
-                self.pump(server)
+        pairs = [p for p in self.registries.learn(peer.registry, names) if p[0] in self.workers_of]
+        for server, served in pairs:
+            self.orphaned.pop(served, None)
+            self.orphaned.pop(by_value_key(served), None)
+            self.pump(server)
+        return bool(pairs)
 
     def names_gone(self, peer: Peer) -> None:
-        """``peer`` is gone (after `forget_worker`, which noted what its registry served
-        and no one else serves now): with the last that sent them, its names go."""
+        """``peer`` is gone (after `forget_worker`): with the last that sent them, its names go."""
         if peer.names_sent:
             self.registries.left(peer.registry)
 

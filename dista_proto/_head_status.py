@@ -41,7 +41,8 @@ def status_text(
     ]
     registries = {p.registry for p in drivers} | {p.registry for p in workers}
     for registry in sorted(registries):
-        serving = [w for w in workers if w.registry == registry and not w.draining]
+        # Its own workers, and those whose registry serves it (`Registries`: task-names).
+        serving = [w for w in workers if scheduler.may_run(w, registry) and not w.draining]
         queued = scheduler.queued(registry)
         users = sum(1 for d in drivers if d.registry == registry and d.role == Role.DRIVER)
         line = (

@@ -112,3 +112,15 @@ def test_actors_of_a_served_driver_go_to_its_servers() -> None:
     actor = d.oid(1)
     d.send(dp.ActorCreate(actor, A, b"state", 0))
     assert any(isinstance(e, dp.ActorCreate) for e in w.take())
+
+
+def test_an_actor_waiting_goes_to_a_worker_once_its_names_say_it_serves() -> None:
+    """(Found by the actor sim, seed 421: a worker's names come after its hello, when
+    waiting actors were already looked at.)"""
+    net = Net()
+    d = _driver(net, DRIVER_REGISTRY, (A,))
+    d.send(dp.ActorCreate(d.oid(1), A, b"state", 0))
+    w = _worker(net, WORKER_REGISTRY, None)
+    assert not any(isinstance(e, dp.ActorCreate) for e in w.take())
+    w.send(dp.TaskNames((A, B)))
+    assert any(isinstance(e, dp.ActorCreate) for e in w.take())

@@ -14,6 +14,7 @@ import struct
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 import dista_proto as dp
 
@@ -68,13 +69,20 @@ class Pipe:
     why: str | None = None
 
 
+#: What the peers of odd seeds say they import (`Sim.named`): the workers all the drivers'
+#: tasks and one more.
+DRIVER_NAMES: Final = (0x51, 0x52)
+WORKER_NAMES: Final = (0x51, 0x52, 0x53)
+
+
 class SimWorker:
     def __init__(self, sim: Sim, index: int, checkpoints: bool = True) -> None:
         self.sim = sim
         self.has_store = checkpoints
         self.address = dp.Address(f"10.0.0.{index + 1}", 7000)
         self.core = dp.Worker(
-            registry_hash=sim.registry,
+            registry_hash=sim.worker_registry,
+            task_names=WORKER_NAMES if sim.named else None,
             address=self.address,
             inline_threshold=THRESHOLD,
             part=PART,
@@ -96,7 +104,12 @@ class SimDriver:
     def __init__(self, sim: Sim, index: int) -> None:
         self.sim = sim
         self.index = index
-        self.core = dp.Driver(registry_hash=sim.registry, part=PART, mapping=sim.mapping_for(self))
+        self.core = dp.Driver(
+            registry_hash=sim.registry,
+            part=PART,
+            mapping=sim.mapping_for(self),
+            task_names=DRIVER_NAMES if sim.named else None,
+        )
         self.expected: dict[int, bytes | None] = {}  # None: expected to fail
         self.got: dict[int, bytes] = {}
         self.failed: dict[int, str] = {}
@@ -173,6 +186,12 @@ class Sim:
         # checkpoints go: the runtime waits for that), installed the same way.
         self.actor_exit: Callable[[SimWorker], None] | None = None
         self.registry = 0xD15A
+        # Odd seeds: the peers say which tasks they import (task-names) and the workers'
+        # registry is their own, a superset of the drivers': every task goes to a worker
+        # only because it serves the drivers' registry (docs/protocol.md, "Extensions: any
+        # set of task modules"). Even seeds: one registry, no names, as the page has it.
+        self.named = seed % 2 == 1
+        self.worker_registry = 0x5EED if self.named else self.registry
         self.now = 1_000
         self.head = dp.Head(
             epoch=seed,
