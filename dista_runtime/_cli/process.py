@@ -71,12 +71,25 @@ def settings_ok(role: str, liveness: float | None = None) -> bool:
 
 
 def import_tasks(modules: Sequence[str]) -> None:
-    """Import each ``--import`` module (repeated, or separated with commas)."""
+    """Import each ``--import`` module (repeated, or separated with commas); a package is
+    imported with every module in it, subpackages too (``--import myproject`` imports its
+    task modules wherever they are), as a worker must have every task its drivers have."""
     import importlib
+    import pkgutil
 
     # As `python -m` does: modules in the current directory can be imported.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     for spec in modules:
         for name in filter(None, spec.split(",")):
-            importlib.import_module(name)
+            module = importlib.import_module(name)
+            path = getattr(module, "__path__", None)  # a package
+            if path is None:
+                continue
+            for found in pkgutil.walk_packages(path, prefix=f"{name}.", onerror=_raise):
+                importlib.import_module(found.name)
+
+
+def _raise(name: str) -> None:
+    """A subpackage that fails to import: say so, as a failing ``--import`` does."""
+    raise ImportError(f"cannot import {name} (a subpackage of an --import package)")
