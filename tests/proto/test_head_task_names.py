@@ -106,9 +106,7 @@ def test_actors_of_a_served_driver_go_to_its_servers() -> None:
     net = Net()
     w = _worker(net, WORKER_REGISTRY, (A, B))
     d = _driver(net, DRIVER_REGISTRY, (A,))
-    assert net.head._scheduler.workers_for(DRIVER_REGISTRY) == {
-        net.head._wire.peers[w.link]
-    }
+    assert net.head._scheduler.workers_for(DRIVER_REGISTRY) == {net.head._wire.peers[w.link]}
     actor = d.oid(1)
     d.send(dp.ActorCreate(actor, A, b"state", 0))
     assert any(isinstance(e, dp.ActorCreate) for e in w.take())
