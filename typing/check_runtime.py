@@ -191,6 +191,18 @@ def check_remote(r: ObjectRef[int], s: ObjectRef[str], f: ObjectRef[float]) -> N
     fetch.remote(r)  # type: ignore[arg-type]
 
 
+def check_options(r: ObjectRef[int], s: ObjectRef[str]) -> None:
+    """``f.options(...)``: the same parameters, refs taken; results as ``num_returns`` says."""
+    assert_type(add.options(name="sum", max_retries=1).remote(r, 2), ObjectRef[int])
+    assert_type(add.options(max_retries=None).remote(1, 2), ObjectRef[int])
+    pair = one.options(num_returns=2).remote(1)  # (typing only: one returns no pair)
+    assert_type(pair, tuple[ObjectRef[Any], ObjectRef[Any]])
+    assert_type(split.options(name="s").remote(r), tuple[ObjectRef[int], ObjectRef[str]])
+    assert_type(five.options(max_retries=0).remote(), tuple[ObjectRef[Any], ...])
+    add.options(name="x").remote(s, 2)  # type: ignore[arg-type]
+    add.options(retries=1)  # type: ignore[call-overload]
+
+
 def check_nested(
     r: ObjectRef[int],
     s: ObjectRef[str],

@@ -30,6 +30,7 @@ from .._values.codec import encode_call_carrying
 from .._values.ids import BY_VALUE_NAME
 from .._values.ids import task_id as _task_id
 from .._values.registry import by_value_argument, pickle_function
+from .labels import label
 from .ref import ObjectRef
 
 __all__ = ["call_name", "remote_call"]
@@ -89,6 +90,7 @@ def remote_call(
     live = context.session
     tid = _task_id(BY_VALUE_NAME, max_retries)
     oid = live.submit(tid, by_value_argument(digest, data, argument), inputs, 1)
+    label(oid, name)  # by-value tasks share one task ID: the timeline names them so
     ref: ObjectRef[Any] = ObjectRef(oid, live)
     if handles:
         ref._keep = handles

@@ -14,11 +14,12 @@ value is expected (``add.remote(ref, 3)``) type-checks under mypy with the plugi
 
 from __future__ import annotations
 
+import enum
 import functools
 import importlib
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Final, Generic, Literal, ParamSpec, Self, TypeVar, overload
 
 from .._session import context as _context
 from .._session.session import Session
@@ -26,6 +27,7 @@ from .._values.codec import encode_call_carrying
 from .._values.ids import BY_VALUE_NAME
 from .._values.ids import task_id as _task_id
 from .._values.registry import by_value_argument, importable, pickle_function, register
+from .labels import label
 from .ref import ObjectRef
 
 __all__ = ["RemoteFunction", "RemoteFunction2", "RemoteFunction3", "RemoteFunctionN", "task"]
@@ -52,7 +54,20 @@ class _Remote:
         self._by_value_id = _task_id(BY_VALUE_NAME, max_retries)
         self._importable = importable(fn)
         self._pickled: tuple[bytes, bytes] | None = None
+        #: What the timeline calls its calls (`options(name=...)`); None: the function's name.
+        self.label: str | None = None
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def _options(
+        self, num_returns: int | None, max_retries: int | _Keep | None, name: str | None
+    ) -> Any:
+        """A copy with other options (`options`): this one is left as it is."""
+        retries = self.max_retries if isinstance(max_retries, _Keep) else max_retries
+        returns = self.num_returns if num_returns is None else num_returns
+        kind = {1: RemoteFunction, 2: RemoteFunction2, 3: RemoteFunction3}
+        made: _Remote = kind.get(returns, RemoteFunctionN)(self._fn, returns, retries)
+        made.label = self.label if name is None else name
+        return made
 
     def _submit(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -70,7 +85,10 @@ class _Remote:
             argument = by_value_argument(digest, data, argument)
             tid = self._by_value_id
         live = session.session
-        return live.submit(tid, argument, inputs, self.num_returns), live, handles
+        oid = live.submit(tid, argument, inputs, self.num_returns)
+        if self.label is not None:
+            label(oid, self.label)
+        return oid, live, handles
 
     def __reduce__(self) -> tuple[object, ...]:
         # Captured by a function that travels by value: importable tasks go by name (the
@@ -103,12 +121,62 @@ def _rebuild(
     return cls(fn, num_returns, max_retries)
 
 
+class _Keep(enum.Enum):
+    """`options`' default for ``max_retries``: keep the task's (None is the head's)."""
+
+    KEEP = enum.auto()
+
+
+KEEP: Final = _Keep.KEEP
+
+
 class RemoteFunction(_Remote, Generic[P, R]):
     """A task with one result."""
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         result: R = self._fn(*args, **kwargs)
         return result
+
+    @overload
+    def options(  # type: ignore[overload-overlap]
+        self,
+        *,
+        num_returns: Literal[1] | None = None,
+        max_retries: int | _Keep | None = KEEP,
+        name: str | None = None,
+    ) -> RemoteFunction[P, R]: ...
+    @overload
+    def options(  # type: ignore[overload-overlap]
+        self,
+        *,
+        num_returns: Literal[2],
+        max_retries: int | _Keep | None = KEEP,
+        name: str | None = None,
+    ) -> RemoteFunction2[P, Any, Any]: ...
+    @overload
+    def options(  # type: ignore[overload-overlap]
+        self,
+        *,
+        num_returns: Literal[3],
+        max_retries: int | _Keep | None = KEEP,
+        name: str | None = None,
+    ) -> RemoteFunction3[P, Any, Any, Any]: ...
+    @overload
+    def options(
+        self, *, num_returns: int, max_retries: int | _Keep | None = KEEP, name: str | None = None
+    ) -> RemoteFunctionN[P]: ...
+    def options(
+        self,
+        *,
+        num_returns: int | None = None,
+        max_retries: int | _Keep | None = KEEP,
+        name: str | None = None,
+    ) -> Any:
+        """This task with other options for the calls made through what it returns, as
+        Ray's ``f.options(...)``: ``num_returns`` (its function must then return that many
+        values), ``max_retries`` (None: the head's default), ``name`` (what the timeline
+        calls these calls). ``f.options(name="load").remote(x)``; ``f`` itself is unchanged."""
+        return self._options(num_returns, max_retries, name)
 
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> ObjectRef[R]:
         oid, s, kept = self._submit(args, kwargs)
@@ -122,6 +190,11 @@ class RemoteFunction2(_Remote, Generic[P, R1, R2]):
         result: tuple[R1, R2] = self._fn(*args, **kwargs)
         return result
 
+    def options(self, *, max_retries: int | _Keep | None = KEEP, name: str | None = None) -> Self:
+        """As `RemoteFunction.options`, with its number of results kept."""
+        made: Self = self._options(None, max_retries, name)
+        return made
+
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> tuple[ObjectRef[R1], ObjectRef[R2]]:
         oid, s, kept = self._submit(args, kwargs)
         return _ref(oid, s, kept), _ref(oid + 1, s, kept)
@@ -133,6 +206,11 @@ class RemoteFunction3(_Remote, Generic[P, R1, R2, R3]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> tuple[R1, R2, R3]:
         result: tuple[R1, R2, R3] = self._fn(*args, **kwargs)
         return result
+
+    def options(self, *, max_retries: int | _Keep | None = KEEP, name: str | None = None) -> Self:
+        """As `RemoteFunction.options`, with its number of results kept."""
+        made: Self = self._options(None, max_retries, name)
+        return made
 
     def remote(
         self, *args: P.args, **kwargs: P.kwargs
@@ -147,6 +225,11 @@ class RemoteFunctionN(_Remote, Generic[P]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> tuple[Any, ...]:
         result: tuple[Any, ...] = self._fn(*args, **kwargs)
         return result
+
+    def options(self, *, max_retries: int | _Keep | None = KEEP, name: str | None = None) -> Self:
+        """As `RemoteFunction.options`, with its number of results kept."""
+        made: Self = self._options(None, max_retries, name)
+        return made
 
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> tuple[ObjectRef[Any], ...]:
         oid, s, kept = self._submit(args, kwargs)

@@ -5,9 +5,11 @@ submitted, queued, dispatched and settled (head clock) and when it arrived, star
 on its worker (that worker's clock), all in wall-clock nanoseconds. Rather than ship a viewer,
 we write the JSON object form of the Chrome trace event format, which both viewers open.
 
-Slices are named ``module.function``: a record carries only the task ID, which this process's
-registry maps back to the function for every task it imported (`task_label`); tasks that
-travelled by value share one ID, so they are all "by-value task"; an actor call is
+Slices are named ``module.function``: a task this process submitted with a name of its own
+(``f.options(name=...)``, or a callable run undecorated: `dista_runtime._api.labels`) by that
+name; else by its task ID, which this process's registry maps back to the function for
+every task it imported (`task_label`); other tasks that travelled by value share one ID,
+so they are all "by-value task"; an actor call is
 ``module.Class.method`` for the actor classes this process defined or imported (its record's
 task ID hashes the class's and the method's, `dista_proto.actor_call_task_id`); any other
 is its ID.
@@ -42,6 +44,7 @@ import dista_proto as dp
 from dista_proto import TimelineRecord
 
 from .._values import registry as _registry
+from .labels import label_of
 
 __all__ = ["BY_VALUE_LABEL", "chrome_trace", "task_label", "write_chrome_trace"]
 
@@ -122,7 +125,9 @@ def _events(
 
     events: list[Event] = [
         {
-            "name": names.get(s.record.task_id) or task_label(s.record.task_id),
+            "name": label_of(s.record.object_id)
+            or names.get(s.record.task_id)
+            or task_label(s.record.task_id),
             "cat": s.category,
             "ph": "X",
             "ts": (s.start - base) / _NS_PER_US,
