@@ -50,6 +50,7 @@ from ._conventions import (
     awaited_ms,
     awaits_host_mark,
     driver_number,
+    function_id,
     hosted_calls,
     hosts_mark,
     retry_limit,
@@ -112,6 +113,7 @@ from ._events import (
     Holding,
     HoldingEntry,
     InlineInput,
+    Labels,
     Located,
     LocatedInput,
     Mapped,
@@ -120,6 +122,7 @@ from ._events import (
     Result,
     Resume,
     Resumed,
+    Snapshot,
     Span,
     Stats,
     Status,
@@ -133,6 +136,7 @@ from ._events import (
     TaskNames,
     Timeline,
     TimelineRecord,
+    Vitals,
     Welcome,
 )
 from ._grants import FETCH_GRANT_WAIT_NS
@@ -156,6 +160,7 @@ from ._observer import Observer
 from ._partials import PARTIAL_CAP_BYTES
 from ._roles import Role
 from ._timeline import actor_call_task_id
+from ._watch_frames import ROW_FAILED, SNAPSHOT_ROW, SnapshotRow, snapshot_rows
 from ._worker import DEFAULT_INLINE_THRESHOLD, Worker
 
 __all__ = [
@@ -207,6 +212,7 @@ __all__ = [
     "TICKET_SIZE",
     "TOKEN_SIZE",
     "driver_number",
+    "function_id",
     "awaited_ms",
     "awaits_host_mark",
     "hosted_calls",
@@ -285,6 +291,13 @@ __all__ = [
     "NeedData",
     "Mapped",
     "TaskNames",
+    "Labels",
+    "Vitals",
+    "Snapshot",
+    "SnapshotRow",
+    "snapshot_rows",
+    "SNAPSHOT_ROW",
+    "ROW_FAILED",
     "Mapping",
     "Part",
     "ProtocolError",

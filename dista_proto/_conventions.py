@@ -27,6 +27,7 @@ from collections.abc import Sized
 from typing import Final
 
 from ._events import Address
+from .frame import Bytes
 
 __all__ = [
     "ACTOR_CAPABILITY_SIZE",
@@ -74,6 +75,7 @@ __all__ = [
     "hosts_mark",
     "kept_size",
     "retry_limit",
+    "function_id",
     "with_retry_limit",
     "at_mark",
     "failed_at",
@@ -107,6 +109,18 @@ def retry_limit(task_id: int, default: int) -> int:
     """
     nibble = task_id >> TASK_ID_BITS
     return default if nibble == 0 else nibble - 1
+
+
+def function_id(task_id: int, argument: Bytes | None, by_value_task: int) -> int:
+    """The ID people's names and the head's tallies use for a task's function: its task
+    ID's low bits; but a by-value task (``by_value_task``, whose argument begins with its
+    function's 16-byte digest; -1: ``task_id`` is one) is named by the digest's first 8
+    bytes (masked as a task ID), so that each function sent by value is told apart
+    (drivers label them so)."""
+    low = task_id & TASK_ID_MASK
+    if (low != by_value_task and by_value_task != -1) or argument is None or len(argument) < 8:
+        return low
+    return int.from_bytes(argument[:8], "little") & TASK_ID_MASK
 
 
 def with_retry_limit(name_hash: int, retries: int | None) -> int:

@@ -20,9 +20,10 @@ __all__ = [
     "ActorOpen", "ActorOrder", "ActorRestore", "Address", "Adopt", "Adopted", "Cancel",
     "Checkpoint", "Checkpointed", "Claim", "ConnectionClosed", "Covered", "Drain", "Error",
     "Event", "Fetch", "Free", "HeadStats", "Hello", "Holding", "HoldingEntry", "InlineInput",
-    "Located", "LocatedInput", "Mapped", "Part", "Release", "Result", "Resume", "Resumed",
-    "Span", "Stats", "Status", "Stop", "Stored", "Task", "TaskAfter", "TaskInput",
-    "TaskInputs", "TaskMany", "TaskNames", "Timeline", "TimelineRecord", "Welcome",
+    "Labels", "Located", "LocatedInput", "Mapped", "Part", "Release", "Result", "Resume",
+    "Resumed",
+    "Snapshot", "Span", "Stats", "Status", "Stop", "Stored", "Task", "TaskAfter", "TaskInput",
+    "TaskInputs", "TaskMany", "TaskNames", "Timeline", "TimelineRecord", "Vitals", "Welcome",
 ]  # fmt: skip
 
 
@@ -521,49 +522,51 @@ class TaskNames(_EventBase):
 
 
 @dataclass(frozen=True, slots=True)
+class Labels(_EventBase):
+    """Dista's extension: what people call some IDs (a task's function, an actor's class,
+    ``Class.method`` of its calls), from a driver; an observer's request for the head's
+    labels from the ``start``-th on (no entries); the head's answer (its entries from
+    ``start`` on)."""
+
+    kind: ClassVar[int] = F.KIND_LABELS
+    entries: tuple[tuple[int, str], ...] = ()
+    start: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Vitals(_EventBase):
+    """Dista's extension, a driver or worker to head now and then: its process ID, resident
+    bytes, and the checkpoints it wrote since it started (count, bytes, nanoseconds)."""
+
+    kind: ClassVar[int] = F.KIND_VITALS
+    pid: int
+    rss: int
+    checkpoints: int = 0
+    checkpoint_bytes: int = 0
+    checkpoint_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot(_EventBase):
+    """Dista's extension: an observer's request for the head's state and the timeline
+    records after the ``since``-th (``document`` None), or the head's answer: the state as
+    JSON and the records packed (`dista_proto._snapshot_rows`)."""
+
+    kind: ClassVar[int] = F.KIND_SNAPSHOT
+    since: int = 0
+    document: str | None = None
+    rows: bytes = field(default=b"", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectionClosed:
     """The peer closed the stream cleanly, between frames (not a frame kind)."""
 
 
 Event = (
-    Task
-    | Result
-    | Error
-    | Hello
-    | Welcome
-    | TaskAfter
-    | Stored
-    | Located
-    | Fetch
-    | TaskInputs
-    | Release
-    | Free
-    | Stats
-    | Holding
-    | Claim
-    | Resumed
-    | Span
-    | Timeline
-    | ActorCreate
-    | ActorCall
-    | ActorKill
-    | Checkpoint
-    | Checkpointed
-    | ActorRestore
-    | Covered
-    | Status
-    | Stop
-    | TaskMany
-    | Drain
-    | Adopt
-    | Adopted
-    | Cancel
-    | Part
-    | ActorOpen
-    | ActorBuild
-    | ActorOrder
-    | ActorName
-    | ActorLookup
-    | Mapped
-    | TaskNames
-)
+    Task | Result | Error | Hello | Welcome | TaskAfter | Stored | Located | Fetch | TaskInputs
+    | Release | Free | Stats | Holding | Claim | Resumed | Span | Timeline | ActorCreate
+    | ActorCall | ActorKill | Checkpoint | Checkpointed | ActorRestore | Covered | Status
+    | Stop | TaskMany | Drain | Adopt | Adopted | Cancel | Part | ActorOpen | ActorBuild
+    | ActorOrder | ActorName | ActorLookup | Mapped | TaskNames | Labels | Vitals | Snapshot
+)  # fmt: skip

@@ -77,13 +77,15 @@ from ._head_defaults import (
     WORKER_SLOTS,
 )
 from ._head_holdings import Holdings
+from ._head_intake import Intake
 from ._head_objects import Objects
 from ._head_peers import Membership
-from ._head_records import ActorRecord, ActorState, Peer, TaskRecord
+from ._head_records import ActorRecord, ActorState, Peer
 from ._head_resume import Resume
 from ._head_scheduling import Scheduler
 from ._head_security import Guard, may_stop
 from ._head_status import status_text
+from ._head_watching import Watching
 from ._head_wire import Wire, grant_host
 from ._partials import PARTIAL_CAP_BYTES
 from ._peer_watch import IDLE_NS, MAX_OBSERVERS, MIN_RATE, RATE_GRACE_NS, PeerWatch
@@ -127,6 +129,7 @@ class Head:
         resume_key_stable: bool = False,
         answer_bound: int = ANSWER_BOUND,
         partial_cap_bytes: int = PARTIAL_CAP_BYTES,
+        by_value_task: int = 0,
     ) -> None:
         self.epoch: Final = epoch
         # Where a frame of 1 MiB or more (a large argument) lands when read into place.
@@ -201,10 +204,11 @@ class Head:
         scheduler.bind(holdings, actors.kept_for)
         # h2's `_frame_dispatch_table`: one route per event kind, per sender role. (A
         # route takes the kind its key names: the tables pair them, hence `Any` below.)
+        intake = Intake(wire, self._guard, resume, objects, scheduler, by_value_task)
         self._driver_routes: dict[type[Event], _Route] = {
-            Task: self._on_task,
-            TaskMany: self._on_task,
-            TaskAfter: self._on_task_after,
+            Task: intake.on_task,
+            TaskMany: intake.on_task,
+            TaskAfter: intake.on_task_after,
             Release: self._on_release,
             Cancel: self._on_cancel,
             **resume.routes(),  # creates, calls, opens, answers, actor-order
@@ -240,6 +244,18 @@ class Head:
             Timeline: answers.on_all_timeline,
             Stop: self._on_stop,
         }
+        self.watching: Final = Watching(
+            wire, counts, scheduler, answers, resume, stats=self.stats, objects=objects.by_id,
+            actors=actor_records, actor_names=self._names.names, wall_offset_ns=wall_offset_ns,
+            liveness_ns=lambda: self._members.liveness_ns,
+        )  # fmt: skip
+        for role, routes in (
+            (Role.DRIVER, self._driver_routes),
+            (Role.OBSERVER, self._observer_routes),
+            (Role.WORKER, self._hosting_routes),
+            (Role.WORKER, self._worker_routes),
+        ):
+            routes.update(self.watching.routes(role))
 
     # -- settings the parts hold -----------------------------------------------------------
 
@@ -381,6 +397,7 @@ class Head:
         peer = wire.peers.get(link)
         wire.links.forget(link)
         self._answers.forget(link)  # its held requests: nothing more is built for it
+        self.watching.forget(link)
         self._guard.hello_watch.done(link)
         self.watch.forget(link)
         if peer is None:
@@ -517,39 +534,6 @@ class Head:
             route(peer, event)
 
     # -- drivers ---------------------------------------------------------------------------
-
-    def _on_task(self, peer: Peer, event: Event) -> None:
-        assert isinstance(event, (Task, TaskMany))
-        results = event.results if isinstance(event, TaskMany) else 1
-        self._submit(peer, event.object_id, event.task_id, results, event)
-
-    def _submit(
-        self, peer: Peer, oid: int, task_id: int, results: int, event: Task | TaskMany | None
-    ) -> TaskRecord | None:
-        if self._guard.too_many(peer, oid, results):
-            return None
-        # A resuming driver's frames may be ones this head has: checked only for them.
-        if (peer.resuming and self._resume.resent(peer, oid, results)) or not (
-            self._objects.check_new_ids(peer, oid, results)
-        ):
-            return None
-        registry = self._scheduler.registry_of(task_id, peer)
-        task = TaskRecord(oid, task_id, peer.link, registry, results, event, self._wire.now)
-        self._objects.submit(task)
-        return task
-
-    def _on_task_after(self, peer: Peer, event: Event) -> None:
-        assert isinstance(event, TaskAfter)
-        results = event.results or 1
-        if self._guard.foreign_input(peer, event, results):
-            return
-        task = self._submit(peer, event.object_id, event.task_id, results, None)
-        if task is None:
-            return
-        task.many = event.results is not None
-        task.gather = event.gather
-        task.value = event.value
-        self._objects.take_inputs(task, event.inputs)
 
     def _on_release(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, Release)

@@ -174,7 +174,8 @@ class Placement:
                 lost = f" after losing its worker ({actor.lost})" if actor.lost else ""
                 why = (
                     f"no worker can host actor {actor.actor_id:#x}{lost} (type "
-                    f"{actor.type_id:#x}): {_unhosted(actor)} (waited {grace / 1e9:g} s "
+                    f"{self._wire.labels.name(actor.type_id)}): {_unhosted(actor)} (waited "
+                    f"{grace / 1e9:g} s "
                     "for one)"
                 )
                 ended.append((actor, why))

@@ -109,7 +109,7 @@ class Answers:
         self._held.pop(link, None)
         self._tally.pop(link, None)
 
-    def _answer(self, peer: Peer, event: Event, size: int) -> None:
+    def answer(self, peer: Peer, event: Event, size: int) -> None:
         self._wire.links.send(peer.link, event)
         tally = self._tally.get(peer.link)
         if tally is None:
@@ -125,11 +125,11 @@ class Answers:
     def on_stats(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, Stats)
         if event.mark != STATS_NO_REPLY:  # a keepalive asks nothing
-            self._answer(peer, Stats(self._stats()), 40)
+            self.answer(peer, Stats(self._stats()), 40)
 
     def on_status(self, peer: Peer, event: Event) -> None:
         text = self._status()
-        self._answer(peer, Status(text), len(text))
+        self.answer(peer, Status(text), len(text))
 
     def on_timeline(self, peer: Peer, event: Event) -> None:
         """A driver's own records, taken (`TimelineLog.take`)."""
@@ -137,14 +137,14 @@ class Answers:
         owner = self._wire.numbers.get(peer.number)
         if owner is not None:
             records = self._scheduler.timeline.take(owner.link)
-        self._answer(peer, Timeline(records), 8 + 84 * len(records))
+        self.answer(peer, Timeline(records), 8 + 84 * len(records))
 
     def on_all_timeline(self, peer: Peer, event: Event) -> None:
         """Everyone's records, left in place: an observer's (`TimelineLog.packed`)."""
         packed = self._packed
         if packed is None:
             packed = self._packed = self._scheduler.timeline.packed()
-        self._answer(peer, Timeline(packed=packed), len(packed))
+        self.answer(peer, Timeline(packed=packed), len(packed))
 
     # -- the tally -------------------------------------------------------------------------
 

@@ -18,12 +18,14 @@ from ._lifecycle import (
     TASK_MOVES,
     TASK_PENDING,
     TASK_RUNNING,
+    TASK_TALLIES,
     ActorCause,
     CallCause,
     CallState,
     ObjCause,
     Slot,
     SlotCause,
+    Tally,
     TaskCause,
 )
 
@@ -37,9 +39,13 @@ _TASK: Final = {
         new,
         (new in TASK_PENDING) - (pair[0] in TASK_PENDING),
         (new in TASK_RUNNING) - (pair[0] in TASK_RUNNING),
+        TASK_TALLIES.get(pair, -1),
     )
     for pair, new in TASK_MOVES.items()
 }
+#: The most functions tallied apart; the rest share the row of function 0 (a driver making
+#: a by-value function per call would otherwise grow the head without bound).
+MAX_FUNCTIONS: Final = 10_000
 _HELD: Final = {
     pair: (new, (new in OBJ_HELD) - (pair[0] in OBJ_HELD)) for pair, new in OBJECT_MOVES.items()
 }
@@ -72,21 +78,48 @@ def _refuse(kind: str, state: enum.IntEnum, cause: enum.IntEnum) -> LocalProtoco
 class Counts:
     """The head's counters, kept by the moves of its records (see the module docstring)."""
 
-    __slots__ = ("actors_alive", "held_bytes", "pending", "running")
+    __slots__ = (
+        "actor_calls",
+        "actors_alive",
+        "by_function",
+        "by_owner",
+        "held_bytes",
+        "pending",
+        "running",
+    )
 
     def __init__(self) -> None:
         self.pending = 0
         self.running = 0
         self.held_bytes = 0
         self.actors_alive = 0
+        self.actor_calls = 0
+        #: Per function ID (`TaskRecord.function`) and per owner link: a `Tally`-indexed
+        #: list of counts, since the head started.
+        self.by_function: dict[int, list[int]] = {}
+        self.by_owner: dict[int, list[int]] = {}
 
     def move_task(self, task: TaskRecord, cause: TaskCause) -> None:
         move = _TASK.get((task.state, cause))
         if move is None:
             raise _refuse("task", task.state, cause)
-        task.state, pending, running = move
+        task.state, pending, running, tally = move
         self.pending += pending
         self.running += running
+        if tally >= 0:
+            self.tally(task, tally)
+
+    def tally(self, task: TaskRecord, tally: int) -> None:
+        """Count ``tally`` (a `Tally`) for ``task``'s function and its driver."""
+        row = self.by_function.get(task.function)
+        if row is None:
+            key = task.function if len(self.by_function) < MAX_FUNCTIONS else 0
+            row = self.by_function.setdefault(key, [0, 0, 0, 0])
+        row[tally] += 1
+        row = self.by_owner.get(task.owner)
+        if row is None:
+            row = self.by_owner[task.owner] = [0, 0, 0, 0]
+        row[tally] += 1
 
     def move_slot(self, task: TaskRecord, worker: Peer, cause: SlotCause) -> None:
         """Move ``task``'s slot on ``worker``, keeping the worker's slot counts (a prefetch
@@ -109,6 +142,10 @@ class Counts:
         if move is None:
             raise _refuse("object", obj.state, cause)
         obj.state, held = move
+        if cause is ObjCause.FAIL:
+            task = obj.task
+            if task is not None and task.oid == obj.oid:
+                self.tally(task, Tally.FAILED)
         if held:
             self.held_bytes += held * obj.size
 
@@ -127,3 +164,4 @@ class Counts:
             raise _refuse("actor call", old, cause)
         call.state = new
         self.pending += (new is CallState.UNANSWERED) - (old is CallState.UNANSWERED)
+        self.actor_calls += cause is CallCause.TAKE

@@ -418,8 +418,15 @@ class Objects:
     def owned_by(self, link: int) -> list[TrackedObject]:
         return [obj for obj in self.by_id.values() if obj.owner == link]
 
+    def rename_tallies(self, was: int, now: int) -> None:
+        """The driver on link ``was`` is on ``now``: its tallies go with it."""
+        row = self._counts.by_owner.pop(was, None)
+        if row is not None:
+            self._counts.by_owner[now] = row
+
     def drop_driver(self, driver: Peer) -> None:
         """A driver is gone: its tasks fail and its references go (no error frames)."""
+        self._counts.by_owner.pop(driver.link, None)
         mine = self.owned_by(driver.link)
         stack = [
             (obj.task, "its driver disconnected")

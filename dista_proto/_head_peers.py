@@ -176,6 +176,7 @@ class Membership:
         if self._wire.peers.pop(peer.link, None) is None:
             return
         if peer.role == Role.WORKER:
+            self._wire.departed.append((peer, why, self._wire.now))
             self._lose_worker(peer, why)
         elif peer.role in (Role.DRIVER, Role.CLIENT):
             self._lose_driver(peer)

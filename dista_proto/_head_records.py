@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
+from ._conventions import TASK_ID_MASK
 from ._durations import PREFETCH_NS
 from ._events import ActorCreate, Address, Task, TaskMany
 from ._lifecycle import ActorState, CallState, ObjState, Slot, TaskState
@@ -50,11 +51,13 @@ class Peer:
         "link",
         "names_sent",
         "number",
+        "pid",
         "prefetched",
         "registry",
         "resuming",
         "role",
         "roles",
+        "rss",
         "running",
         "runs_ahead",
         "secret",
@@ -80,6 +83,8 @@ class Peer:
         #: It said which tasks it imports (task-names, `Registries`).
         self.names_sent = False
         self.host = ""  # the IPv4 address it connects from, for fetch grants (`Head.peer`)
+        self.pid = 0  # its process ID and resident bytes, from its vitals (0: not said)
+        self.rss = 0
         self.free = 0  # worker slots not running a task
         self.spare = 0  # prefetch slots, for tasks known to be short, not running one
         self.prefetched = 0  # estimated ns of the tasks in its prefetch slots
@@ -113,10 +118,13 @@ class Peer:
 
     @property
     def name(self) -> str:
+        """How logs, errors and status call it: by address and process ID where known."""
+        pid = f"pid {self.pid}" if self.pid else ""
         if self.role in (Role.DRIVER, Role.CLIENT):
-            return f"driver {self.number}"
+            where = ", ".join(x for x in (self.host, pid) if x)
+            return f"driver {self.number}" + (f" ({where})" if where else "")
         if self.role == Role.WORKER:
-            return f"worker {self.address}"
+            return f"worker {self.address}" + (f" ({pid})" if pid else "")
         return f"peer {self.link}"
 
     def fits_prefetch(self, cost: int | None) -> bool:
@@ -168,6 +176,7 @@ class TaskRecord:
         "answers_left",
         "dispatched",
         "event",
+        "function",
         "gather",
         "inputs",
         "many",
@@ -201,6 +210,9 @@ class TaskRecord:
     ) -> None:
         self.oid = oid
         self.task_id = task_id
+        #: Its function's ID, for people (labels, tallies): the task ID's low bits, or a
+        #: by-value task's own (`Scheduler.function_of`).
+        self.function = task_id & TASK_ID_MASK
         self.owner = owner
         self.registry = registry
         self.results = results

@@ -103,6 +103,10 @@ class Resume:
         self._parked_calls: set[int] = set()  # their object IDs
         #: Where a resuming driver's kept calls ran (actor-order), until they come.
         self._positions: dict[int, int] = {}
+        #: For people: drivers resumed here, and the heads before whose drivers did (the
+        #: head restarts this head has seen).
+        self.resumes = 0
+        self.epochs_before: set[int] = set()
 
     def watching(self) -> bool:
         return bool(self.away or self.parked)
@@ -134,8 +138,12 @@ class Resume:
             self._replace(holder, peer)
         peer.epoch = resume.epoch
         peer.resuming = True
-        if resume.epoch != self._wire.epoch and self._wire.resumes_from is None:
-            self._wire.resumes_from = self._wire.now  # a head before's drivers come back
+        self.resumes += 1
+        if resume.epoch != self._wire.epoch:
+            if len(self.epochs_before) < 1024:
+                self.epochs_before.add(resume.epoch)
+            if self._wire.resumes_from is None:
+                self._wire.resumes_from = self._wire.now  # a head before's drivers come back
         return number
 
     def _proven(self, peer: Peer, hello: Hello, holder: Peer | None) -> bool:
@@ -218,6 +226,7 @@ class Resume:
             for asks in actor.pending.values():
                 asks[:] = [(now if link == was else link, oid) for link, oid in asks]
         self._timeline.rename(was, now)
+        self._objects.rename_tallies(was, now)
         wire.close(was, "the same driver connected again")
 
     def on_timer(self, now: int) -> list[Peer]:

@@ -25,23 +25,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-from ._conventions import (
-    SPAN_BLOCKED,
-    SPAN_RESUMED,
-    SPAN_WITHDRAWN,
-    TASK_ID_MASK,
-    retry_limit,
-)
+from ._conventions import SPAN_BLOCKED, SPAN_RESUMED, SPAN_WITHDRAWN, TASK_ID_MASK, retry_limit
 from ._durations import Durations
-from ._events import (
-    Error,
-    Result,
-    Span,
-    Stored,
-    Task,
-    TaskInputs,
-    TaskMany,
-)
+from ._events import Error, Result, Span, Stored, Task, TaskInputs, TaskMany
 from ._fairqueue import FairQueue, has_work
 from ._head_ahead import Ahead, task_inputs
 from ._head_counts import Counts
@@ -313,14 +299,16 @@ class Scheduler:
         elif isinstance(answer, Stored):
             self._free_copy(worker, oid)
         if task.answers_left == 0:
-            self._finish_run(task)
+            first = obj if oid == task.oid else self._objects.by_id.get(task.oid)
+            self._finish_run(task, first is not None and first.state is ObjState.FAILED)
 
     def _free_copy(self, worker: Peer, oid: int) -> None:
         if self._sources is not None:
             self._sources.free_copy(worker, oid)
 
-    def _finish_run(self, task: TaskRecord) -> None:
-        """The worker has answered every result of ``task``: settle it, free the slot."""
+    def _finish_run(self, task: TaskRecord, failed: bool) -> None:
+        """The worker has answered every result of ``task`` (its first ``failed``): settle
+        it, free the slot."""
         worker = task.worker
         assert worker is not None
         worker.running.pop(task.oid, None)
@@ -334,6 +322,7 @@ class Scheduler:
             self.timeline.add(
                 task.owner, task.oid, task.task_id, task.submitted, task.queued,
                 task.dispatched, self._wire.now, arrived, started, ended, worker.address,
+                task.function, failed,
             )  # fmt: skip
         self._objects.settle(task)
         self._after_slot_freed(worker)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._events import HeadStats
+from ._head_labels import LabelTable
 from ._head_records import ActorRecord, ActorState, Peer
 from ._head_registries import BY_VALUE, home_registry
 from ._head_scheduling import Scheduler
@@ -79,17 +80,28 @@ def status_text(
             actor = worker.actor
             kept = actor.state is ActorState.WAITING  # (a busy worker kept for it)
             state += f", {'kept for' if kept else 'hosts'} actor {actor.actor_id:#x}"
+            label = wire.labels.get(actor.type_id)
+            state += f" ({label})" if label else ""
         busy = len(worker.running)
         store = "checkpoint store" if worker.checkpoints else "no checkpoint store"
         lines.append(
             f"worker {worker.address}: {state}, running {busy} (blocked {worker.blocked}), "
             f"holding {len(worker.holds)}, registry {worker.registry:#018x}, {store}"
+            + _process(worker)
         )
-    lines.extend(actor_lines(actors))
+    lines.extend(actor_lines(actors, wire.labels))
     for driver in sorted(drivers, key=lambda d: d.number):
         kind = "client" if driver.role == Role.CLIENT else "driver"
-        lines.append(f"{kind} {driver.number}: registry {driver.registry:#018x}")
+        where = f", from {driver.host}" if driver.host else ""
+        lines.append(
+            f"{kind} {driver.number}: registry {driver.registry:#018x}{where}{_process(driver)}"
+        )
     return "\n".join(lines) + "\n"
+
+
+def _process(peer: Peer) -> str:
+    """A peer's process, as its vitals said (memory in MiB)."""
+    return f", pid {peer.pid}, {peer.rss / (1 << 20):.0f} MiB" if peer.pid else ""
 
 
 def _held_by_actors(registry: int, workers: list[Peer]) -> str:
@@ -100,13 +112,13 @@ def _held_by_actors(registry: int, workers: list[Peer]) -> str:
     )
 
 
-def actor_lines(actors: Iterable[ActorRecord]) -> list[str]:
+def actor_lines(actors: Iterable[ActorRecord], labels: LabelTable) -> list[str]:
     """One line per live actor: where, its calls, its newest checkpoint, or why it waits."""
     lines = []
     for actor in sorted(actors, key=lambda a: a.actor_id):
         if actor.state is ActorState.DEAD:
             continue
-        name = f"actor {actor.actor_id:#x} (type {actor.type_id:#x})"
+        name = f"actor {actor.actor_id:#x} (type {labels.name(actor.type_id)})"
         if actor.state is ActorState.WAITING:
             lines.append(f"{name}: WAITING: {actor.why}; {actor.seq} calls queued")
             continue

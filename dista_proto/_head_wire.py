@@ -19,12 +19,14 @@ a holder that listens on loopback, which only a process on its machine can reach
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Final
 
 from . import frame as F
 from ._errors import LocalProtocolError
 from ._events import Address, Error, Located
 from ._grants import canonical_host, is_loopback
+from ._head_labels import LabelTable
 from ._head_records import ObjState, Peer, TrackedObject
 from ._links import Links
 from ._partials import PARTIAL_CAP_BYTES, PartialCap
@@ -36,6 +38,8 @@ _LOOPBACK: Final = "127.0.0.1"
 #: The host a token grant names when the head does not know the fetcher's (it is not used).
 _ANY_HOST: Final = "0.0.0.0"
 _STORED: Final = ObjState.STORED
+#: How many departed workers the head remembers for a dashboard.
+DEPARTED_KEPT: Final = 64
 
 
 def grant_host(host: str) -> str:
@@ -74,6 +78,12 @@ class Wire:
         self.numbers: dict[int, Peer] = {}  # driver number -> its peer
         self.now = 0
         self.stopping = False
+        #: For people (a dashboard): peers refused, and the workers that left lately, with
+        #: why and when (the newest `DEPARTED_KEPT`).
+        self.refused = 0
+        #: What drivers call the IDs the head sees (status, errors, dashboards).
+        self.labels = LabelTable()
+        self.departed: deque[tuple[Peer, str, int]] = deque(maxlen=DEPARTED_KEPT)
 
     # -- peers -----------------------------------------------------------------------------
 
@@ -110,6 +120,7 @@ class Wire:
         self.links.send(peer.link, Error(0, why))
         self.links.close(peer.link, log or why)
         self.peers.pop(peer.link, None)
+        self.refused += 1
 
     def not_given(self, worker: Peer, oid: int) -> None:
         """``worker`` answered for ``oid``, which is not with it: a forgery, or a task taken

@@ -63,12 +63,14 @@ from ._events import (
     Free,
     Hello,
     Holding,
+    Labels,
     Located,
     Mapped,
     Part,
     Release,
     Result,
     Resumed,
+    Snapshot,
     Span,
     Stats,
     Status,
@@ -80,9 +82,18 @@ from ._events import (
     TaskMany,
     TaskNames,
     Timeline,
+    Vitals,
     Welcome,
 )
 from ._roles import Role
+from ._watch_frames import (
+    decode_labels,
+    decode_snapshot,
+    decode_vitals,
+    encode_labels,
+    encode_snapshot,
+    encode_vitals,
+)
 
 __all__ = [
     "ANY",
@@ -159,6 +170,10 @@ _MAPPED: Final = (
 _NAMES: Final = (
     'our extension: "these are the tasks I import" (docs/protocol.md, "Extensions: any set '
     'of task modules"), right after hello'
+)
+_WATCH: Final = (
+    'our extension: "what people call these IDs", "how this process is", and a dashboard\'s '
+    '"what is the cluster doing?" (docs/protocol.md, "Extensions: the dashboard")'
 )
 _NAME: Final = (
     'our extension: "the actor this driver creates next is called this", and "which actor '
@@ -307,6 +322,16 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind(F.KIND_TASK_NAMES,    "task-names",    TaskNames,    E.task_names,    D.task_names,
          sent=(Link(DRIVER, HEAD, _NAMES), Link(WORKER, HEAD, _NAMES)),
          payload=8 * F.MAX_TASK_NAMES),
+    # Dista's own kinds, for people: labels of IDs, a process's vitals, a dashboard's snapshot.
+    Kind(F.KIND_LABELS,        "labels",        Labels,       encode_labels,   decode_labels,
+         sent=(Link(DRIVER, HEAD, _WATCH), Link(OBSERVER, HEAD, _WATCH),
+               Link(HEAD, OBSERVER, _WATCH)),
+         payload=4 + F.MAX_LABELS * (10 + F.MAX_LABEL)),
+    Kind(F.KIND_VITALS,        "vitals",        Vitals,       encode_vitals,   decode_vitals,
+         sent=(Link(DRIVER, HEAD, _WATCH), Link(WORKER, HEAD, _WATCH)), payload=40),
+    Kind(F.KIND_SNAPSHOT,      "snapshot",      Snapshot,     encode_snapshot, decode_snapshot,
+         sent=(Link(OBSERVER, HEAD, _WATCH), Link(HEAD, OBSERVER, _WATCH)),
+         payload=0, reply=ANY),
 )
 # fmt: on
 

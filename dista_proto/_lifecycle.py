@@ -14,7 +14,11 @@ counters as the states imply, so no counter is updated by hand:
 - ``running``: tasks on a worker (RUNNING, WITHDRAWING, DROPPED);
 - ``held_bytes``: the sizes of objects whose value the head or a worker holds (INLINE,
   STORED);
-- ``actors_alive``: actors created and not DEAD.
+- ``actors_alive``: actors created and not DEAD;
+- the tallies a dashboard shows per function and per driver (`Tally`, `TASK_TALLIES`):
+  tasks submitted, finished (answered by their worker, a raised exception included),
+  failed (a task's first result failed while it was the task's: any cause) and retried
+  (run again after their worker was lost), and actor calls taken.
 
 A task's slot (which of its worker's slots it holds) is a lifecycle of its own, moved with
 the worker's slot counts (`Counts.move_slot`): a real slot, a prefetch slot for a task
@@ -32,6 +36,8 @@ from typing import Final
 
 __all__ = [
     "ACTOR_MOVES",
+    "TASK_TALLIES",
+    "Tally",
     "CALL_MOVES",
     "OBJECT_MOVES",
     "SLOT_MOVES",
@@ -105,6 +111,25 @@ TASK_MOVES: Final[dict[tuple[TaskState, TaskCause], TaskState]] = {
     (_T.DROPPED, _TC.ANSWERED): _T.DONE,
 }
 TASK_PENDING: Final = frozenset({_T.WAITING, _T.QUEUED})
+
+
+class Tally(enum.IntEnum):
+    """What a dashboard counts of tasks, per function and per driver (`Counts.tallies`)."""
+
+    SUBMITTED = 0
+    FINISHED = 1
+    FAILED = 2
+    RETRIED = 3
+
+
+#: The task moves that count one: a task's first move is its submission.
+TASK_TALLIES: Final[dict[tuple[TaskState, TaskCause], Tally]] = {
+    **{(_T.NEW, cause): Tally.SUBMITTED for cause in (_TC.READY, _TC.WAIT, _TC.FAIL)},
+    (_T.RUNNING, _TC.ANSWERED): Tally.FINISHED,
+    (_T.WITHDRAWING, _TC.ANSWERED): Tally.FINISHED,
+    (_T.RUNNING, _TC.LOST): Tally.RETRIED,
+    (_T.WITHDRAWING, _TC.LOST): Tally.RETRIED,
+}
 TASK_RUNNING: Final = frozenset({_T.RUNNING, _T.WITHDRAWING, _T.DROPPED})
 
 

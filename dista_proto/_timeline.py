@@ -3,9 +3,10 @@
 A `TimelineRecord` as a named tuple of Python ints costs about 500 bytes (nanosecond stamps
 are large ints of their own), so the head's 100,000 records took about 50 MiB, kept after
 every driver left (and a fuzzer's hostile drivers left the head 1.9x its idle size that
-way). Each record is kept here as one 84-byte string instead (its owner's link, the
-object and task IDs, the seven stamps, and an index into a table of worker addresses),
-about 120 bytes in all: a quarter. Records are unpacked only when asked for.
+way). Each record is kept here as one 100-byte string instead (its owner's link, the
+object and task IDs, the seven stamps, an index into a table of worker addresses, and for
+a dashboard its function's ID and its number with a failed bit), about 135 bytes in all:
+a quarter. Records are unpacked only when asked for.
 
 Answering is bounded too (docs/protocol.md, "Bounded answers"): a driver's request with no
 records left is answered from a count per owner, without a scan; an observer's reply (count
@@ -21,6 +22,11 @@ An actor call is recorded too, from its worker's span (`ActorSpans`), under a ta
 of the actor's type and the call's method (`actor_call_task_id`), so that a process that
 knows the class names both; its head stamps but ``settled`` are 0 (unknown: the head keeps
 no times per call).
+
+A dashboard asks for the records numbered after the last it saw (`since`): what finished
+meanwhile, walked back from the newest, so that watching a busy head costs it per new
+record, not per kept one. Records a driver took (`take`) before the dashboard asked are
+not shown to it.
 """
 
 from __future__ import annotations
@@ -37,8 +43,11 @@ from ._events import Address, TimelineRecord
 __all__ = ["TimelineLog", "actor_call_task_id"]
 
 #: owner link, object ID, task ID, submitted, queued, dispatched, settled, arrived,
-#: started, ended, the worker address's index.
-_RECORD: Final = struct.Struct("<qQQqqqqqqqI")
+#: started, ended, the worker address's index; then for a dashboard (`since`) the
+#: function's ID and the record's number, doubled, plus 1 if its result failed.
+_RECORD: Final = struct.Struct("<qQQqqqqqqqIQQ")
+_TAIL: Final = struct.Struct("<QQ")
+_ROW: Final = struct.Struct("<QQqqqqB")  # `SNAPSHOT_ROW` without the address
 _OWNER: Final = struct.Struct("<q")
 _INDEX: Final = struct.Struct("<I")
 _COUNT: Final = struct.Struct("<Q")
@@ -57,7 +66,7 @@ class TimelineLog:
     """At most ``cap`` records, the oldest dropped first, each with the link of its
     driver (the owner); the head's stamps moved to the wall clock by ``wall_offset_ns``."""
 
-    __slots__ = ("_addresses", "_index", "_offset", "_owned", "_records", "_wire")
+    __slots__ = ("_addresses", "_index", "_offset", "_owned", "_records", "_wire", "added")
 
     def __init__(self, cap: int, wall_offset_ns: int = 0) -> None:
         self._records: deque[bytes] = deque(maxlen=cap)
@@ -66,6 +75,7 @@ class TimelineLog:
         self._wire: dict[bytes, bytes] = {}  # a record's index bytes -> its address's 12
         self._offset = wall_offset_ns
         self._owned: dict[int, int] = {}  # owner link -> how many records it has here
+        self.added = 0  # records ever added: the last one's number
 
     def __len__(self) -> int:
         return len(self._records)
@@ -83,6 +93,8 @@ class TimelineLog:
         started: int,
         ended: int,
         address: Address,
+        function: int = 0,
+        failed: bool = False,
     ) -> None:
         """A finished task of ``owner``'s, with a `TimelineRecord`'s fields in its order
         (the four head stamps on the monotonic clock, 0 unknown; the three worker stamps on
@@ -115,8 +127,11 @@ class TimelineLog:
                 started,
                 ended,
                 index,
+                function or task_id,
+                self.added * 2 + 2 + failed,  # (number ``added + 1``)
             )
         )
+        self.added += 1
         owned = self._owned
         owned[owner] = owned.get(owner, 0) + 1
 
@@ -138,8 +153,35 @@ class TimelineLog:
         # A kept record's wire part (object ID, task ID, the seven stamps) is [8:80], its
         # worker address's index [80:]. (Literal slices: mypyc's compiled core takes a
         # slice held in a name for an integer index.)
-        body = b"".join([r[8:80] + wire[r[80:]] for r in self._records])
+        body = b"".join([r[8:80] + wire[r[80:84]] for r in self._records])
         return _COUNT.pack(len(self._records)) + body
+
+    def since(self, number: int, cap: int) -> tuple[bytes, int, bool]:
+        """The records numbered after ``number`` as a snapshot's rows (`SNAPSHOT_ROW`),
+        oldest first and at most ``cap`` of them; the last one's number; whether more
+        follow. A number past the last (a dashboard of a head before this one) starts over;
+        records dropped meanwhile are skipped. Walks back from the newest: no scan."""
+        if number > self.added:
+            number = 0
+        fresh = []
+        for r in reversed(self._records):
+            if _TAIL.unpack_from(r, 84)[1] >> 1 <= number:
+                break
+            fresh.append(r)
+        fresh.reverse()
+        more = len(fresh) > cap
+        if more:
+            fresh = fresh[:cap]
+        last = _TAIL.unpack_from(fresh[-1], 84)[1] >> 1 if more else self.added
+        wire = self._wire
+        rows = []
+        for r in fresh:
+            _, oid, _, submitted, _, dispatched, _, _, started, ended, _, function, tail = (
+                _RECORD.unpack(r)
+            )
+            row = _ROW.pack(oid, function, submitted, dispatched, started, ended, tail & 1)
+            rows.append(row + wire[r[80:84]])
+        return b"".join(rows), last, more
 
     def count(self, owner: int) -> int:
         """How many of ``owner``'s records are kept."""
@@ -168,7 +210,7 @@ class TimelineLog:
         self._records.extend(kept)
 
     def _unpack(self, packed: bytes) -> TimelineRecord:
-        _, oid, tid, submitted, queued, dispatched, settled, arrived, started, ended, at = (
+        _, oid, tid, submitted, queued, dispatched, settled, arrived, started, ended, at, _, _ = (
             _RECORD.unpack(packed)
         )
         return TimelineRecord(

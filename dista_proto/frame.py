@@ -50,6 +50,11 @@ __all__ = [
     "KIND_MAPPED",
     "KIND_TASK_NAMES",
     "MAX_TASK_NAMES",
+    "KIND_LABELS",
+    "MAX_LABELS",
+    "MAX_LABEL",
+    "KIND_VITALS",
+    "KIND_SNAPSHOT",
     "KIND_NAMES",
     "KIND_PART",
     "KIND_RELEASE",
@@ -169,6 +174,24 @@ KIND_TASK_NAMES: Final = 41
 MAX_TASK_NAMES: Final = 1 << 16
 #: The longest actor name, in bytes of UTF-8.
 MAX_ACTOR_NAME: Final = 255
+#: Dista's extension, a driver to head: what people call some IDs (tasks' functions, actor
+#: classes and their methods): a count u32, then per entry the ID u64, its label's length
+#: u16 and the label (UTF-8). An observer's empty one asks for every label the head knows
+#: from the one numbered by the task-ID field on; the head answers with a labels frame whose
+#: task-ID field is the count it knows.
+KIND_LABELS: Final = 42
+#: The most entries a labels frame carries, and the longest label (bytes of UTF-8).
+MAX_LABELS: Final = 1 << 12
+MAX_LABEL: Final = 200
+#: Dista's extension, a driver or worker to head, now and then: its process ID, resident
+#: memory in bytes, and (workers) the checkpoints it wrote, their bytes and nanoseconds
+#: spent, since it started: five u64s.
+KIND_VITALS: Final = 43
+#: Dista's extension, observer to head: a snapshot of the head's state for a dashboard,
+#: with the timeline records after the one numbered by the object-ID field (the payload
+#: empty). The head's answer: its state as a JSON document (a u32 length, then UTF-8), then
+#: the records (`SNAPSHOT_ROW` each, see docs/protocol.md "Extensions: the dashboard").
+KIND_SNAPSHOT: Final = 44
 
 #: Task-after and task-inputs flag: the inputs gather into a Seq.
 GATHER: Final = 1

@@ -179,6 +179,9 @@ PROJECT_DECISIONS: dict[str, set[tuple[Role, Role]]] = {
     "actor-order": {(D, H)},  # Dista's own kind: where kept calls ran
     "mapped": {(S, F)},  # Dista's own kind: an object sent to a fetcher's mailbox
     "task-names": {(D, H), (W, H)},  # Dista's own kind: the tasks a peer imports
+    "labels": {(D, H), (O, H), (H, O)},  # Dista's own kinds, for people: what IDs are called,
+    "vitals": {(D, H), (W, H)},  # a process's pid and memory,
+    "snapshot": {(O, H), (H, O)},  # and a dashboard's snapshot
 }
 
 

@@ -144,6 +144,9 @@ def test_kind_names_follow_the_page_table() -> None:
         39: "actor-order",
         40: "mapped",
         41: "task-names",
+        42: "labels",
+        43: "vitals",
+        44: "snapshot",
     }
     assert {**page, **ours} == frame.KIND_NAMES
     assert frame.kind_name(frame.KIND_TASK_INPUTS) == "task-inputs"

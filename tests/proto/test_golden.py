@@ -39,6 +39,7 @@ from dista_proto import (
     Holding,
     HoldingEntry,
     InlineInput,
+    Labels,
     LocalProtocolError,
     Located,
     LocatedInput,
@@ -50,6 +51,7 @@ from dista_proto import (
     Resume,
     Resumed,
     Role,
+    Snapshot,
     Span,
     Stats,
     Status,
@@ -62,6 +64,7 @@ from dista_proto import (
     TaskNames,
     Timeline,
     TimelineRecord,
+    Vitals,
     Welcome,
     allowed_kinds,
     decode_event,
@@ -84,6 +87,8 @@ W7000_HEX = "0a000007581b000000000000"  # 10.0.0.7, port 0x1b58 as u64
 W7001 = Address("10.0.0.8", 7001)
 W7001_HEX = "0a000008591b000000000000"
 
+M_F = "6d2e66"  # "m.f" in UTF-8
+VITALS_COUNTS = "0100000000000000" + "0200000000000000" + "0300000000000000"
 BOTH = (False, True)
 TO_HEAD = (False,)
 FROM_HEAD = (True,)
@@ -464,6 +469,36 @@ GOLDEN: list[Golden] = [
         TO_HEAD,
         "21000000 29" + Z + Z + "0300000000000000" + "1000000000000000",
     ),
+    # 42 labels (Dista's own kind): a count u32, then per entry the ID u64, the label's
+    # length u16 and its UTF-8; the head's answer says where its entries start (task ID).
+    Golden(
+        "labels",
+        Labels(((0x10, "m.f"),)),
+        TO_HEAD,
+        "22000000 2a" + Z + Z + "01000000" + "1000000000000000" + "0300" + M_F,
+    ),
+    Golden(
+        "labels-answer",
+        Labels(((0x10, "m.f"),), 2),
+        FROM_HEAD,
+        "22000000 2a" + Z + "0200000000000000" + "01000000" + "1000000000000000" + "0300" + M_F,
+    ),
+    # 43 vitals (Dista's own kind): pid, rss, checkpoints, their bytes and ns: five u64s.
+    Golden(
+        "vitals",
+        Vitals(0x1234, 0x4000, 1, 2, 3),
+        TO_HEAD,
+        "39000000 2b" + Z + Z + "3412000000000000" + "0040000000000000" + VITALS_COUNTS,
+    ),
+    # 44 snapshot (Dista's own kind): a request names the last record seen (object ID); the
+    # answer the last it carries, a JSON document (u32 length, UTF-8), then the rows.
+    Golden("snapshot", Snapshot(7), TO_HEAD, "11000000 2c" + "0700000000000000" + Z),
+    Golden(
+        "snapshot-answer",
+        Snapshot(9, "{}"),
+        FROM_HEAD,
+        "17000000 2c" + "0900000000000000" + Z + "02000000" + "7b7d",
+    ),
     # 38 actor-build (Dista's own kind): the actor, the build number, the head's epoch u64.
     Golden(
         "actor-build",
@@ -481,7 +516,7 @@ CASES = [
 
 
 def test_every_kind_has_a_golden_frame() -> None:
-    kinds = {*range(1, 35), 36, 37, 38, 39, 40, 41}
+    kinds = {*range(1, 35), *range(36, 45)}
     assert {g.event.kind for g in GOLDEN} == kinds
     assert {g.data[4] for g in GOLDEN} == kinds
 

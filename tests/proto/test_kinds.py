@@ -49,6 +49,9 @@ OUR_KINDS: Final = {
     39: "actor-order",
     40: "mapped",
     41: "task-names",
+    42: "labels",
+    43: "vitals",
+    44: "snapshot",
 }
 OLD_EVENTS: Final = {
     "Task": 1, "Result": 2, "Error": 3, "Hello": 4, "Welcome": 5, "TaskAfter": 6, "Stored": 7,
@@ -58,20 +61,23 @@ OLD_EVENTS: Final = {
     "Covered": 25, "Status": 26, "Stop": 27, "TaskMany": 28, "Drain": 29, "Adopt": 30,
     "Adopted": 31, "Cancel": 32, "Part": 33, "ActorOpen": 34, "ActorName": 36,
     "ActorLookup": 37, "ActorBuild": 38, "ActorOrder": 39, "Mapped": 40,
-    "TaskNames": 41,
+    "TaskNames": 41, "Labels": 42, "Vitals": 43, "Snapshot": 44,
 }  # fmt: skip
+#: A labels frame's largest body: the header, a count, and every entry at its longest.
+_LABELS: Final = 17 + 4 + frame.MAX_LABELS * (10 + frame.MAX_LABEL)
 #: (sender, receiver): {kind: largest body} for every kind the sender may send.
 OLD_LIMITS: Final = {
     (D, H): {1: ANY, 2: ANY, 3: ANY, 4: 58, 6: ANY, 11: 17, 13: 17, 15: 17, 16: 17, 18: 17,
              19: ANY, 20: ANY, 21: 17, 22: 25, 28: ANY, 32: 17, 34: 33,
-             36: 17 + 255, 37: 17 + 255, 39: ANY, 41: 17 + 8 * frame.MAX_TASK_NAMES},
+             36: 17 + 255, 37: 17 + 255, 39: ANY, 41: 17 + 8 * frame.MAX_TASK_NAMES,
+             42: _LABELS, 43: 57},
     (W, H): {2: ANY, 3: ANY, 4: 58, 7: 25, 14: ANY, 17: 41, 23: ANY, 29: 17, 31: ANY,
-             41: 17 + 8 * frame.MAX_TASK_NAMES},
-    (O, H): {4: 58, 18: 17, 26: 17, 27: 17},
+             41: 17 + 8 * frame.MAX_TASK_NAMES, 43: 57},
+    (O, H): {4: 58, 18: 17, 26: 17, 27: 17, 42: _LABELS, 44: 17},
     (H, D): {2: ANY, 3: ANY, 5: 49, 8: 45, 13: 57, 18: ANY, 25: 25},
     (H, W): {1: ANY, 3: ANY, 8: 45, 10: ANY, 12: 17, 19: ANY, 20: ANY, 21: 17, 22: 25, 24: 25,
              27: 17, 28: ANY, 30: 29, 38: 25},
-    (H, O): {3: ANY, 18: ANY, 26: ANY},
+    (H, O): {3: ANY, 18: ANY, 26: ANY, 42: _LABELS, 44: ANY},
     (S, F): {2: ANY, 3: ANY, 33: 17 + 16 + frame.PART_SIZE, 40: 17 + 8 + 16},
     (F, S): {9: 41},
 }  # fmt: skip
@@ -204,6 +210,9 @@ def test_links_beyond_the_page_say_why() -> None:
         ("actor-order", D, H),  # Dista's kind: where a resuming driver's kept calls ran
         ("mapped", S, F),  # Dista's kind: an object sent to a fetcher's mailbox
         ("task-names", D, H), ("task-names", W, H),  # Dista's kind: the tasks a peer has
+        ("labels", D, H), ("labels", O, H), ("labels", H, O),  # Dista's kinds for people:
+        ("vitals", D, H), ("vitals", W, H),  # what IDs are called, pid and memory,
+        ("snapshot", O, H), ("snapshot", H, O),  # a dashboard's snapshot
     }  # fmt: skip
 
 

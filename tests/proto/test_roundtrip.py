@@ -43,6 +43,7 @@ from dista_proto import (
     Holding,
     HoldingEntry,
     InlineInput,
+    Labels,
     Located,
     LocatedInput,
     Mapped,
@@ -52,6 +53,7 @@ from dista_proto import (
     Resume,
     Resumed,
     Role,
+    Snapshot,
     Span,
     Stats,
     Status,
@@ -64,6 +66,7 @@ from dista_proto import (
     TaskNames,
     Timeline,
     TimelineRecord,
+    Vitals,
     Welcome,
     allowed_kinds,
     decode_event,
@@ -246,6 +249,28 @@ def strategy(kind: int, from_head: bool) -> st.SearchStrategy[Any]:
             TaskNames,
             st.sets(st.integers(0, 2**64 - 1), max_size=20).map(lambda s: tuple(sorted(s))),
         ),
+        frame.KIND_LABELS: lambda: st.builds(
+            Labels,
+            st.lists(
+                st.tuples(
+                    st.integers(0, 2**64 - 1),
+                    st.text(st.characters(categories=["L", "N", "P"]), min_size=1, max_size=50),
+                ),
+                max_size=10,
+            ).map(tuple),
+            st.integers(0, 2**64 - 1),
+        ),
+        frame.KIND_VITALS: lambda: st.builds(Vitals, *[st.integers(0, 2**64 - 1)] * 5),
+        frame.KIND_SNAPSHOT: lambda: (
+            st.builds(
+                Snapshot,
+                st.integers(0, 2**64 - 1),
+                st.text(max_size=100),
+                st.binary(max_size=3).map(lambda b: b * 61),
+            )
+            if from_head
+            else st.builds(Snapshot, st.integers(0, 2**64 - 1))
+        ),
     }
     return table[kind]()
 
@@ -258,7 +283,7 @@ KIND_DIRECTIONS = [
 
 
 def test_strategies_cover_every_kind() -> None:
-    assert set(frame.KIND_NAMES) == {*range(1, 35), 36, 37, 38, 39, 40, 41}
+    assert set(frame.KIND_NAMES) == {*range(1, 35), *range(36, 45)}
     for kind in frame.KIND_NAMES:
         strategy(kind, False)
         strategy(kind, True)
