@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._events import Address, HeadStats, Status, TimelineRecord
+from ._events import Address, HeadStats, Labels, Snapshot, Status, TimelineRecord
 from ._events import Timeline as TimelineEvent
 from .frame import Bytes
 
@@ -223,9 +223,10 @@ class Refused:
 
 @dataclass(frozen=True, slots=True)
 class Answered:
-    """The head answered an observer's question (status text, or the timeline)."""
+    """The head answered an observer's question (status text, the timeline; a dashboard's
+    labels or snapshot)."""
 
-    answer: Status | TimelineEvent
+    answer: Status | TimelineEvent | Labels | Snapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,7 +72,6 @@ from ._events import (
     Task,
     TaskAfter,
     TaskMany,
-    TaskNames,
     Timeline,
     Welcome,
 )
@@ -81,6 +80,7 @@ from ._ledger import Ledger
 from ._links import Links
 from ._mapping import Mapping
 from ._roles import Role
+from ._telling import Telling
 from .frame import Bytes
 
 __all__ = ["DEFAULT_KEEP_BYTES", "Driver"]
@@ -108,8 +108,6 @@ class Driver:
             raise ValueError(f"a Driver is a driver or a client, not {role.name.lower()}")
         self.role: Final = role
         self.registry_hash = registry_hash
-        #: Its tasks' name hashes, sent after each hello (task-names); None: none.
-        self.task_names = None if task_names is None else tuple(sorted(set(task_names)))
         self.number = 0
         self.epoch = 0
         #: Once welcomed, a `STATS_NO_REPLY` keepalive this often (0: none), against idle-outs.
@@ -122,6 +120,8 @@ class Driver:
         self.secret = b""
         self._next = 1
         self._links = Links()
+        #: What it says of itself after each hello: task names, labels; and vitals.
+        self.telling: Final = Telling(self._links, task_names)
         self._fetcher = Fetcher(self._links, part, allocate, mapping)
         self._located: dict[int, Address] = {}
         self.closed_reason = ""
@@ -193,8 +193,7 @@ class Driver:
         mark = HELLO_SECRET if self.ask_secret or (resume is not None and resume.secret) else 0
         hello = Hello(int(self.role), self.registry_hash, None, resume, mark)
         self._links.send(HEAD_LINK, hello)
-        if self.task_names is not None:
-            self._links.send(HEAD_LINK, TaskNames(self.task_names))
+        self.telling.hello()
 
     def connection_made(self, now: int) -> int:
         """A peer connected to us: a driver listens for nobody (it dials the head and the

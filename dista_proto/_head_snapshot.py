@@ -83,7 +83,9 @@ def _waiting_on(obj: TrackedObject, labels: LabelTable) -> str:
     return "waiting for its inputs"
 
 
-def _actor_rows(actors: Iterable[ActorRecord], names: dict[int, str]) -> list[dict[str, Any]]:
+def _actor_rows(
+    actors: Iterable[ActorRecord], names: dict[int, str], labels: LabelTable
+) -> list[dict[str, Any]]:
     rows = []
     for a in actors:
         if a.state is ActorState.DEAD:
@@ -93,6 +95,7 @@ def _actor_rows(actors: Iterable[ActorRecord], names: dict[int, str]) -> list[di
                 "actor_id": a.actor_id,
                 "type_id": a.type_id,
                 "name": names.get(a.actor_id, ""),
+                "class": labels.get(a.actor_id) or labels.name(a.type_id),
                 "state": a.state.name.lower(),
                 "worker": str(a.worker.address) if a.worker is not None else None,
                 "calls": a.seq,
@@ -216,7 +219,7 @@ def snapshot_document(
                 for o in largest
             ],
         },
-        "actors": _actor_rows(actors, extra["actor_names"]),
+        "actors": _actor_rows(actors, extra["actor_names"], labels),
         "functions": [
             {"task_id": f, "submitted": s, "finished": d, "failed": x, "retried": r}
             for f, (s, d, x, r) in by_function.items()

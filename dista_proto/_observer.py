@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 Link `HEAD_LINK` is the head. `start` says hello (an observer's hello carries no registry
-that matters); `ask` sends a question: status, timeline, or stop. Each answer the head
-sends becomes an `Answered` decision, in the order asked. An error frame from the head is
+that matters); `ask` sends a question: status, timeline, or stop; or a dashboard's labels
+and snapshots (Dista's kinds, docs/protocol.md "Extensions: the dashboard"). Each answer
+the head sends becomes an `Answered` decision, in the order asked. An error frame from the head is
 its refusal (`Refused`); a lost connection ends the observer (`Exit`), as does the head's
 answer to stop, which is to close. An observer owns no objects and takes no tasks.
 """
@@ -15,12 +16,15 @@ from . import frame as F
 from ._conventions import HEAD_LINK
 from ._decisions import Answered, Decision, Exit, Refused
 from ._errors import LocalProtocolError
-from ._events import Error, Event, Hello, Status, Stop, Timeline
+from ._events import Error, Event, Hello, Labels, Snapshot, Status, Stop, Timeline
 from ._links import Links
 from ._roles import Role
 from .frame import Bytes
 
 __all__ = ["Observer"]
+
+_QUESTIONS = (Status, Timeline, Stop, Labels, Snapshot)
+_ANSWERS = (Status, Timeline, Labels, Snapshot)
 
 
 class Observer:
@@ -35,10 +39,13 @@ class Observer:
         self._links.open(Role.OBSERVER, HEAD_LINK)
         self._links.send(HEAD_LINK, Hello(F.ROLE_OBSERVER))
 
-    def ask(self, request: Status | Timeline | Stop, now: int) -> None:
-        """Ask the head ``request``; its answer comes as `Answered` (stop: the head closes)."""
-        if not isinstance(request, (Status, Timeline, Stop)):
-            raise LocalProtocolError(f"an observer asks status, timeline or stop, not {request}")
+    def ask(self, request: Status | Timeline | Stop | Labels | Snapshot, now: int) -> None:
+        """Ask the head ``request``; its answer comes as `Answered` (stop: the head closes).
+        A dashboard asks labels and snapshots (Dista's kinds 42 and 44) again and again."""
+        if not isinstance(request, _QUESTIONS):
+            raise LocalProtocolError(
+                f"an observer asks status, timeline, stop, labels or snapshot, not {request}"
+            )
         self._links.send(HEAD_LINK, request)
 
     def connection_made(self, now: int) -> int:
@@ -81,7 +88,7 @@ class Observer:
             if isinstance(event, Error):
                 self.closed_reason = f"the head refused: {event.message}"
                 self._links.queue(Refused(event.message))
-            elif isinstance(event, (Status, Timeline)):
+            elif isinstance(event, _ANSWERS):
                 self._links.queue(Answered(event))
         if error is not None:
             self._links.close(HEAD_LINK, f"protocol error: {error}")

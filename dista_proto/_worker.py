@@ -70,7 +70,6 @@ from ._events import (
     Task,
     TaskInputs,
     TaskMany,
-    TaskNames,
 )
 from ._fetcher import Fetcher
 from ._grants import FETCH_GRANT_WAIT_NS, FETCH_IDLE_NS, FetchGate
@@ -78,6 +77,7 @@ from ._links import Links
 from ._mapping import Mapping
 from ._roles import Role
 from ._serving import answer_fetch
+from ._telling import Telling
 from ._worker_actors import ActorHosting
 from ._worker_inputs import Inputs
 from .frame import Bytes
@@ -118,7 +118,6 @@ class Worker:
             )
         self.registry_hash = registry_hash
         #: Its tasks' name hashes, sent after each hello (task-names); None: none.
-        self.task_names = None if task_names is None else tuple(sorted(set(task_names)))
         self.address = address
         #: Run by-value code of drivers of any registry (`HELLO_ANY_REGISTRY` in its hello).
         self.accept_by_value = accept_by_value
@@ -128,6 +127,8 @@ class Worker:
         self.runs_ahead = runs_ahead
         self.inline_threshold = inline_threshold
         self._links = Links()
+        #: What it says of itself after each hello: task names; and vitals.
+        self.telling: Final = Telling(self._links, task_names)
         self._fetcher = Fetcher(self._links, part, allocate, mapping)
         self._allocate = allocate
         # Stored objects go to fetchers on this host as memory files where it can.
@@ -210,8 +211,7 @@ class Worker:
         if self._hellos and self._actors.actor:
             mark |= HELLO_HOSTS_ACTOR  # the head gives us nothing until it hears which
         send(HEAD_LINK, Hello(F.ROLE_WORKER, self.registry_hash, self.address, mark=mark))
-        if self.task_names is not None:
-            send(HEAD_LINK, TaskNames(self.task_names))
+        self.telling.hello()
         if self._hellos:
             address = self.address
             send(HEAD_LINK, Holding(tuple(HoldingEntry(o, address) for o in self.store)))

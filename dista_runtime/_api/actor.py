@@ -35,6 +35,7 @@ from dista_proto import ACTOR_CAPABILITY_SIZE
 from dista_proto.frame import MAX_ACTOR_NAME
 
 from .._session import context as _context
+from .._values import names
 from .._values.codec import encode_call, encode_call_carrying, note_carried
 from .._values.ids import method_id, name_hash
 from .._values.registry import (
@@ -125,6 +126,8 @@ class ActorType:
         actor_id = session.actors.create_actor(
             type_id, argument, inputs, every, prefix, capability, name
         )
+        if prefix:  # by value: its type ID names no class, its ID does (for people)
+            names.add(actor_id, names.label_of(self.cls))
         return ActorHandle(actor_id, self.name, self.methods, session, True, capability)
 
 

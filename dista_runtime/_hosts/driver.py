@@ -26,6 +26,7 @@ from .._values.buffer_cache import BufferCache
 from .._values.shared import SameHost
 from .engine import Engine
 from .reconnect import Reconnect
+from .vitals import Vitals
 
 __all__ = ["DriverHost"]
 
@@ -78,6 +79,8 @@ class DriverHost(Engine):
         #: a worker tells a head not there yet from one that will not take it by it.
         self.unreachable = ""
         self._reconnect: Reconnect | None = None
+        if role == dp.Role.DRIVER:  # (a task's client: its worker tells for the process)
+            Vitals(self, self.session.vitals)
 
     def join(self, host: str, port: int, timeout: float) -> Latch[None]:
         """Connect to the head at ``host:port`` and say hello; `welcomed` tells the end.

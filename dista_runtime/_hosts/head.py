@@ -281,6 +281,7 @@ def start_head(
         allocate=allocate,
         # By-value functions and put values run on any worker, whatever its registry.
         portable_tasks=(BY_VALUE_ID, PUT_ID, ACTOR_BY_VALUE_ID),
+        by_value_task=BY_VALUE_ID,  # its argument begins with its function's digest
         no_worker_grace_ns=int(no_worker_grace * 1e9),
         liveness_ns=int(liveness * 1e9),
         recovery_grace_ns=int(recovery_grace * 1e9),

@@ -37,6 +37,7 @@ from .driver import DriverHost
 from .engine import Engine
 from .liveness import DRAIN_ENV, LIVENESS_ENV, drain_timeout, heartbeat_ns
 from .reconnect import Reconnect
+from .vitals import Vitals
 from .wait import Patience, absence
 
 __all__ = [
@@ -82,6 +83,7 @@ class WorkerHost(Engine):
         self.route(dp.CheckpointActor, actors.handle)
         self.route(dp.StopActor, actors.stop)  # `_on_exit` waits for its removals
         self.route(dp.HeadLost, self._head_lost)
+        Vitals(self, core.telling.vitals)  # pid, memory, checkpoints: for people
         self.runners = self.execution.runners
         self.inline = self.execution.inline
         self.client: DriverHost | None = None

@@ -31,6 +31,7 @@ from dista_proto.frame import Bytes
 from .._clock import now
 from .._errors import DistaError, GetTimeoutError
 from .._net.latch import Latch
+from .._values import names
 from .._values.codec import decode
 from .._values.errors import error_from_message
 from .awaiting import wait_latch
@@ -80,6 +81,7 @@ class Session:
         self._on_await = hooks.on_await
         self._on_use = hooks.on_use
         self._lock = threading.Lock()
+        self._told = -1  # the labels' generation told to the core (`names`)
         self._slots: dict[int, _Slot] = {}
         self._releases: deque[int] = deque()
         self._stats_waiters: deque[Callable[[dp.HeadStats | None], None]] = deque()
@@ -159,9 +161,17 @@ class Session:
         fire: Fire = []
         with self._lock:
             self._drain_releases()
+            if names.generation() != self._told:  # new labels: the head hears them now
+                self._told = names.generation()
+                self.core.telling.label(names.entries())
             out = self._decide(fire)
         _run(fire)
         return out
+
+    def vitals(self, vitals: dp.Vitals) -> None:
+        """Tell the head how this process is (`dista_runtime._hosts.vitals`)."""
+        with self._lock:
+            self.core.telling.vitals(vitals)
 
     def _drain_releases(self) -> None:
         releases = self._releases

@@ -22,9 +22,10 @@ from typing import Any, Final
 
 import cloudpickle
 
-from dista_proto import TASK_ID_MASK, actor_call_task_id
+from dista_proto import TASK_ID_MASK, actor_call_task_id, function_id
 from dista_proto.frame import Bytes
 
+from . import names
 from .codec import dumps_by_value
 from .ids import ACTOR_BY_VALUE_NAME, BY_VALUE_NAME, PUT_NAME, method_id, name_hash, registry_hash
 
@@ -54,6 +55,7 @@ __all__ = [
 
 BY_VALUE_ID: Final = name_hash(BY_VALUE_NAME)
 PUT_ID: Final = name_hash(PUT_NAME)
+names.add(PUT_ID, "dista.put")
 #: The type ID of actors whose class travels by value (defined in ``__main__``, a notebook).
 ACTOR_BY_VALUE_ID: Final = name_hash(ACTOR_BY_VALUE_NAME)
 #: (file name as in the code object, first line number, the lines' text)
@@ -81,6 +83,7 @@ def register(fn: Callable[..., Any]) -> str | None:
     name = task_name(fn)
     _tasks[name] = fn
     _by_hash[name_hash(name)] = fn
+    names.add(name_hash(name), names.label_of(fn))  # what its driver tells the head
     return name
 
 
@@ -88,6 +91,7 @@ def register_actor(name: str, cls: type) -> None:
     """Record importable actor class ``cls`` under ``name``: its type ID finds it."""
     _tasks[name] = cls
     _by_hash[name_hash(name)] = cls
+    names.add(name_hash(name), names.label_of(cls))
 
 
 #: Actor calls' timeline task IDs (`dista_proto.actor_call_task_id`) -> ``module.Class.method``.
@@ -99,9 +103,12 @@ def label_actor_calls(type_id: int, cls: type) -> None:
     under its own type ID, and under the by-value one (a by-value class of this process's
     with a method of that name first)."""
     label = f"{cls.__module__}.{cls.__qualname__}"
+    names.add(type_id, label)
     for method, (mid, _) in method_table(cls).items():
         _call_labels[actor_call_task_id(type_id, mid)] = f"{label}.{method}"
         _call_labels.setdefault(actor_call_task_id(ACTOR_BY_VALUE_ID, mid), f"{label}.{method}")
+        names.add(actor_call_task_id(type_id, mid), f"{label}.{method}")
+        names.add(actor_call_task_id(ACTOR_BY_VALUE_ID, mid), f"{label}.{method}")
 
 
 def call_label(task_id: int) -> str | None:
@@ -161,7 +168,10 @@ def pickle_function(fn: Callable[..., Any]) -> tuple[bytes, bytes]:
     """``fn`` pickled by value with its source: (digest, the bytes of `by_value_argument`)."""
     source = source_of(fn)
     data = dumps_by_value(fn if source is None else (fn, source))
-    return digest_of(data), data
+    digest = digest_of(data)
+    # The head tells functions sent by value apart by their digest (`dp.function_id`).
+    names.add(function_id(BY_VALUE_ID, digest, -1), names.label_of(fn))
+    return digest, data
 
 
 def load_function(pickled: Bytes) -> Callable[..., Any]:

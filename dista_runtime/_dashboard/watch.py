@@ -1,0 +1,151 @@
+"""The dashboard's view of the head: one observer connection, a snapshot a second.
+
+`Watch` keeps a `Board` fed. It dials the head as an observer (TLS with the observer's
+certificate when the cluster has TLS), asks for a snapshot (Dista's kind 44) with the
+number of the last timeline record it has, hands the document and the new records to the
+board, and asks again a second later (at once while the head says more records wait). A
+head it cannot reach, or that goes away, is the board's `unreachable`, and the watch dials
+again every few seconds: a restarted head is watched as soon as it listens.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Final, Protocol
+
+import dista_proto as dp
+
+from .._clock import now
+from .._hosts.engine import Engine
+from .._net.address import format_head
+from .._net.contract import Loop
+from .._tls.config import dial_failure, refusal_hint
+
+__all__ = ["EVERY_S", "RETRY_S", "Sink", "Watch"]
+
+#: How often the board is fed, and how soon a lost head is dialed again (at most).
+EVERY_S: Final = 1.0
+RETRY_S: Final = 3.0
+_log = logging.getLogger("dista.dashboard")
+
+
+class Sink(Protocol):
+    """What the watch feeds (the dashboard's `Board`)."""
+
+    def update(self, snapshot: dict[str, Any], rows: list[dp.SnapshotRow]) -> None: ...
+
+    def unreachable(self, why: str) -> None: ...
+
+
+class Watch:
+    """Feeds ``sink`` with the head at ``host:port``'s snapshots, for as long as it runs."""
+
+    def __init__(
+        self, loop: Loop, host: str, port: int, sink: Sink, every: float = EVERY_S
+    ) -> None:
+        self.loop = loop
+        self.host = host
+        self.port = port
+        self.where = format_head(host, port)
+        self.sink = sink
+        self.every = every
+        self.since = 0  # the last timeline record the board has
+        self.closed = False
+        self._link: _Link | None = None
+        self._timer: Any = None
+
+    def start(self) -> None:
+        self._dial()
+
+    def close(self) -> None:
+        self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._link is not None:
+            self._link.close_all()
+
+    def _dial(self) -> None:
+        self._timer = None
+        if self.closed:
+            return
+        self._link = _Link(self.loop, self)
+        self._link.dial(dp.HEAD_LINK, self.host, self.port, RETRY_S * 2)
+
+    def ask(self) -> None:
+        self._timer = None
+        link = self._link
+        if link is not None and not self.closed:
+            link.core.ask(dp.Snapshot(self.since), now())
+            link.transmit()
+
+    def answered(self, answer: dp.Snapshot) -> None:
+        if answer.document is None:
+            return
+        try:
+            document = json.loads(answer.document)
+        except ValueError as e:  # (a head's bug: say it, keep watching)
+            _log.warning("the head's snapshot is not JSON: %s", e)
+            return
+        self.since = answer.since
+        self.sink.update(document, dp.snapshot_rows(answer.rows))
+        more = bool(document.get("timeline", {}).get("more"))
+        self._timer = self.loop.call_later(0 if more else self.every, self.ask)
+
+    def lost(self, why: str) -> None:
+        """The link to the head failed or closed: tell the board, dial again soon."""
+        self._link = None
+        if self.closed:
+            return
+        self.sink.unreachable(why)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.loop.call_later(RETRY_S, self._dial)
+
+
+class _Link(Engine):
+    """One observer connection of a `Watch`."""
+
+    role_name = "dashboard"
+    tls_role = "observer"
+    core: dp.Observer
+
+    def __init__(self, loop: Loop, watch: Watch) -> None:
+        super().__init__(loop, dp.Observer())
+        self.watch = watch
+        self.route(dp.Answered, self._answered)
+        self.route(dp.Refused, self._refused)
+        self._why = ""
+
+    def dialed(self, link: int, error: str) -> None:
+        if error:
+            why = dial_failure(error, self.tls)
+            self._gone(f"cannot reach a Dista head at {self.watch.where}: {why}")
+            return
+        at = now()
+        self.core.start(at)
+        self.watch.ask()
+
+    def lost(self, link: int) -> None:
+        self.core.connection_lost(link, now())
+        self._gone(
+            self._why
+            or f"the head at {self.watch.where} closed the connection; "
+            + refusal_hint(self.tls is not None)
+        )
+
+    def exit(self, reason: str) -> None:
+        super().exit(reason)
+        self._gone(self._why or f"no answer: {reason}")
+
+    def _answered(self, decision: dp.Answered) -> None:
+        if isinstance(decision.answer, dp.Snapshot):
+            self.watch.answered(decision.answer)
+
+    def _refused(self, decision: dp.Refused) -> None:
+        self._why = f"the head refused the dashboard: {decision.reason}"
+
+    def _gone(self, why: str) -> None:
+        if self.watch._link is self:
+            self.watch.lost(why)
+            self.loop.call_soon(self.close_all)
