@@ -3,7 +3,8 @@
 Each connects to the head as an observer, asks once (`dp.Status`, `dp.Timeline` or
 `dp.Stop`) within ``--timeout`` seconds and prints the answer on stdout; a head it cannot
 reach is one line on stderr and exit 1. ``timeline`` prints a table of every driver's
-finished tasks, named by the ``--import`` modules, or writes a Chrome trace with ``-o``.
+finished tasks, named as the drivers told the head (labels, Dista's kind 42) or by the
+``--import`` modules, or writes a Chrome trace with ``-o``.
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ import argparse
 import sys
 
 import dista_proto as dp
+from dista_proto.frame import MAX_LABELS
 
 from .process import import_tasks, run_role
 
 __all__ = ["cmd_status", "cmd_stop", "cmd_timeline"]
 
 
-def _ask(args: argparse.Namespace, request: dp.Status | dp.Timeline | dp.Stop) -> object:
+def _ask(
+    args: argparse.Namespace, request: dp.Status | dp.Timeline | dp.Stop | dp.Labels
+) -> object:
     from .._hosts.observer import ask
 
     host, port = args.head
@@ -53,16 +57,19 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         return 1
     assert isinstance(answer, dp.Timeline)
     records = answer.records or ()
+    known = _labels(args)  # what the drivers call their tasks
+    labels = {
+        r.task_id: known.get(r.task_id & dp.TASK_ID_MASK) or task_label(r.task_id) for r in records
+    }
     if args.output:
         from .._api.trace import write_chrome_trace
 
-        events = write_chrome_trace(records, args.output)
+        events = write_chrome_trace(records, args.output, labels)
         print(
             f"wrote {len(records)} tasks ({events} trace events) to {args.output}; "
             "open it in https://ui.perfetto.dev or chrome://tracing"
         )
         return 0
-    labels = {r.task_id: task_label(r.task_id) for r in records}
     width = max([18, *map(len, labels.values())])
     print(f"{'object':>18} {'task':<{width}} {'queued ms':>10} {'run ms':>9}  worker")
     for r in records:
@@ -73,6 +80,17 @@ def cmd_timeline(args: argparse.Namespace) -> int:
         print(f"{r.object_id:#18x} {label:<{width}} {queued:10.3f} {ran:9.3f}  {where}")
     print(f"{len(records)} finished tasks")
     return 0
+
+
+def _labels(args: argparse.Namespace) -> dict[int, str]:
+    """Every label the head knows (Dista's kind 42), asked a page at a time."""
+    known: dict[int, str] = {}
+    while True:
+        answer = _ask(args, dp.Labels(start=len(known)))
+        assert isinstance(answer, dp.Labels)
+        known.update(answer.entries)
+        if len(answer.entries) < MAX_LABELS:
+            return known
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from .engine import Engine
 
 __all__ = ["ObserverHost", "ask"]
 
-Request = dp.Status | dp.Timeline | dp.Stop
+Request = dp.Status | dp.Timeline | dp.Stop | dp.Labels
 
 
 class ObserverHost(Engine):
