@@ -77,15 +77,18 @@ class FakeCluster:
         for k, lane in enumerate(lanes):
             t = max(start_ns, self._lane_free.get(lane, start_ns))
             n = per_lane + (1 if k < count - per_lane * len(lanes) else 0)
-            # Durations and gaps drawn at random, then scaled so the lane ends at end_ns.
+            # Durations and gaps drawn at random, then scaled so the lane's n rows end a
+            # little before end_ns (each lane its own little), and one more task runs on.
             runs = [self._draw() for _ in range(n)]
-            scale = (end_ns - t) / max(1e-9, sum(d + g for _, d, g in runs))
+            room = (end_ns - t) * self.random.uniform(0.985, 0.999)
+            scale = room / max(1e-9, sum(d + g for _, d, g in runs))
             scales.append(scale)
             for name, run, pause in runs:
                 started = t + int(pause * scale)
                 t = started + int(run * scale)
                 found.append(self._row(name, lane[0], started, t))
             self._lane_free[lane] = t
+            self._next[lane] = self._draw()
         self._scale = sum(scales) / len(scales)
         found.sort(key=lambda r: r.ended_ns)  # the head sends rows as they finish
         return found

@@ -29,7 +29,8 @@
     state = next;
     probe.version = state.version;
     probe.lastUpdate = Date.now();
-    if (state.up) setStatus("live", "live");
+    if (state.version === 0) setStatus("connecting", "waiting for the head…");
+    else if (state.up) setStatus("live", "live");
     else setStatus("unreachable", "head unreachable" + (state.why ? ": " + state.why : ""));
     header();
     gantt.setState(state);
@@ -87,7 +88,7 @@
 
   function queues() {
     T.syncRows($("queues"), state.queues, (q) => `${q.driver}|${q.function}|${q.state}|${q.reason}`,
-      (q) => [q.driver, chipped(q.function), { text: q.state, badge: q.state }, q.count,
+      (q) => [{ text: q.driver, cls: "wrap" }, chipped(q.function), { text: q.state, badge: q.state }, q.count,
         { text: q.reason, cls: "why" }],
       (q) => ({ state: q.state }));
   }
