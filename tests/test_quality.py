@@ -450,7 +450,7 @@ def test_no_import_circles() -> None:
 WING_TIERS = (
     ("", "binding", "cli", "joblib", "mypy_plugin"),
     ("_cli", "_joblib", "_mypy", "_pools"),
-    ("_api",),
+    ("_api", "_dashboard"),
     ("_hosts",),
     ("_local", "_session", "_execution"),
     ("_tls", "_values", "loops"),
