@@ -33,42 +33,53 @@ _WAITS: Final = {TaskState.WAITING: "waiting", TaskState.QUEUED: "queued"}
 
 
 class Reasons:
-    """Why tasks queued under one key (a registry, or its by-value queue) are not running,
-    in words, worked out once per key per snapshot."""
+    """Why tasks queued under one key (a registry, or its by-value queue) are not running:
+    a cause (a word, for metrics) and a sentence, worked out once per key per snapshot."""
 
     def __init__(self, wire: Wire, scheduler: Scheduler) -> None:
         self._workers = wire.workers()
         self._scheduler = scheduler
-        self._known: dict[int, str] = {}
+        self._known: dict[int, tuple[str, str]] = {}
 
-    def queued(self, key: int) -> str:
+    def queued(self, key: int) -> tuple[str, str]:
         reason = self._known.get(key)
         if reason is None:
             reason = self._known[key] = self._why(key)
         return reason
 
-    def _why(self, key: int) -> str:
+    def _why(self, key: int) -> tuple[str, str]:
         able = [w for w in self._workers if self._scheduler.may_run(w, key)]
         if not able:
             if key >= BY_VALUE:
-                return (
+                return "no-worker", (
                     "no worker runs by-value code for its driver: start a worker that "
                     "imports the driver's task modules, or one that accepts any (the default)"
                 )
-            return (
+            return "no-worker", (
                 "no worker has its task modules: start workers that import them "
                 "(dista worker --import PACKAGE); it fails if none comes in time"
             )
         live = [w for w in able if not w.draining]
         if not live:
-            return f"every worker that can run it is draining ({len(able)})"
+            return "draining", f"every worker that can run it is draining ({_n(able, 'worker')})"
         free = [w for w in live if w.actor is None]
         if not free:
-            return f"every worker that can run it hosts an actor ({len(live)}): start another"
+            return "actors", (
+                f"every worker that can run it hosts an actor ({_n(live, 'worker')}): start "
+                "another worker"
+            )
         if all(w.free <= 0 for w in free):
             slots = sum(w.free + len(w.running) - w.blocked for w in free)
-            return f"every worker that can run it is busy ({len(free)} workers, {slots} slots)"
-        return "being sent to a worker"
+            others = len(live) - len(free)
+            also = f"; {others} more {'host' if others > 1 else 'hosts'} an actor" * bool(others)
+            return "busy", (
+                f"every worker that can run it is busy ({_n(free, 'worker')}, {slots} slots{also})"
+            )
+        return "sending", "being sent to a worker"
+
+
+def _n(items: list[Peer], word: str) -> str:
+    return f"{len(items)} {word}{'s' * (len(items) != 1)}"
 
 
 def _waiting_on(obj: TrackedObject, labels: LabelTable) -> str:
@@ -128,7 +139,7 @@ def snapshot_document(
     held: dict[int, list[int]] = {}  # worker link -> [objects, bytes]
     owned: dict[int, list[int]] = {}  # owner link -> [objects, bytes]
     waits: dict[int, list[int]] = {}  # owner link -> [waiting, queued, running]
-    groups: dict[tuple[int, int, str, str], int] = {}
+    groups: dict[tuple[int, int, str, tuple[str, str]], int] = {}
     for obj in objects.values():
         mine = owned.get(obj.owner)
         if mine is None:
@@ -153,7 +164,10 @@ def snapshot_document(
             counts[2] += task.state is TaskState.RUNNING
             continue
         counts[state == "queued"] += 1
-        why = _waiting_on(obj, labels) if state == "waiting" else reasons.queued(task.registry)
+        if state == "waiting":
+            why = ("inputs", _waiting_on(obj, labels))
+        else:
+            why = reasons.queued(task.registry)
         key = (task.owner, task.function, state, why)
         groups[key] = groups.get(key, 0) + 1
     largest = heapq.nlargest(
@@ -192,8 +206,15 @@ def snapshot_document(
             _driver(d, by_owner.get(d.link), waits.get(d.link), owned.get(d.link)) for d in drivers
         ],
         "queues": [
-            {"driver": number.get(o, 0), "task_id": f, "state": s, "count": n, "reason": why}
-            for (o, f, s, why), n in sorted(groups.items(), key=lambda kv: -kv[1])
+            {
+                "driver": number.get(o, 0),
+                "task_id": f,
+                "state": s,
+                "count": n,
+                "cause": cause,
+                "reason": why,
+            }
+            for (o, f, s, (cause, why)), n in sorted(groups.items(), key=lambda kv: -kv[1])
         ],
         "objects": {
             "count": len(objects),

@@ -18,6 +18,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from ._cli.dashboard import DEFAULT_PORT as DASHBOARD_PORT
+from ._cli.dashboard import cmd_dashboard
 from ._cli.flags import add_tls_options, apply_tls
 from ._cli.head import cmd_head
 from ._cli.observe import cmd_status, cmd_stop, cmd_timeline
@@ -264,6 +266,23 @@ def parser() -> argparse.ArgumentParser:
         add_tls_options(p, "observer")
         _loop_option(p)
         p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "dashboard",
+        help="serve a live page of the cluster, and its Prometheus metrics",
+        description="Serve a live page of the cluster (workers, the task stream, queues and "
+        "why they wait, objects, actors, each driver's progress) and /metrics for "
+        "Prometheus, watching the head as an observer. Plain HTTP on loopback; with TLS "
+        "(--tls-dir), HTTPS to clients with the cluster's certificates.",
+    )
+    _head_option(p)
+    p.add_argument(
+        "--port", type=int, default=DASHBOARD_PORT, help=f"default {DASHBOARD_PORT}; 0: any free"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    add_tls_options(p, "observer")
+    _loop_option(p)
+    p.set_defaults(func=cmd_dashboard)
 
     p = sub.add_parser(
         "run",

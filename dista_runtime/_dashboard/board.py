@@ -31,7 +31,7 @@ class Row(NamedTuple):
     """One finished task or actor call of the head's timeline (notes/dashboard-spec.md)."""
 
     object_id: int  # u64
-    task_id: int  # u64: the function (names in snapshot["names"])
+    task_id: int  # u64: the function (names in snapshot["labels"])
     submitted_ns: int  # wall-clock ns (0: unknown)
     dispatched_ns: int  # wall-clock ns (0: unknown)
     started_ns: int  # wall-clock ns, on the worker
@@ -80,7 +80,7 @@ class Board:
             if not self._base_ns:
                 # Whole milliseconds, so the browser holds the base exactly as a double.
                 self._base_ns = now_ns // 1_000_000 * 1_000_000
-            for key, name in sub(snapshot, "names").items():
+            for key, name in sub(snapshot, "labels").items():
                 if isinstance(name, str) and key.isdigit():
                     self._names[int(key)] = name
             self._note_departures(snapshot, now_ns)

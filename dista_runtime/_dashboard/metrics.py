@@ -110,12 +110,16 @@ def _tasks(snapshot: Record, names: Mapping[int, str]) -> Iterator[Metric]:
 
 
 def _queues(snapshot: Record) -> Iterator[Metric]:
-    # By state and reason only: a label per function and driver would multiply the series.
+    # By state and cause only: a label per function and driver would multiply the series,
+    # and so would the reason's sentence (its counts change as workers come and go).
     counts: Counter[tuple[str, str]] = Counter()
     for q in records(snapshot, "queues"):
-        counts[as_str(q, "state"), as_str(q, "reason")] += as_int(q, "count")
+        counts[as_str(q, "state"), as_str(q, "cause")] += as_int(q, "count")
     family = GaugeMetricFamily(
-        "dista_queue_tasks", "Tasks not running, by state and reason.", labels=["state", "reason"]
+        "dista_queue_tasks",
+        "Tasks not running, by state and cause (inputs, no-worker, draining, actors, busy, "
+        "sending).",
+        labels=["state", "cause"],
     )
     for (state, reason), count in sorted(counts.items()):
         family.add_metric([state, reason], count)

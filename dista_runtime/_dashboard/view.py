@@ -282,7 +282,8 @@ def _actors(snapshot: Record, names: Mapping[int, str]) -> list[JSON]:
     return [
         {
             "id": hex_id(as_int(a, "actor_id")),
-            "class": name_of(names, as_int(a, "type_id")),
+            # (the head names it: a class sent by value is labelled by actor ID)
+            "class": as_str(a, "class") or name_of(names, as_int(a, "type_id")),
             "name": as_str(a, "name"),
             "state": as_str(a, "state"),
             "worker": a.get("worker") if isinstance(a.get("worker"), str) else None,

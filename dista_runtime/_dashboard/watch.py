@@ -21,6 +21,7 @@ from .._hosts.engine import Engine
 from .._net.address import format_head
 from .._net.contract import Loop
 from .._tls.config import dial_failure, refusal_hint
+from .board import Row
 
 __all__ = ["EVERY_S", "RETRY_S", "Sink", "Watch"]
 
@@ -33,7 +34,7 @@ _log = logging.getLogger("dista.dashboard")
 class Sink(Protocol):
     """What the watch feeds (the dashboard's `Board`)."""
 
-    def update(self, snapshot: dict[str, Any], rows: list[dp.SnapshotRow]) -> None: ...
+    def update(self, snapshot: dict[str, Any], rows: list[Row]) -> None: ...
 
     def unreachable(self, why: str) -> None: ...
 
@@ -88,7 +89,12 @@ class Watch:
             _log.warning("the head's snapshot is not JSON: %s", e)
             return
         self.since = answer.since
-        self.sink.update(document, dp.snapshot_rows(answer.rows))
+        rows = [
+            Row(r.object_id, r.function, r.submitted, r.dispatched, r.started, r.ended,
+                str(r.address), r.failed)
+            for r in dp.snapshot_rows(answer.rows)
+        ]  # fmt: skip
+        self.sink.update(document, rows)
         more = bool(document.get("timeline", {}).get("more"))
         self._timer = self.loop.call_later(0 if more else self.every, self.ask)
 

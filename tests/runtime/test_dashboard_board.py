@@ -67,7 +67,7 @@ def test_names_accumulate_over_snapshots() -> None:
     cluster = FakeCluster(workers=2)
     board.update(cluster.snapshot(T0), [])
     second = cluster.snapshot(T0 + SECOND)
-    assert second["names"] == {}  # each name is sent once
+    assert second["labels"] == {}  # each name is sent once
     board.update(second, [row(1, start=T0, end=T0 + SECOND, task="model.evaluate")])
     assert board.state()["names"] == ["model.evaluate"]
 
@@ -172,7 +172,7 @@ def test_a_hundred_thousand_rows_fit() -> None:
 
 def test_a_snapshot_missing_fields_shows_blanks() -> None:
     board = Board()
-    board.update({"time_ns": T0, "workers": [{"address": "h:1"}, "junk"], "names": {"x": 1}}, [])
+    board.update({"time_ns": T0, "workers": [{"address": "h:1"}, "junk"], "labels": {"x": 1}}, [])
     state = board.state()
     assert [w["label"] for w in state["workers"]] == ["h:1"]  # type: ignore[attr-defined]
     assert state["queues"] == [] and state["objects"]["count"] == 0  # type: ignore[index]

@@ -28,14 +28,14 @@ FUNCTIONS = (
     ("model.evaluate", 1, 4.0),
     ("reports.render_chart", 2, 0.6),
     ("ParameterServer.push", 3, 0.1),
-    ("<unnamed>", 1, 0.5),  # no entry in "names": shown as its hex ID
+    ("<unnamed>", 1, 0.5),  # no entry in "labels": shown as its hex ID
 )
 ACTOR_CLASSES = ("ParameterServer", "Counter", "ModelCache")
-REASONS = (
-    ("waiting", "inputs: 2 objects not ready yet"),
-    ("queued", "every worker is busy (256 slots)"),
-    ("queued", "no worker has its modules (registry 0x3f2a9c1e)"),
-    ("queued", "the workers that serve it host an actor or are draining"),
+REASONS = (  # as the head words them (dista_proto._head_snapshot.Reasons)
+    ("waiting", "inputs", "waiting for its inputs: results of model.train_step"),
+    ("queued", "busy", "every worker that can run it is busy (64 workers, 256 slots)"),
+    ("queued", "no-worker", "no worker has its task modules: start workers that import them"),
+    ("queued", "actors", "every worker that can run it hosts an actor (2 workers)"),
 )
 MiB = 1 << 20
 
@@ -167,10 +167,11 @@ class FakeCluster:
                 "task_id": functions[(d + k) % 6][1],
                 "state": state,
                 "count": 40 * (k + 1) + 7 * d,
+                "cause": cause,
                 "reason": reason,
             }
             for d in range(self.drivers)
-            for k, (state, reason) in enumerate(REASONS)
+            for k, (state, cause, reason) in enumerate(REASONS)
             if (d + k) % 2 == 0 or k == 1
         ]
         pending = sum(int(str(q["count"])) for q in queues)
@@ -216,7 +217,7 @@ class FakeCluster:
                 }
                 for name, tid in functions
             ],
-            "names": names,
+            "labels": names,
             "timeline": {"next": 0, "more": False},
         }
 

@@ -1,0 +1,83 @@
+"""``dista dashboard``: a live page of the cluster, and its Prometheus metrics.
+
+An observer like ``dista status``, kept open: it asks the head for a snapshot once a second
+(`dista_runtime._dashboard.watch`) and serves the page (`serve`) on ``--host:--port``. It
+binds loopback unless the cluster has TLS: then it serves HTTPS with the observer's
+certificate and takes only clients showing one of the cluster's (mutual TLS, as every other
+link of a TLS cluster), and may bind any address. The URL is the first line on stdout,
+where a script (or ``dista.init(dashboard=True)``) reads it; the process runs until SIGINT
+or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Final
+
+from .._net.contract import Loop
+from .._net.latch import Latch
+from .process import run_role
+
+__all__ = ["DEFAULT_PORT", "cmd_dashboard"]
+
+#: Ray's dashboard port, which its users already know to forward.
+DEFAULT_PORT: Final = 8265
+_log = logging.getLogger("dista.dashboard")
+
+
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Serve the dashboard of the head at ``--head`` until stopped."""
+    from .._dashboard.board import Board
+    from .._dashboard.server import serve
+    from .._dashboard.watch import Watch
+    from .._tls.config import tls_for
+
+    try:
+        tls = tls_for("observer")
+    except ValueError as e:
+        print(f"dista dashboard: {e}", file=sys.stderr)
+        return 2
+    if tls is None and not _loopback(args.host):
+        print(
+            f"dista dashboard: refusing to serve plain HTTP on {args.host}: anyone who "
+            "reaches it would see the cluster. Bind 127.0.0.1 (the default) and forward "
+            "the port, or give the cluster TLS (--tls-dir) to serve HTTPS to its "
+            "certificate holders",
+            file=sys.stderr,
+        )
+        return 2
+    board = Board()
+    try:
+        server = serve(board, args.host, args.port, tls.server if tls else None)
+    except OSError as e:
+        print(f"dista dashboard: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
+        return 1
+    head_host, head_port = args.head
+    print(f"dista dashboard: {server.url} (the head at {head_host}:{head_port})", flush=True)
+    if tls is not None:
+        _log.info("HTTPS with %s; clients show a certificate of the cluster's CA", tls.where)
+    watches: list[Watch] = []
+    stopped: Latch[int] = Latch()
+
+    def start(loop: Loop) -> Latch[int]:
+        watch = Watch(loop, head_host, head_port, board)
+        watches.append(watch)
+        watch.start()
+        return stopped
+
+    def stop() -> None:
+        for watch in watches:
+            watch.close()
+        if not stopped.done():
+            stopped.set(0)
+
+    try:
+        return run_role(args, start, stop)
+    finally:
+        server.close()
