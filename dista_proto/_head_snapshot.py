@@ -73,7 +73,8 @@ class Reasons:
             others = len(live) - len(free)
             also = f"; {others} more {'host' if others > 1 else 'hosts'} an actor" * bool(others)
             return "busy", (
-                f"every worker that can run it is busy ({_n(free, 'worker')}, {slots} slots{also})"
+                f"every worker that can run it is busy ({_n(free, 'worker')}, {slots} "
+                f"slot{'s' * (slots != 1)}{also})"
             )
         return "sending", "being sent to a worker"
 
