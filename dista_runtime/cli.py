@@ -280,6 +280,7 @@ def parser() -> argparse.ArgumentParser:
         "--port", type=int, default=DASHBOARD_PORT, help=f"default {DASHBOARD_PORT}; 0: any free"
     )
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    p.add_argument("--parent", type=int, help=argparse.SUPPRESS)  # exit with this process
     add_tls_options(p, "observer")
     _loop_option(p)
     p.set_defaults(func=cmd_dashboard)

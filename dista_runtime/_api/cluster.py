@@ -31,6 +31,7 @@ def init(
     *,
     timeout: float = 30.0,
     loop: str | None = None,
+    dashboard: bool = False,
 ) -> Cluster:
     """Connect this process to a cluster and return it (a context manager).
 
@@ -41,6 +42,8 @@ def init(
     are replaced. Tasks registered before this call are known to workers by name; the rest
     travel by value. ``loop`` names the event loop Dista runs on in this process and the
     local workers (`dista_runtime.loops`: ``DISTA_LOOP``, else detected, else asyncio).
+    ``dashboard=True`` starts ``dista dashboard`` for the cluster (a process of its own,
+    stopped with it) and logs its URL, also ``cluster.dashboard_url``.
     """
     global _cluster
     if _cluster is not None and not _cluster.context.session.closed:
@@ -73,12 +76,26 @@ def init(
         raise
     _context.install(context)
     _cluster = Cluster(context, local)
+    if dashboard:
+        _start_dashboard(_cluster)
     if local is not None:
         # Workers that keep dying on start (a task module they cannot import): fail the
         # waits instead of hanging.
         local.watch(context.session.close)
         _handle_sigterm()
     return _cluster
+
+
+def _start_dashboard(cluster: Cluster) -> None:
+    from .dashboard import Dashboard
+
+    try:
+        board = Dashboard(cluster.address)
+    except BaseException:
+        cluster.shutdown()
+        raise
+    cluster.dashboard_url = board.url
+    cluster.context.close.insert(0, board.close)  # first: before the head goes
 
 
 def shutdown() -> None:

@@ -14,16 +14,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Final
 
+from .._api.dashboard import DEFAULT_PORT
 from .._net.contract import Loop
 from .._net.latch import Latch
 from .process import run_role
 
 __all__ = ["DEFAULT_PORT", "cmd_dashboard"]
 
-#: Ray's dashboard port, which its users already know to forward.
-DEFAULT_PORT: Final = 8265
 _log = logging.getLogger("dista.dashboard")
 
 
@@ -37,6 +35,9 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from .._dashboard.server import serve
     from .._dashboard.watch import Watch
     from .._tls.config import tls_for
+    from .process import die_with_parent
+
+    die_with_parent(args.parent)  # (started by `dista.init(dashboard=True)`)
 
     try:
         tls = tls_for("observer")

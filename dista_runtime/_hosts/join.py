@@ -58,6 +58,8 @@ class Cluster:
     def __init__(self, context: _context.Context, local: LocalCluster | None) -> None:
         self.context = context
         self.local = local
+        #: The dashboard's URL, with ``init(dashboard=True)`` (else None).
+        self.dashboard_url: str | None = None
 
     @property
     def address(self) -> str:
