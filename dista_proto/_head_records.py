@@ -144,6 +144,7 @@ class TrackedObject:
         "error",
         "held",
         "holder",
+        "maker",
         "oid",
         "owner",
         "refs",
@@ -166,6 +167,8 @@ class TrackedObject:
         self.error = ""
         self.waiters: list[TaskRecord] | None = None
         self.task = task  # the producing task, until it settles
+        #: Its task's function ID, for people (a dashboard's largest objects); 0: none.
+        self.maker = task.function if task is not None else 0
 
 
 class TaskRecord:

@@ -236,7 +236,7 @@ def snapshot_document(
                     "bytes": o.size,
                     "driver": number.get(o.owner, 0),
                     "where": str(o.holder.address) if o.holder is not None else "head",
-                    "task_id": o.task.function if o.task is not None else None,
+                    "task_id": o.maker or None,
                 }
                 for o in largest
             ],

@@ -88,7 +88,10 @@ def page_state(
         "names": [name_of(names, task_id) for task_id in tables.functions],
         "row_workers": [[a, worker_names.get(a, a)] for a in tables.row_workers],
         "workers": _workers(snapshot, tables, names, actors, now_ns),
-        "drivers": [_driver(d) for d in drivers],
+        # A task's own session (a client) shows once it submits something.
+        "drivers": [
+            row for row in map(_driver, drivers) if row["kind"] != "client" or row["submitted"]
+        ],
         "queues": _queues(snapshot, names, driver_names),
         "functions": _functions(snapshot, names),
         "objects": _objects(snapshot, names, worker_names, driver_names),

@@ -3,7 +3,11 @@
 `Watch` keeps a `Board` fed. It dials the head as an observer (TLS with the observer's
 certificate when the cluster has TLS), asks for a snapshot (Dista's kind 44) with the
 number of the last timeline record it has, hands the document and the new records to the
-board, and asks again a second later (at once while the head says more records wait). A
+board, and asks again (at once while the head says more records wait). How soon follows
+what a snapshot costs: the time from asking to the answer, mostly the head building it,
+times `SPACING` (at least `EVERY_S`, at most `SLOWEST_S`), so that watching costs a head
+about 2% of its time however large its state grows: 2 ms for a small cluster means twice
+a second, 40 ms for 100,000 tracked objects every two seconds. A
 head it cannot reach, or that goes away, is the board's `unreachable`, and the watch dials
 again every few seconds: a restarted head is watched as soon as it listens.
 """
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any, Final, Protocol
 
 import dista_proto as dp
@@ -25,8 +30,11 @@ from .board import Row
 
 __all__ = ["EVERY_S", "RETRY_S", "Sink", "Watch"]
 
-#: How often the board is fed, and how soon a lost head is dialed again (at most).
-EVERY_S: Final = 1.0
+#: How often the board is fed at most and at least, the asking interval per second a
+#: snapshot takes, and how soon a lost head is dialed again.
+EVERY_S: Final = 0.5
+SLOWEST_S: Final = 5.0
+SPACING: Final = 50
 RETRY_S: Final = 3.0
 _log = logging.getLogger("dista.dashboard")
 
@@ -55,6 +63,7 @@ class Watch:
         self.closed = False
         self._link: _Link | None = None
         self._timer: Any = None
+        self._asked = 0.0  # when the question in flight went
 
     def start(self) -> None:
         self._dial()
@@ -77,6 +86,7 @@ class Watch:
         self._timer = None
         link = self._link
         if link is not None and not self.closed:
+            self._asked = time.monotonic()
             link.core.ask(dp.Snapshot(self.since), now())
             link.transmit()
 
@@ -96,7 +106,9 @@ class Watch:
         ]  # fmt: skip
         self.sink.update(document, rows)
         more = bool(document.get("timeline", {}).get("more"))
-        self._timer = self.loop.call_later(0 if more else self.every, self.ask)
+        took = time.monotonic() - self._asked
+        wait = min(max(self.every, took * SPACING), SLOWEST_S)
+        self._timer = self.loop.call_later(0 if more else wait, self.ask)
 
     def lost(self, why: str) -> None:
         """The link to the head failed or closed: tell the board, dial again soon."""

@@ -89,7 +89,7 @@ def test_every_queued_task_says_why_it_waits() -> None:
     d.send(dp.TaskAfter(d.oid(3), F2, (d.oid(1),)))
     doc, _, _ = _snapshot(o)
     reasons = {(q["task_id"], q["state"]): q["reason"] for q in doc["queues"]}
-    assert "every worker that can run it is busy (1 worker, 1 slot)" == reasons[F1, "queued"]
+    assert reasons[F1, "queued"] == "every worker that can run it is busy (1 worker, 1 slot)"
     assert reasons[F2, "waiting"] == "waiting for its inputs: results of app.f"
     (driver,) = doc["drivers"]
     assert (driver["waiting"], driver["queued"], driver["running"]) == (1, 1, 1)

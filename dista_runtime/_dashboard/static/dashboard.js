@@ -113,7 +113,7 @@
       (d) => [d.driver, d.count, num(T.bytes(d.bytes))]);
     T.syncRows($("objects-largest"), o.largest, (l) => l.object, (l) => [
       { text: l.object, cls: "mono" }, num(T.bytes(l.bytes)),
-      l.function || "put", l.driver || "", { text: l.where, cls: "mono" },
+      l.function || "", l.driver || "", { text: l.where, cls: "mono" },
     ]);
   }
 

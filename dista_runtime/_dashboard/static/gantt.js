@@ -87,7 +87,7 @@ window.DistaGantt = (() => {
       this.onChange = () => {};
     }
 
-    reset() { this.groups.clear(); this.count = 0; }
+    reset() { this.groups.clear(); this.order = []; this.count = 0; }
 
     group(address, label) {
       let g = this.groups.get(address);
@@ -180,6 +180,8 @@ window.DistaGantt = (() => {
     }
 
     layout() {
+      // (Rows may come before the state that lists their workers: draw what is known.)
+      this.order = this.order.filter((a) => this.groups.has(a));
       const lanes = this.order.reduce(
         (n, a) => n + Math.max(1, this.groups.get(a).slots, this.groups.get(a).lanes.length), 0);
       const laneH = Math.max(MIN_LANE, Math.min(MAX_LANE, Math.floor(MAX_H / Math.max(1, lanes))));
