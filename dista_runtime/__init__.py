@@ -32,6 +32,11 @@ from ._api.task import RemoteFunction, RemoteFunction2, RemoteFunction3, RemoteF
 from ._api.trace import chrome_trace, write_chrome_trace
 from ._errors import CheckpointError, DistaError, GetTimeoutError, TaskCancelledError, TaskError
 from ._pools import Executor, Pool
+from .logs import install_default as _install_log_handler
+
+# Dista's lines get a time and a role in an application that has not configured logging,
+# and step aside for its handlers once it has (`dista_runtime.logs`).
+_install_log_handler()
 
 __all__ = [
     "ActorHandle",

@@ -13,6 +13,7 @@ Imports stay inside the subcommands so that a worker or head process starts fast
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -20,11 +21,11 @@ from collections.abc import Sequence
 
 from ._cli.dashboard import DEFAULT_PORT as DASHBOARD_PORT
 from ._cli.dashboard import cmd_dashboard
-from ._cli.flags import add_tls_options, apply_tls
+from ._cli.flags import add_log_options, add_tls_options, apply_logs, apply_tls, report
 from ._cli.head import cmd_head
 from ._cli.observe import cmd_status, cmd_stop, cmd_timeline
 from ._cli.run import cmd_run
-from ._cli.worker import cmd_worker
+from ._cli.worker import cmd_worker, log_role
 
 __all__ = ["main"]
 
@@ -173,6 +174,7 @@ def parser() -> argparse.ArgumentParser:
         "one past it is refused (default: DISTA_HEAD_PARTIAL_CAP, else a quarter of memory, at least 2GiB; 0 turns it off)",
     )
     _loop_option(p)
+    add_log_options(p, "head")
     p.set_defaults(func=cmd_head)
 
     p = sub.add_parser(
@@ -241,6 +243,7 @@ def parser() -> argparse.ArgumentParser:
     add_tls_options(p, "worker", listens=True)
     add_limit_options(p)
     _loop_option(p)
+    add_log_options(p, log_role)
     p.set_defaults(func=cmd_worker)
 
     for name, func, text in [
@@ -282,6 +285,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--parent", type=int, help=argparse.SUPPRESS)  # exit with this process
     add_tls_options(p, "observer")
+    add_log_options(p, "dashboard")
     _loop_option(p)
     p.set_defaults(func=cmd_dashboard)
 
@@ -294,8 +298,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("script", help="the Python script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     p.add_argument("--workers", type=int, help="worker processes (default: one per core)")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress line while a get waits for many results (DISTA_PROGRESS=0 does "
+        "the same)",
+    )
     add_tls_options(p, "driver")
     _loop_option(p)
+    add_log_options(p, "driver pid {pid}")
     p.set_defaults(func=cmd_run)
 
     from ._tls.certs import add_parser as add_certs
@@ -306,7 +317,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if not apply_tls(args):
+    if not apply_logs(args) or not apply_tls(args):
         return 2
     try:
         code: int = args.func(args)
@@ -319,10 +330,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.close(devnull)
         return 128 + signal.SIGPIPE
     except KeyboardInterrupt:
-        print(f"dista {args.command}: interrupted", file=sys.stderr)
+        report(args, f"dista {args.command}: interrupted", logging.WARNING)
         return 130
     except OSError as e:  # a port in use, a file that cannot be written, ...
-        print(f"dista {args.command}: {e}", file=sys.stderr)
+        report(args, f"dista {args.command}: {e}")
         return 1
     return code
 

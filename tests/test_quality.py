@@ -455,7 +455,7 @@ WING_TIERS = (
     ("_local", "_session", "_execution"),
     ("_tls", "_values", "loops"),
     ("_net",),
-    ("_errors", "_clock"),
+    ("_errors", "_clock", "logs"),
 )
 
 

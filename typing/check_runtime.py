@@ -363,3 +363,15 @@ def check_init() -> None:
         pass
     assert_type(dista.shutdown(), None)
     dista.init(workers="2")  # type: ignore[arg-type]
+
+
+def check_logs() -> None:
+    import logging
+
+    from dista_runtime import logs
+
+    assert_type(logs.configure("head"), logging.Handler)
+    assert_type(logs.configure("worker pid 812", "json", level="WARNING"), logging.Handler)
+    assert_type(logs.log_format(), logs.LogFormat)
+    assert_type(logs.Formatter("head", "text").format(logging.makeLogRecord({})), str)
+    logs.configure("head", "xml")  # type: ignore[arg-type]

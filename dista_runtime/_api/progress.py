@@ -1,22 +1,35 @@
-"""A one-line progress display for long waits (``get`` of many refs, ``dista run``).
+"""A one-line progress display for long waits (``get`` of many refs, in a script or under
+``dista run``): ``dista: get: 412/1000 (41%) 83.0/s, 5.0s``, redrawn in place on stderr.
 
 It must never get in the way: it writes only to a terminal (a pipe or log file would fill
 with carriage returns), only once the wait has lasted ``delay`` seconds (a quick ``get``
 prints nothing), at most every ``min_interval`` seconds (updates can arrive per result, far
 faster than anyone reads), and a failing stream turns it off instead of raising into the
-wait it reports on.
+wait it reports on. It is no log line (it is redrawn, not appended): ``DISTA_PROGRESS=0``
+(or ``dista run --no-progress``) turns it off.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Self, TextIO
+from typing import Final, Self, TextIO
 
-__all__ = ["Progress"]
+__all__ = ["PROGRESS_ENV", "Progress", "progress_on"]
+
+#: ``DISTA_PROGRESS=0`` (or off, no, false) turns the progress line off.
+PROGRESS_ENV: Final = "DISTA_PROGRESS"
+
+
+def progress_on() -> bool:
+    """Whether ``DISTA_PROGRESS`` lets the progress line show (it does unless 0, off, no or
+    false), read at each wait."""
+    value = os.environ.get(PROGRESS_ENV, "").strip().lower()
+    return value not in ("0", "off", "no", "false")
 
 
 class Progress:
@@ -28,7 +41,8 @@ class Progress:
     was shown, exit writes nothing either.
 
     ``stream`` defaults to ``sys.stderr`` (looked up when constructed, so redirection is
-    respected); ``force`` draws on a stream that is not a TTY, for tests; ``clock`` is the
+    respected); it draws only on a TTY and while `progress_on`; ``force`` draws anyway,
+    for tests; ``clock`` is the
     time source, seconds from any origin. The delay counts from construction. Updates are
     meant to come from one thread; a lock keeps an update and the exit (which may run on
     another) from interleaving their writes.
@@ -59,7 +73,7 @@ class Progress:
         self._width = 0  # the drawn line's length, to blank what a shorter one leaves behind
         self._closed = False
         self._lock = threading.Lock()
-        self._enabled = force or _isatty(self.stream)
+        self._enabled = force or (progress_on() and _isatty(self.stream))
 
     def __enter__(self) -> Self:
         return self

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 
 from .._api.dashboard import DEFAULT_PORT
 from .._net.contract import Loop
 from .._net.latch import Latch
+from .flags import report
 from .process import run_role
 
 __all__ = ["DEFAULT_PORT", "cmd_dashboard"]
@@ -42,25 +42,29 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     try:
         tls = tls_for("observer")
     except ValueError as e:
-        print(f"dista dashboard: {e}", file=sys.stderr)
+        report(args, f"dista dashboard: {e}")
         return 2
     if tls is None and not _loopback(args.host):
-        print(
+        report(
+            args,
             f"dista dashboard: refusing to serve plain HTTP on {args.host}: anyone who "
             "reaches it would see the cluster. Bind 127.0.0.1 (the default) and forward "
             "the port, or give the cluster TLS (--tls-dir) to serve HTTPS to its "
             "certificate holders",
-            file=sys.stderr,
         )
         return 2
     board = Board()
     try:
         server = serve(board, args.host, args.port, tls.server if tls else None)
     except OSError as e:
-        print(f"dista dashboard: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
+        report(args, f"dista dashboard: cannot listen on {args.host}:{args.port}: {e}")
         return 1
     head_host, head_port = args.head
+    # The URL on stdout, where a script (`dista.init(dashboard=True)`) reads it; the log too.
     print(f"dista dashboard: {server.url} (the head at {head_host}:{head_port})", flush=True)
+    _log.info(
+        "dista dashboard: serving %s for the head at %s:%s", server.url, head_host, head_port
+    )
     if tls is not None:
         _log.info("HTTPS with %s; clients show a certificate of the cluster's CA", tls.where)
     watches: list[Watch] = []

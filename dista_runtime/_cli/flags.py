@@ -1,19 +1,90 @@
-"""The flags that guard a ``dista`` process's connections: TLS, resource bounds, binding.
+"""The flags that guard a ``dista`` process's connections (TLS, resource bounds, binding)
+and say how it logs.
 
 `add_tls_options` gives a command the ``--tls-*`` flags (and ``--insecure`` when it
 listens) and records its role; `apply_tls` turns them into DISTA_TLS_* variables, so that
 child processes (a worker's ``--processes``, a local cluster) share them, and checks them
 and the resource bounds (``--max-connections`` ...) before anything starts. `bind_ok`
-refuses to listen beyond loopback without TLS or ``--insecure``.
+refuses to listen beyond loopback without TLS or ``--insecure``. `add_log_options` gives a
+command that runs a process role ``--log-format`` and ``--log-level``; `apply_logs` sets
+its lines up (`dista_runtime.logs`) and passes the choice on to its children as
+DISTA_LOG_FORMAT and DISTA_LOG_LEVEL; `report` says why a command stops.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+from collections.abc import Callable
 
-__all__ = ["add_tls_options", "apply_tls", "bind_ok", "object_server_host"]
+__all__ = [
+    "add_log_options",
+    "add_tls_options",
+    "apply_logs",
+    "apply_tls",
+    "bind_ok",
+    "object_server_host",
+    "report",
+]
+
+#: A process's role in its log lines, or how to tell it from the command's arguments
+#: (``dista worker`` is a supervisor or a worker); ``{pid}`` becomes the process's.
+Role = str | Callable[[argparse.Namespace], str]
+
+
+def add_log_options(p: argparse.ArgumentParser, role: Role) -> None:
+    """``--log-format`` and ``--log-level``, for a command whose process is ``role``."""
+    from ..logs import FORMATS
+
+    g = p.add_argument_group("logs", "how this process and the ones it starts write lines")
+    g.add_argument(
+        "--log-format",
+        choices=FORMATS,
+        help="text (a time, the role, the level, the message) or json (one object a line, "
+        "for log shippers) (default: DISTA_LOG_FORMAT, else text)",
+    )
+    g.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="the least level written (default: DISTA_LOG_LEVEL, else INFO)",
+    )
+    p.set_defaults(log_role=role)
+
+
+def apply_logs(args: argparse.Namespace) -> bool:
+    """Set this process's log lines up as its command says (`add_log_options`; a command
+    without them logs as its TLS role, ``observer``), and put the choice in DISTA_LOG_FORMAT and
+    DISTA_LOG_LEVEL for the processes it starts; a bad variable is one line and exit 2."""
+    from ..logs import FORMAT_ENV, LEVEL_ENV, configure, log_format, log_level
+
+    role = getattr(args, "log_role", None) or getattr(args, "tls_role", None) or "dista"
+    if callable(role):
+        role = role(args)
+    try:
+        fmt = log_format(getattr(args, "log_format", None))
+        level = log_level(getattr(args, "log_level", None))
+    except ValueError as e:
+        print(f"dista {args.command}: {e}", file=sys.stderr)  # no log lines yet
+        return False
+    os.environ[FORMAT_ENV] = fmt
+    os.environ[LEVEL_ENV] = level
+    configure(role.format(pid=os.getpid()), fmt, level=level)
+    return True
+
+
+def report(args: argparse.Namespace, message: str, level: int = logging.ERROR) -> None:
+    """Why a command stops, said once. A process role logs it: its stderr is log lines a
+    shipper parses, the last one included. An observer's one question (``status``,
+    ``timeline``, ``stop``) prints it as a plain line: its answer and its failure are for
+    the person or script that asked, as a shell tool's are."""
+    if getattr(args, "log_role", None) is None:
+        print(message, file=sys.stderr)
+    else:
+        name = "driver" if args.command == "run" else args.command
+        logging.getLogger(f"dista.{name}").log(level, "%s", message)
 
 
 def add_tls_options(p: argparse.ArgumentParser, role: str, listens: bool = False) -> None:
@@ -65,7 +136,7 @@ def apply_tls(args: argparse.Namespace) -> bool:
         tls_for(role)
         limits_from_args(args)  # checked now; set as DISTA_* for what starts from here
     except ValueError as e:
-        print(f"dista {args.command}: {e}", file=sys.stderr)
+        report(args, f"dista {args.command}: {e}")
         return False
     return True
 
@@ -88,6 +159,7 @@ def bind_ok(who: str, host: str) -> bool:
     try:
         check_bind(who, host, tls_for(who.split()[-1]))
     except ValueError as e:
-        print(e, file=sys.stderr)  # it names the role: "dista worker refuses to listen ..."
+        # It names the role: "dista worker refuses to listen ...".
+        logging.getLogger(f"dista.{who.split()[-1]}").error("%s", e)
         return False
     return True

@@ -1,14 +1,14 @@
 """``dista head``: run a head, the scheduler and reference counter, until it stops.
 
 Its settings and its address are checked before the loop starts (a bad one is one line and
-exit 2); then it listens and prints where on stderr, where scripts read it, and when it
-closes, why.
+exit 2); then it listens and logs where (``dista.head``, at INFO: scripts read the address
+from that line on stderr), and when it closes, why.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 
 from .._net.contract import Loop
 from .._net.latch import Latch
@@ -16,6 +16,8 @@ from .flags import bind_ok
 from .process import run_role, settings_ok, tune_process
 
 __all__ = ["cmd_head"]
+
+_log = logging.getLogger("dista.head")
 
 
 def cmd_head(args: argparse.Namespace) -> int:
@@ -25,7 +27,7 @@ def cmd_head(args: argparse.Namespace) -> int:
     if not settings_ok("head", args.liveness_timeout):
         return 2
     if args.recovery_grace < 0:
-        print("dista head: --recovery-grace must be at least 0 seconds", file=sys.stderr)
+        _log.error("dista head: --recovery-grace must be at least 0 seconds")
         return 2
     if not bind_ok("dista head", args.host):
         return 2
@@ -45,11 +47,11 @@ def cmd_head(args: argparse.Namespace) -> int:
         )
         heads.append(head)
         host, port = head.address
-        print(f"dista head listening on {host}:{port}", file=sys.stderr, flush=True)
+        _log.info("dista head listening on %s:%s", host, port)
         if head.tls is not None:  # its own line: scripts read the address from the one above
-            print(f"dista head: mutual TLS ({head.tls.where})", file=sys.stderr, flush=True)
+            _log.info("dista head: mutual TLS (%s)", head.tls.where)
         return head.closed
 
     reason = run_role(args, start, lambda: heads[0].stop("stopped by a signal"))
-    print(f"dista head: {reason}", file=sys.stderr)
+    _log.info("dista head: %s", reason)
     return 0

@@ -2,19 +2,20 @@
 
 Each connects to the head as an observer, asks once (`dp.Status`, `dp.Timeline` or
 `dp.Stop`) within ``--timeout`` seconds and prints the answer on stdout; a head it cannot
-reach is one line on stderr and exit 1. ``timeline`` prints a table of every driver's
-finished tasks, named as the drivers told the head (labels, Dista's kind 42) or by the
-``--import`` modules, or writes a Chrome trace with ``-o``.
+reach is one plain line on stderr and exit 1 (`report` says why it is no log line).
+``timeline`` prints a table of every driver's finished tasks, named as the drivers told the
+head (labels, Dista's kind 42) or by the ``--import`` modules, or writes a Chrome trace with
+``-o``.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 
 import dista_proto as dp
 from dista_proto.frame import MAX_LABELS
 
+from .flags import report
 from .process import import_tasks, run_role
 
 __all__ = ["cmd_status", "cmd_stop", "cmd_timeline"]
@@ -34,7 +35,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         answer = _ask(args, dp.Status())
     except ConnectionError as e:
-        print(f"dista status: {e}", file=sys.stderr)
+        report(args, f"dista status: {e}")
         return 1
     assert isinstance(answer, dp.Status)
     print(answer.text)
@@ -48,12 +49,12 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     try:
         import_tasks(args.imports)  # their tasks get names instead of hashes
     except Exception as e:
-        print(f"dista timeline: cannot import the task modules: {e!r}", file=sys.stderr)
+        report(args, f"dista timeline: cannot import the task modules: {e!r}")
         return 2
     try:
         answer = _ask(args, dp.Timeline())
     except ConnectionError as e:
-        print(f"dista timeline: {e}", file=sys.stderr)
+        report(args, f"dista timeline: {e}")
         return 1
     assert isinstance(answer, dp.Timeline)
     records = answer.records or ()
@@ -98,7 +99,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     try:
         _ask(args, dp.Stop())
     except ConnectionError as e:
-        print(f"dista stop: {e}", file=sys.stderr)
+        report(args, f"dista stop: {e}")
         return 1
     print(f"asked the head at {args.head[0]}:{args.head[1]} to stop")
     return 0

@@ -10,6 +10,7 @@ worker dies with the process that started it (`die_with_parent`).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -65,7 +66,7 @@ def settings_ok(role: str, liveness: float | None = None) -> bool:
         if liveness is not None:
             check_liveness(liveness)
     except ValueError as e:
-        print(f"dista {role}: {e}", file=sys.stderr)
+        logging.getLogger(f"dista.{role}").error("dista %s: %s", role, e)
         return False
     return True
 

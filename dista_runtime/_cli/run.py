@@ -8,10 +8,13 @@ error shows its traceback from the script's frame on, as python would show it, e
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
 __all__ = ["cmd_run"]
+
+_log = logging.getLogger("dista.driver")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -19,11 +22,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     import runpy
 
     from .._api import cluster as _cluster
+    from .._api.progress import PROGRESS_ENV
     from .._session import context as _context
 
+    if args.no_progress:
+        os.environ[PROGRESS_ENV] = "0"  # for the script's gets, here and in what it starts
     if not os.path.isfile(args.script):
         what = "is a directory" if os.path.isdir(args.script) else "no such file"
-        print(f"dista run: {args.script}: {what}", file=sys.stderr)
+        _log.error("dista run: %s: %s", args.script, what)
         return 2
 
     def start() -> object:
@@ -35,7 +41,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         runpy.run_path(args.script, run_name="__main__")
     except KeyboardInterrupt:
-        print("dista run: interrupted; stopping the local cluster", file=sys.stderr)
+        _log.warning("dista run: interrupted; stopping the local cluster")
         return 130
     except SystemExit:
         raise

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import os
 import signal
 import sys
@@ -41,7 +42,19 @@ from .process import die_with_parent, import_tasks, run_role, settings_ok, tune_
 if TYPE_CHECKING:
     from .._hosts.wait import Patience
 
-__all__ = ["cmd_worker"]
+__all__ = ["cmd_worker", "log_role"]
+
+_log = logging.getLogger("dista.worker")
+#: What the supervisor of worker processes says (`_say_death`, why it stops).
+_supervisor_log = logging.getLogger("dista.supervisor")
+
+
+def log_role(args: argparse.Namespace) -> str:
+    """Who this ``dista worker`` process is in its log lines: the supervisor of worker
+    processes (``--processes N``, or one supervised worker), or a worker itself."""
+    if args.processes > 1 or (args.parent is None and not args.no_supervise):
+        return "supervisor pid {pid}"
+    return "worker pid {pid}"
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -54,7 +67,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     try:
         args.wait_for_head = _wait_for_head(args)
     except ValueError as e:
-        print(f"dista worker: {e}", file=sys.stderr)
+        _log.error("dista worker: %s", e)
         return 2
     if not bind_ok("dista worker", args.host or object_server_host(args.head[0])):
         return 2
@@ -72,7 +85,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     try:
         import_tasks(args.imports)
     except Exception as e:
-        print(f"dista worker: cannot import the task modules: {e!r}", file=sys.stderr)
+        _log.error("dista worker: cannot import the task modules: %r", e)
         return 2
     from .._hosts.wait import Patience
     from .._hosts.worker import WorkerHost, start_worker
@@ -92,7 +105,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         except _Stopped:
             return 0
         if why:
-            print(f"dista worker: {why}", file=sys.stderr)
+            _log.error("dista worker: %s", why)
             return EXIT_NO_HEAD
 
     def start(loop: Loop) -> Latch[str]:
@@ -121,7 +134,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     try:
         reason = run_role(args, start)
     except ConnectionError as e:
-        print(f"dista worker: {e}", file=sys.stderr)
+        _log.error("dista worker: %s", e)
         if workers and workers[0].stopped_early:
             return 0  # SIGTERM while it waited for its head: stopped as asked
         return EXIT_NO_HEAD
@@ -130,7 +143,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.parent is not None and reason.startswith("stopped by the head"):
         return EXIT_STOPPED  # its supervisor must not replace it
     if workers and workers[0].lost_head:
-        print(f"dista worker: {reason}", file=sys.stderr)
+        _log.error("dista worker: %s", reason)
         return EXIT_NO_HEAD
     return 0
 
@@ -169,10 +182,7 @@ def _resolve_head(host: str, patience: Patience) -> str:
         return resolve_head(host, patience)
     except _Stopped:
         where = patience.where
-        print(
-            f"dista worker: stopped by a signal before joining the head at {where}",
-            file=sys.stderr,
-        )
+        _log.info("dista worker: stopped by a signal before joining the head at %s", where)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -186,7 +196,8 @@ def _cooperate(args: argparse.Namespace) -> None:
     args.loop = args.loop or "gevent"
     patch = getattr(backend(args.loop), "patch", None)
     if patch is None:
-        raise SystemExit(f"dista worker: --greenlets needs --loop gevent, not {args.loop}")
+        _log.error("dista worker: --greenlets needs --loop gevent, not %s", args.loop)
+        raise SystemExit(1)
     patch()
 
 
@@ -241,17 +252,17 @@ def _worker_processes(args: argparse.Namespace) -> int:
     if stopping:
         return 128 + stopping[0]
     if supervisor.failure == STOPPED_BY_HEAD:
-        print(f"dista worker: the head at {head} stopped us", file=sys.stderr)
+        _supervisor_log.info("dista worker: the head at %s stopped us", head)
         return 0
     if deaths and deaths[-1].code == EXIT_NO_HEAD:
         if any(d.joined for d in deaths):
-            print(f"dista worker: the head at {head} is gone; stopping", file=sys.stderr)
+            _supervisor_log.warning("dista worker: the head at %s is gone; stopping", head)
             return 0
         waited = f" in {args.wait_for_head:g} s ({WAIT_FLAG})" if args.wait_for_head else ""
-        print(f"dista worker: no head at {head}{waited}; stopping", file=sys.stderr)
+        _supervisor_log.error("dista worker: no head at %s%s; stopping", head, waited)
         return 1
     why = supervisor.failure
-    print(f"dista worker: workers keep failing to start; stopping (last: {why})", file=sys.stderr)
+    _supervisor_log.error("dista worker: workers keep failing to start; stopping (last: %s)", why)
     return 1
 
 
@@ -278,14 +289,14 @@ def _child_command(args: argparse.Namespace) -> list[str]:
 
 
 def _say_death(death: Death) -> None:
-    """One line on this process's stderr: how a worker child died, and what happens next."""
+    """One line in this process's log: how a worker child died, and what happens next."""
     if death.restart_in is None:
         then = "not restarting"
     elif death.restart_in == 0:
         then = "restarting"
     else:
         then = f"restarting in {death.restart_in:g} s"
-    print(f"dista worker: {death.description}; {then}", file=sys.stderr, flush=True)
+    _supervisor_log.warning("dista worker: %s; %s", death.description, then)
 
 
 def _lone_worker(args: argparse.Namespace) -> int:

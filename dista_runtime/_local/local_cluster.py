@@ -15,8 +15,9 @@ A `Supervisor` keeps the workers alive: a worker that dies (a segfault, an OOM k
 from the head that force-cancelled its task) is replaced, the head names its fate in the
 errors of the tasks it took along (`why_lost`), and workers that die on start again and
 again (a task module they cannot import) stop the cluster with the reason and their last
-stderr lines (`watch`). Their stdout and stderr pass through this process, each line
-prefixed with ``(pid=1234)``.
+stderr lines (`watch`). Their stdout and stderr pass through this process: their log lines
+as they wrote them (with their time and ``worker pid 1234``), every other line (a task's
+prints) prefixed with ``(pid=1234)``.
 """
 
 from __future__ import annotations

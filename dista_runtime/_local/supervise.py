@@ -3,8 +3,10 @@
 A `Supervisor` runs ``count`` copies of one worker command and keeps that many alive. One
 thread watches them all: each child's pidfd (Linux; a short poll elsewhere), the pipe on
 which it says it joined its head (``--ready-fd``), and, when asked, its stdout and stderr,
-which it relays line by line to this process's with a ``(pid=1234)`` prefix (as Ray's
-drivers show their workers' prints), keeping the last lines of stderr for error messages.
+which it relays line by line to this process's, keeping the last lines of stderr for error
+messages. A child's own log lines carry their time and role (``worker pid 1234``,
+`dista_runtime.logs`) and pass as they are; its other lines (a task's prints, a crash's
+report) get a ``(pid=1234)`` prefix, as Ray's drivers show their workers' prints.
 
 When a child dies:
 
@@ -35,6 +37,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Final, NamedTuple, TypeVar
+
+from ..logs import formatted, message_of
 
 __all__ = [
     "EXIT_NO_HEAD",
@@ -125,7 +129,8 @@ class _Slot:
 class Supervisor:
     """``count`` children running ``command`` (plus ``--ready-fd N``), kept alive.
 
-    ``capture`` relays their stdout and stderr through this process with a pid prefix.
+    ``capture`` relays their stdout and stderr through this process, with a pid prefix on
+    the lines that are not log lines.
     ``on_death`` hears of every death (on the supervisor's thread), ``on_give_up`` of the
     reason once, if the pool stops restarting, ``on_join`` of each child that joined its
     head (its pid). ``start_failures``: deaths before joining, in a row in one slot, after
@@ -403,13 +408,14 @@ class Supervisor:
             lines = data.splitlines(keepends=True)
             if name == "stderr":
                 child.tail.extend(
-                    line.decode(errors="replace").rstrip() for line in lines[-_TAIL_LINES:]
+                    message_of(line.decode(errors="replace").rstrip())
+                    for line in lines[-_TAIL_LINES:]
                 )
             # A child still starting when the pool closes (one started for an actor just
             # before the end) finds the head gone: expected, so not worth a word.
             if not (self._closing and not child.joined):
                 prefix = b"(pid=%d) " % child.popen.pid
-                _emit(name, b"".join(prefix + line for line in lines))
+                _emit(name, b"".join(line if formatted(line) else prefix + line for line in lines))
         if eof:
             self._close_output(child, fd)
 
@@ -521,7 +527,7 @@ def _tell(callback: Callable[[T], object], what: T) -> None:
     try:
         callback(what)
     except Exception:
-        logging.getLogger("dista.supervise").exception("a supervisor's listener failed")
+        logging.getLogger("dista.supervisor").exception("a supervisor's listener failed")
 
 
 def _emit(name: str, data: bytes) -> None:

@@ -336,7 +336,7 @@ def test_cli_head_worker_status_and_stop_on_trio() -> None:
     try:
         assert head.stderr is not None
         line = head.stderr.readline()
-        assert line.startswith("dista head listening on "), line
+        assert " head INFO dista head listening on " in line, line
         address = line.rsplit(" ", 1)[1].strip()
         worker = cli("worker", "--head", address, "--loop", "trio")
         processes += [subprocess.Popen(worker, env=env) for _ in range(2)]

@@ -25,6 +25,7 @@ import pytest
 
 import dista_proto as dp
 from dista_proto import frame as F
+from dista_runtime.logs import message_of
 from tests.support.cluster import CliHead, assert_gone
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +114,7 @@ def test_four_1_gib_headers_leave_a_real_head_small_and_serving() -> None:
         assert cluster.head.stderr is not None
         log = cluster.head.stderr.read()
         assert "Traceback" not in log, log
-        lines = [m for m in map(LINE.match, log.splitlines()) if m]
+        lines = [m for line in log.splitlines() if (m := LINE.match(message_of(line)))]
         assert len(lines) == 8, log
         ports = {sock.getsockname()[1] for sock in socks}
         assert {int(m.group(1)) for m in lines} == ports

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from dista_runtime.logs import message_of
 from tests.support.cluster import head_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +68,8 @@ def test_version() -> None:
 def test_run_a_missing_script_says_so_in_one_line(tmp_path: Path) -> None:
     out = cli("run", "missing.py", cwd=tmp_path)
     assert out.returncode != 0
-    assert out.stderr.strip() == "dista run: missing.py: no such file"
+    (line,) = out.stderr.splitlines()  # one log line (`dista_runtime.logs`)
+    assert message_of(line) == "dista run: missing.py: no such file", line
     assert out.stdout == ""
 
 
@@ -96,7 +98,7 @@ def test_a_port_in_use_is_one_line(head: str) -> None:
     port = head.rsplit(":", 1)[1]
     out = cli("head", "--port", port)
     assert out.returncode == 1
-    assert out.stderr.startswith("dista head: "), out.stderr
+    assert message_of(out.stderr).startswith("dista head: "), out.stderr
     assert "in use" in out.stderr
     assert "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr

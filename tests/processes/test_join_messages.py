@@ -18,6 +18,7 @@ pytest.importorskip("cryptography", reason="dista certs needs the tls extra")
 
 from dista_runtime._tls import certs
 from dista_runtime._tls.config import dial_failure
+from dista_runtime.logs import message_of
 from tests.processes.test_tls import CLI, ROOT, env, start_head
 from tests.support.processes import Procs
 
@@ -96,7 +97,7 @@ def test_a_worker_the_head_will_not_take_could_not_join(
     done = run(argv, DISTA_RECONNECT_TIMEOUT="2")
     said = done.stdout + done.stderr
     assert done.returncode == 69, said
-    lines = done.stderr.splitlines()
+    lines = [message_of(line) for line in done.stderr.splitlines()]
     assert lines[0].startswith(f"dista worker: could not join the head at {host}:{port} ("), said
     assert "trying again for up to 2 s (DISTA_RECONNECT_TIMEOUT)" in lines[0], said
     hint = "may not take this process's certificate" if how == "wrong role" else "--tls-dir"

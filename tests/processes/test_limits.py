@@ -37,6 +37,7 @@ from dista_runtime._net.limits import (
     limits_from_args,
     limits_from_env,
 )
+from dista_runtime.logs import message_of
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPS = ["asyncio", "anyio", "gevent"]
@@ -204,7 +205,8 @@ def closed_with(sock: socket.socket) -> bytes | None:
 
 
 def lines(log: list[str], pattern: str) -> list[str]:
-    return [line for line in log if re.search(pattern, line)]
+    """The messages of the log lines matching ``pattern`` (`dista_runtime.logs`)."""
+    return [message_of(line) for line in log if re.search(pattern, line)]
 
 
 # -- caps ------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from dista_runtime.logs import message_of
 from tests.support.cluster import alive, assert_gone, head_process, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -379,7 +380,8 @@ def test_cli_worker_processes_replace_the_dead_and_stop_on_sigterm(
         victim = children[0]
         os.kill(victim, signal.SIGKILL)
         line = err.wait_for(f"pid {victim} died: SIGKILL")
-        assert line.startswith("dista worker: ") and "restarting" in line, line
+        assert message_of(line).startswith("dista worker: ") and "restarting" in line, line
+        assert f"supervisor pid {supervisor.pid} WARNING " in line, line
         wait_for_head_workers(head, 2)
         children = children_of(supervisor.pid)
         assert len(children) == 2 and victim not in children, children
@@ -473,7 +475,7 @@ def test_cli_workers_that_cannot_start_stop_with_the_reason(workdir: Path) -> No
         timeout=120,
     )
     assert out.returncode == 1
-    lines = out.stderr.splitlines()
+    lines = [message_of(line) for line in out.stderr.splitlines()]
     assert "restarting in 0.25 s" in out.stderr, out.stderr  # a backoff, then it stops
     assert lines[-1].startswith("dista worker: workers keep failing to start; stopping"), lines
     assert "exited with code 2 before it joined the head" in lines[-1]

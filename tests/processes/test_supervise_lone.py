@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from dista_runtime.logs import message_of
 from tests.processes.test_supervise import (
     CLI,
     TASKS,
@@ -93,7 +94,7 @@ def test_a_plain_worker_that_segfaults_is_replaced_and_sigterm_still_drains_it(
         assert victim != worker.pid and children_of(worker.pid) == [victim]
         os.kill(victim, signal.SIGSEGV)
         line = err.wait_for(f"pid {victim} died: SIGSEGV")
-        assert line.startswith("dista worker: ") and "restarting" in line, line
+        assert message_of(line).startswith("dista worker: ") and "restarting" in line, line
         wait_for_head_workers(head, 1)
         (replacement,) = _worker_pids(workdir, head)  # runs tasks, and status shows it
         assert replacement != victim and children_of(worker.pid) == [replacement]

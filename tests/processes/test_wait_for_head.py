@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from dista_runtime.logs import message_of
 from tests.support.cluster import child_env, cli
 from tests.support.processes import ROOT, Procs
 
@@ -108,7 +109,7 @@ def test_a_head_that_never_comes_fails_after_the_wait(procs: Procs) -> None:
     took = time.monotonic() - start
     assert done.returncode == 69, done.stderr
     assert 1.0 < took < 8.0, took
-    lines = done.stderr.splitlines()
+    lines = [message_of(line) for line in done.stderr.splitlines()]
     assert lines[0].endswith(
         f"no head at {address} yet (connection refused); trying again for up to 1 s "
         "(--wait-for-head, DISTA_WAIT_FOR_HEAD)"

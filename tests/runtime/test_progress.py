@@ -142,3 +142,20 @@ def test_defaults_to_stderr(capsys: pytest.CaptureFixture[str], clock: Clock) ->
         clock.now += 1
         p.update(1)
     assert capsys.readouterr().err == "\rx: 1/2 (50%) 1.0/s, 1.0s\rx: 1/2 (50%) 1.0/s, 1.0s\n"
+
+
+@pytest.mark.parametrize("value", ["0", "off", "false", "No"])
+def test_dista_progress_0_turns_it_off(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("DISTA_PROGRESS", value)
+    out = FakeTTY()
+    with Progress(10, "get", out, clock=clock) as p:
+        clock.now += 2.0
+        p.update(5)
+    assert out.getvalue() == ""
+    monkeypatch.setenv("DISTA_PROGRESS", "1")
+    with Progress(10, "get", out, clock=clock) as p:
+        clock.now += 2.0
+        p.update(5)
+    assert "get: 5/10" in out.getvalue()
