@@ -15,6 +15,7 @@ import argparse
 import logging
 
 from .._api.dashboard import DEFAULT_PORT
+from .._net.address import format_head
 from .._net.contract import Loop
 from .._net.latch import Latch
 from .flags import report
@@ -60,11 +61,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         report(args, f"dista dashboard: cannot listen on {args.host}:{args.port}: {e}")
         return 1
     head_host, head_port = args.head
+    where = format_head(head_host, head_port)
     # The URL on stdout, where a script (`dista.init(dashboard=True)`) reads it; the log too.
-    print(f"dista dashboard: {server.url} (the head at {head_host}:{head_port})", flush=True)
-    _log.info(
-        "dista dashboard: serving %s for the head at %s:%s", server.url, head_host, head_port
-    )
+    print(f"dista dashboard: {server.url} (the head at {where})", flush=True)
+    _log.info("dista dashboard: serving %s for the head at %s", server.url, where)
     if tls is not None:
         _log.info("HTTPS with %s; clients show a certificate of the cluster's CA", tls.where)
     watches: list[Watch] = []
