@@ -133,7 +133,9 @@ class SimObserver:
         self.core.start(sim.now)
         self.sim = sim
 
-    def ask(self, request: dp.Status | dp.Timeline | dp.Stop) -> dp.Event | None:
+    def ask(
+        self, request: dp.Status | dp.Timeline | dp.Stop | dp.Snapshot | dp.Labels
+    ) -> dp.Event | None:
         """The head's answer to ``request`` (None for stop, which the head answers by
         closing: its other decisions, stop frames to the workers, are carried out)."""
         sim, head, core = self.sim, self.sim.head, self.core

@@ -6,6 +6,7 @@ Run one seed by hand: ``python -m tests.sim.support.scenario SEED``.
 
 from __future__ import annotations
 
+import json
 import struct
 import sys
 
@@ -34,12 +35,15 @@ class Scenario:
         self.gone: list[SimDriver] = []  # drivers that died mid-run
         self.crash_at = self.rng.randrange(5, 60) if seed % 3 == 0 else -1
         self.leave_at = self.rng.randrange(5, 60) if seed % 5 == 0 else -1
+        self.look_at = self.rng.randrange(5, 60)  # a dashboard's snapshot, mid-run
+        self.tasks = 0  # tasks submitted
 
     def size(self) -> bytes:
         size = self.rng.choice([4, 16, 100, 300, 3000])
         return struct.pack("<I", size) + self.rng.randbytes(4)
 
     def submit(self, d: SimDriver) -> None:
+        self.tasks += 1
         core = d.core
         choice = self.rng.random()
         live = [o for o in d.live if o in d.expected]
@@ -102,6 +106,8 @@ class Scenario:
         for step in range(self.rng.randrange(20, 80)):
             if step == self.crash_at:
                 self.crash_one()
+            if step == self.look_at:
+                self.check_snapshot(final=False)
             if step == self.leave_at and len(sim.drivers) - len(self.gone) > 1:
                 leaving = self.rng.choice([d for d in sim.drivers if d not in self.gone])
                 self.gone.append(leaving)
@@ -121,6 +127,7 @@ class Scenario:
                     break
         sim.settle()
         self.check_values()
+        self.check_snapshot(final=True)
         self.check_timeline()
         self.check_clean()
         if sim.seed % 2:
@@ -180,6 +187,41 @@ class Scenario:
             sim.settle()
             assert d.timeline == [], "a driver's timeline request takes its records"
         assert mine <= len(seen.records)
+
+    def check_snapshot(self, final: bool) -> None:
+        """A dashboard's snapshot (docs/protocol.md, "Extensions: the dashboard") agrees
+        with the head: every task not running is in one queue row, with a reason; the
+        tallies count every task submitted; the rows are the timeline's records."""
+        sim = self.sim
+        observer = SimObserver(sim)
+        answer = observer.ask(dp.Snapshot(0))
+        assert isinstance(answer, dp.Snapshot) and answer.document is not None
+        doc = json.loads(answer.document)
+        where = f"seed {sim.seed}"
+        queues = doc["queues"]
+        assert sum(q["count"] for q in queues) == doc["totals"]["pending"], (where, queues)
+        causes = {"inputs", "no-worker", "draining", "actors", "busy", "sending"}
+        assert all(q["cause"] in causes and q["reason"] for q in queues), (where, queues)
+        waiting = sum(d["waiting"] + d["queued"] for d in doc["drivers"])
+        assert waiting == doc["totals"]["pending"], (where, doc["drivers"])
+        tallies = [f["submitted"] for f in doc["functions"]]
+        assert sum(tallies) <= self.tasks, where
+        for f in doc["functions"]:
+            assert f["finished"] <= f["submitted"] + f["retried"], (where, f)
+        rows = dp.snapshot_rows(answer.rows)
+        seen = observer.ask(dp.Timeline())
+        assert isinstance(seen, dp.Timeline) and seen.records is not None
+        assert [r.object_id for r in rows] == [r.object_id for r in seen.records], where
+        assert answer.since == len(rows) or not rows or answer.since >= len(rows), where
+        if final:
+            if not self.gone:  # (a driver that left may take unsent tasks along)
+                assert sum(tallies) == self.tasks, (where, doc["functions"], self.tasks)
+            assert queues == [] and doc["totals"]["pending"] == 0, (where, queues)
+            for r in rows:
+                assert r.function == TASK_ID & dp.TASK_ID_MASK, r
+                assert r.started <= r.ended, r
+        observer.core.connection_lost(dp.HEAD_LINK, sim.now)
+        sim.head.connection_lost(observer.link, sim.now)
 
     def check_stop(self) -> None:
         sim = self.sim
