@@ -27,6 +27,7 @@ from joblib.parallel import SequentialBackend
 from .._api.ref import ObjectRef
 from .._values.codec import _dumps, dumps
 from .._values.errors import _pickle_exception, _revive, remote_traceback
+from .._values.names import LABEL_ATTRIBUTE
 
 __all__ = ["Call", "Failed", "RemoteTraceback", "pack", "run", "unpack_results"]
 
@@ -123,6 +124,11 @@ def run(batch: bytes, values: list[object], nesting_level: int, threads: int | N
                 raise
             return failed
     return dumps(results)
+
+
+# What a dashboard calls these tasks (`dista_runtime._values.names`): a batch may hold
+# calls of several functions, all run by this one.
+setattr(run, LABEL_ATTRIBUTE, "joblib.Parallel batch")
 
 
 def unpack_results(out: object) -> list[Any]:

@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from .._api.calls import call_name
 from .._values.codec import dumps
+from .._values.names import LABEL_ATTRIBUTE
 from .._values.registry import importable, load_function, pickle_function
 
 __all__ = ["Setup", "call_task", "chunk_task", "make_setup", "run_call", "run_chunk"]
@@ -109,6 +110,7 @@ def chunk_task(
             return run_chunk(setup, carried, items, star)  # type: ignore[arg-type]
 
         chunk.__qualname__ = f"chunks of {call_name(fn)}"
+        setattr(chunk, LABEL_ATTRIBUTE, f"{call_name(fn)} (in chunks)")  # for people
         return chunk
 
     return _made(("chunk", fn, setup, star), fn, make)
@@ -124,6 +126,7 @@ def call_task(fn: Callable[..., Any], setup: Setup) -> Callable[..., Any]:
             return run_call(setup, carried, args, kwargs)  # type: ignore[arg-type]
 
         call.__qualname__ = f"call of {call_name(fn)}"
+        setattr(call, LABEL_ATTRIBUTE, call_name(fn))
         return call
 
     return _made(("call", fn, setup), fn, make)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["MAX_NAMES", "add", "entries", "generation", "label_of"]
+__all__ = ["LABEL_ATTRIBUTE", "MAX_NAMES", "add", "entries", "generation", "label_of"]
 
 #: The most labels a process keeps (its head keeps as many, from every driver).
 MAX_NAMES: Final = 1 << 16
@@ -23,8 +23,17 @@ _labels: dict[int, str] = {}
 _generation = 0
 
 
+#: The attribute a function Dista makes to run a user's (a pool's chunk of calls) carries
+#: its label in: the user's function's name, not the wrapper's.
+LABEL_ATTRIBUTE: Final = "__dista_label__"
+
+
 def label_of(fn: Callable[..., Any] | type) -> str:
-    """``module.qualname`` of a function or class (a partial: of its function)."""
+    """``module.qualname`` of a function or class (a partial: of its function), or the
+    label it carries (`LABEL_ATTRIBUTE`)."""
+    own = getattr(fn, LABEL_ATTRIBUTE, None)
+    if isinstance(own, str):
+        return own
     target = getattr(fn, "func", fn)
     module = getattr(target, "__module__", None) or "?"
     qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
