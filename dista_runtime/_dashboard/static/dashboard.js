@@ -198,8 +198,12 @@
     $("zoom-out").addEventListener("click", () => gantt.zoom(2));
     $("zoom-all").addEventListener("click", () => gantt.showAll());
     new ResizeObserver(() => gantt.requestDraw()).observe($("gantt"));
-    // Following live moves the chart between events: a few frames a second is enough.
-    setInterval(() => { if (gantt.follow && state && state.up) gantt.requestDraw(); }, 250);
+    // Following live moves the chart between events (new rows come once a second): two
+    // frames a second is enough, and a hidden tab draws none (its browser may share the
+    // head's machine: benchmarks/dashboard.py).
+    setInterval(() => {
+      if (gantt.follow && state && state.up && !document.hidden) gantt.requestDraw();
+    }, 500);
   }
 
   function tooltip(e) {
