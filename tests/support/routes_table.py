@@ -77,7 +77,7 @@ def handlers() -> dict[tuple[int, Role, Role], list[tuple[str, Handler]]]:
             )
     for sender in (Role.DRIVER, Role.WORKER, Role.OBSERVER):
         out.setdefault((F.KIND_HELLO, sender, Role.HEAD), []).append(("", head._members.hello))
-    for kind in (F.KIND_ERROR, F.KIND_STATUS, F.KIND_TIMELINE):
+    for kind in (F.KIND_ERROR, F.KIND_STATUS, F.KIND_TIMELINE, F.KIND_LABELS, F.KIND_SNAPSHOT):
         out.setdefault((kind, Role.HEAD, Role.OBSERVER), []).append(("", observer._received))
     out.setdefault((F.KIND_FETCH, Role.FETCHER, Role.OBJECT_SERVER), []).append(
         ("", worker._admit)
