@@ -19,6 +19,9 @@ from ._roles import Role
 
 __all__ = ["status_text"]
 
+#: A registry's line names this many of its tasks.
+_TASKS_SHOWN = 4
+
 
 def status_text(
     wire: Wire, stats: HeadStats, scheduler: Scheduler, actors: Iterable[ActorRecord]
@@ -48,6 +51,7 @@ def status_text(
         users = sum(1 for d in drivers if d.registry == registry and d.role == Role.DRIVER)
         line = (
             f"registry {registry:#018x}: drivers {users}, workers {len(serving)}, queued {queued}"
+            + _tasks_of(registry, scheduler, wire.labels)
         )
         if users and not serving:
             line += (
@@ -97,6 +101,17 @@ def status_text(
             f"{kind} {driver.number}: registry {driver.registry:#018x}{where}{_process(driver)}"
         )
     return "\n".join(lines) + "\n"
+
+
+def _tasks_of(registry: int, scheduler: Scheduler, labels: LabelTable) -> str:
+    """What a registry is, for people: the tasks its peers import, by name (task-names and
+    the drivers' labels), the first few."""
+    names = scheduler.registries.names_of.get(registry)
+    known = sorted(label for n in names or () if (label := labels.get(n)) is not None)
+    if not known:
+        return ""
+    more = f", +{len(known) - _TASKS_SHOWN}" if len(known) > _TASKS_SHOWN else ""
+    return f", tasks {', '.join(known[:_TASKS_SHOWN])}{more}"
 
 
 def _process(peer: Peer) -> str:
