@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ def cluster(folder: Path, watched: bool, browser: bool) -> Iterator[dict[str, An
             procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env))
         return log
 
-    driver: Any = None
+    stack = ExitStack()
     try:
         head_log = spawn("head", [*CLI, "head", "--port", "0"])
         host, port = _wait_for(head_log, r"listening on (\S+):(\d+)").groups()
@@ -81,12 +81,13 @@ def cluster(folder: Path, watched: bool, browser: bool) -> Iterator[dict[str, An
             url = _wait_for(log, r"(http://\S+/)").group(1)
             out["dashboard"] = procs[-1].pid
             if browser:
-                driver = _browser(url)
-                out["browser"] = driver
+                from tests.support.browser import chromium  # (the tests' Chromium)
+
+                out["browser"] = driver = stack.enter_context(chromium())
+                driver.get(url)
         yield out
     finally:
-        if driver is not None:
-            driver.quit()
+        stack.close()
         for p in procs:
             p.terminate()
         for p in procs:
@@ -95,29 +96,6 @@ def cluster(folder: Path, watched: bool, browser: bool) -> Iterator[dict[str, An
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-
-
-def _browser(url: str) -> Any:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tempfile.mkdtemp(prefix='dista-bench-')}",
-        "--window-size=1600,1300",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-    driver.get(url)
-    return driver
 
 
 def _cpu(pid: int | None, family: bool = False) -> float:

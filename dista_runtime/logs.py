@@ -186,14 +186,18 @@ def configure(
     return handler
 
 
+def _setting(value: str | None, flag: str, env: str, default: str) -> tuple[str, str]:
+    """A flag's value, else the variable's, else ``default``; and which one said it (for
+    the error that names it)."""
+    if value is not None:
+        return value, f"{flag} "
+    return os.environ.get(env) or default, f"{env} "
+
+
 def log_format(value: str | None = None) -> LogFormat:
     """``value`` (a ``--log-format``), else ``DISTA_LOG_FORMAT``, else text; ValueError if
     it is neither text nor json."""
-    if value is None:
-        value = os.environ.get(FORMAT_ENV) or "text"
-        where = f"{FORMAT_ENV} "
-    else:
-        where = "--log-format "
+    value, where = _setting(value, "--log-format", FORMAT_ENV, "text")
     name = value.strip().lower()
     for fmt in FORMATS:
         if name == fmt:
@@ -204,11 +208,7 @@ def log_format(value: str | None = None) -> LogFormat:
 def log_level(value: str | None = None) -> str:
     """``value`` (a ``--log-level``), else ``DISTA_LOG_LEVEL``, else INFO: a level name;
     ValueError for another word."""
-    if value is None:
-        value = os.environ.get(LEVEL_ENV) or "INFO"
-        where = f"{LEVEL_ENV} "
-    else:
-        where = "--log-level "
+    value, where = _setting(value, "--log-level", LEVEL_ENV, "INFO")
     name = value.strip().upper()
     if name not in _LEVELS:
         raise ValueError(f"{where}must be one of {', '.join(_LEVELS)}, not {value!r}")

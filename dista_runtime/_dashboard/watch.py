@@ -7,7 +7,8 @@ board, and asks again (at once while the head says more records wait). How soon 
 what a snapshot costs: the time from asking to the answer, mostly the head building it,
 times `SPACING` (at least `EVERY_S`, at most `SLOWEST_S`), so that watching costs a head
 about 1% of its time however large its state grows: a small cluster's 2 ms means once a
-second, 40 ms for 100,000 tracked objects every four seconds. A
+second, 60 ms for 100,000 tracked objects every six seconds (at most every 30 s: a head
+tracking millions of objects pauses that long per snapshot, about 0.6 us an object). A
 head it cannot reach, or that goes away, is the board's `unreachable`, and the watch dials
 again every few seconds: a restarted head is watched as soon as it listens.
 """
@@ -33,7 +34,7 @@ __all__ = ["EVERY_S", "RETRY_S", "Sink", "Watch"]
 #: How often the board is fed at most and at least, the asking interval per second a
 #: snapshot takes, and how soon a lost head is dialed again.
 EVERY_S: Final = 1.0
-SLOWEST_S: Final = 5.0
+SLOWEST_S: Final = 30.0
 SPACING: Final = 100
 RETRY_S: Final = 3.0
 _log = logging.getLogger("dista.dashboard")
