@@ -121,7 +121,10 @@
     T.syncRows($("actors"), state.actors, (a) => a.id, (a) => [
       { text: a.name ? `${a.class} '${a.name}'` : a.class, title: a.id },
       { text: a.state, badge: a.state }, { text: a.worker || "–", cls: "mono" },
-      a.calls, a.unanswered, a.checkpoints, a.restarts, { text: a.why, cls: "why" },
+      a.calls, a.unanswered,
+      // The last checkpoint, by the calls it covers (what a restore comes back to).
+      a.covered >= 0 ? `${a.checkpoints} (last covers ${a.covered} calls)` : "none yet",
+      a.restarts, { text: a.why, cls: "why" },
     ], (a) => ({ id: a.id, state: a.state }));
   }
 
