@@ -16,6 +16,11 @@ from .cluster import TASK_ID, Sim, SimDriver, SimObserver, compute
 
 
 class Scenario:
+    #: When this run takes a dashboard's snapshot (-1: never; the scenarios built on this
+    #: one submit actor calls and chains its checks do not count), and tasks submitted.
+    look_at = -1
+    tasks = 0
+
     def __init__(self, seed: int) -> None:
         # Every other group of seeds runs with 2 slots and prefetching, as the asyncio head.
         deep = (seed // 9) % 2 == 1
@@ -35,7 +40,8 @@ class Scenario:
         self.gone: list[SimDriver] = []  # drivers that died mid-run
         self.crash_at = self.rng.randrange(5, 60) if seed % 3 == 0 else -1
         self.leave_at = self.rng.randrange(5, 60) if seed % 5 == 0 else -1
-        self.look_at = self.rng.randrange(5, 60)  # a dashboard's snapshot, mid-run
+        # A dashboard's snapshot, mid-run: in this scenario only (see `look_at`).
+        self.look_at = self.rng.randrange(5, 60) if type(self) is Scenario else -1
         self.tasks = 0  # tasks submitted
 
     def size(self) -> bytes:
@@ -127,7 +133,8 @@ class Scenario:
                     break
         sim.settle()
         self.check_values()
-        self.check_snapshot(final=True)
+        if self.look_at >= 0:
+            self.check_snapshot(final=True)
         self.check_timeline()
         self.check_clean()
         if sim.seed % 2:
