@@ -208,7 +208,7 @@ def error_from_message(message: str, object_id: int) -> TaskError:
         except Exception:
             original = None
     summary, _, remote_tb = text.partition("\n")
-    summary = _advise(summary)
+    summary = _advise(_named(summary))
     type_name = summary.partition(": ")[0] if ": " in summary else ""
     if " failed: " in summary and summary.startswith("input "):
         type_name = summary.rsplit(" failed: ", 1)[-1].partition(": ")[0]
@@ -226,6 +226,21 @@ def error_from_message(message: str, object_id: int) -> TaskError:
 
 _NO_WORKER: Final = re.compile(r"no worker can run task 0x([0-9a-f]+): ")
 _LACKING: Final = re.compile(r"lack tasks ((?:0x[0-9a-f]+(?:, )?)+)")
+
+
+_ACTOR_TYPE: Final = re.compile(r"actor type (0x[0-9a-f]+)")
+
+
+def _named(summary: str) -> str:
+    """An actor type's hash in a message (from a worker or the head) as its class, when
+    this process defines it: "actor type 0x8db4… " reads "actor class app.Counter"."""
+    from . import names
+
+    def name(found: re.Match[str]) -> str:
+        label = dict(names.entries()).get(int(found.group(1), 16))
+        return f"actor class {label}" if label else found.group(0)
+
+    return _ACTOR_TYPE.sub(name, summary) if "actor type 0x" in summary else summary
 
 
 def _advise(summary: str) -> str:
