@@ -204,7 +204,7 @@ class Head:
         scheduler.bind(holdings, actors.kept_for)
         # h2's `_frame_dispatch_table`: one route per event kind, per sender role. (A
         # route takes the kind its key names: the tables pair them, hence `Any` below.)
-        intake = Intake(wire, self._guard, resume, objects, scheduler, by_value_task)
+        intake = Intake(wire, self._guard, resume, objects, scheduler, counts, by_value_task)
         self._driver_routes: dict[type[Event], _Route] = {
             Task: intake.on_task,
             TaskMany: intake.on_task,

@@ -43,9 +43,13 @@ _TASK: Final = {
     )
     for pair, new in TASK_MOVES.items()
 }
-#: The most functions tallied apart; the rest share the row of function 0 (a driver making
-#: a by-value function per call would otherwise grow the head without bound).
-MAX_FUNCTIONS: Final = 10_000
+#: The most (function, driver) rows tallied apart; past it a new function's tasks share the
+#: row of function 0 (a driver making a by-value function per call would otherwise grow the
+#: head without bound).
+MAX_TALLY_ROWS: Final = 10_000
+_U64: Final = (1 << 64) - 1
+_FAIL: Final = ObjCause.FAIL
+_FAILED: Final = int(Tally.FAILED)
 _HELD: Final = {
     pair: (new, (new in OBJ_HELD) - (pair[0] in OBJ_HELD)) for pair, new in OBJECT_MOVES.items()
 }
@@ -78,15 +82,7 @@ def _refuse(kind: str, state: enum.IntEnum, cause: enum.IntEnum) -> LocalProtoco
 class Counts:
     """The head's counters, kept by the moves of its records (see the module docstring)."""
 
-    __slots__ = (
-        "actor_calls",
-        "actors_alive",
-        "by_function",
-        "by_owner",
-        "held_bytes",
-        "pending",
-        "running",
-    )
+    __slots__ = ("actor_calls", "actors_alive", "held_bytes", "pending", "rows", "running")
 
     def __init__(self) -> None:
         self.pending = 0
@@ -94,10 +90,12 @@ class Counts:
         self.held_bytes = 0
         self.actors_alive = 0
         self.actor_calls = 0
-        #: Per function ID (`TaskRecord.function`) and per owner link: a `Tally`-indexed
-        #: list of counts, since the head started.
-        self.by_function: dict[int, list[int]] = {}
-        self.by_owner: dict[int, list[int]] = {}
+        #: Per function ID and owner link (the key ``owner << 64 | function``): a
+        #: `Tally`-indexed list of counts since the head started. A task holds its row
+        #: from its intake on (`row`, `TaskRecord.tally`): its tallies look nothing up
+        #: (they are on every task's path). Summed per function or per driver when a
+        #: snapshot asks (`by_function`, `by_owner`).
+        self.rows: dict[int, list[int]] = {}
 
     def move_task(self, task: TaskRecord, cause: TaskCause) -> None:
         move = _TASK.get((task.state, cause))
@@ -107,19 +105,38 @@ class Counts:
         self.pending += pending
         self.running += running
         if tally >= 0:
-            self.tally(task, tally)
+            task.tally[tally] += 1
 
-    def tally(self, task: TaskRecord, tally: int) -> None:
-        """Count ``tally`` (a `Tally`) for ``task``'s function and its driver."""
-        row = self.by_function.get(task.function)
+    def row(self, function: int, owner: int) -> list[int]:
+        """The tallies of ``function``'s tasks from the driver on link ``owner``."""
+        key = owner << 64 | function
+        row = self.rows.get(key)
         if row is None:
-            key = task.function if len(self.by_function) < MAX_FUNCTIONS else 0
-            row = self.by_function.setdefault(key, [0, 0, 0, 0])
-        row[tally] += 1
-        row = self.by_owner.get(task.owner)
-        if row is None:
-            row = self.by_owner[task.owner] = [0, 0, 0, 0]
-        row[tally] += 1
+            if len(self.rows) >= MAX_TALLY_ROWS:
+                key = owner << 64
+            row = self.rows.setdefault(key, [0, 0, 0, 0])
+        return row
+
+    def by_function(self) -> dict[int, list[int]]:
+        return _summed(self.rows, _U64)
+
+    def by_owner(self) -> dict[int, list[int]]:
+        return _summed(self.rows, None)
+
+    def rename_owner(self, was: int, now: int) -> None:
+        """The driver on link ``was`` is on ``now``: its rows go with it."""
+        for key in [k for k in self.rows if k >> 64 == was]:
+            self.rows[now << 64 | key & _U64] = self.rows.pop(key)
+
+    def owner_gone(self, link: int) -> None:
+        """A driver left for good: its rows are kept under owner 0 (the functions' totals
+        never go down), so that the rows stay as many as the functions and drivers there
+        are."""
+        for key in [k for k in self.rows if k >> 64 == link]:
+            row = self.rows.pop(key)
+            into = self.rows.setdefault(key & _U64, [0, 0, 0, 0])
+            for i, n in enumerate(row):
+                into[i] += n
 
     def move_slot(self, task: TaskRecord, worker: Peer, cause: SlotCause) -> None:
         """Move ``task``'s slot on ``worker``, keeping the worker's slot counts (a prefetch
@@ -142,10 +159,10 @@ class Counts:
         if move is None:
             raise _refuse("object", obj.state, cause)
         obj.state, held = move
-        if cause is ObjCause.FAIL:
+        if cause is _FAIL:
             task = obj.task
             if task is not None and task.oid == obj.oid:
-                self.tally(task, Tally.FAILED)
+                task.tally[_FAILED] += 1
         if held:
             self.held_bytes += held * obj.size
 
@@ -165,3 +182,13 @@ class Counts:
         call.state = new
         self.pending += (new is CallState.UNANSWERED) - (old is CallState.UNANSWERED)
         self.actor_calls += cause is CallCause.TAKE
+
+
+def _summed(rows: dict[int, list[int]], mask: int | None) -> dict[int, list[int]]:
+    """``rows`` summed by function (``mask``: the key's low 64 bits) or by owner (None)."""
+    out: dict[int, list[int]] = {}
+    for key, row in rows.items():
+        into = out.setdefault(key & mask if mask is not None else key >> 64, [0, 0, 0, 0])
+        for i, n in enumerate(row):
+            into[i] += n
+    return out

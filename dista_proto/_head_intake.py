@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ._conventions import TASK_ID_MASK, function_id
 from ._events import Event, Task, TaskAfter, TaskMany
+from ._head_counts import Counts
 from ._head_objects import Objects
 from ._head_records import Peer, TaskRecord
 from ._head_resume import Resume
@@ -32,6 +33,7 @@ class Intake:
         resume: Resume,
         objects: Objects,
         scheduler: Scheduler,
+        counts: Counts,
         by_value_task: int,
     ) -> None:
         self._wire = wire
@@ -39,8 +41,12 @@ class Intake:
         self._resume = resume
         self._objects = objects
         self._scheduler = scheduler
+        self._counts = counts
         # The task whose argument names its function (by value); -1: none is.
         self._by_value = by_value_task & TASK_ID_MASK if by_value_task else -1
+        # The last tally row looked up, by (function, owner link): a driver submits the
+        # same function many times over, and this is on every task's path.
+        self._last: tuple[int, int, list[int]] = (-1, -1, [])
 
     def on_task(self, peer: Peer, event: Event) -> None:
         assert isinstance(event, (Task, TaskMany))
@@ -78,7 +84,13 @@ class Intake:
             return None
         registry = self._scheduler.registry_of(task_id, peer)
         task = TaskRecord(oid, task_id, peer.link, registry, results, event, self._wire.now)
-        if task.function == self._by_value:  # a function sent by value: which one
-            task.function = function_id(task_id, argument, -1)
+        function = task.function
+        if function == self._by_value:  # a function sent by value: which one
+            function = task.function = function_id(task_id, argument, -1)
+        last_function, last_owner, row = self._last
+        if function != last_function or peer.link != last_owner:
+            row = self._counts.row(function, peer.link)
+            self._last = (function, peer.link, row)
+        task.tally = row
         self._objects.submit(task)
         return task

@@ -420,13 +420,10 @@ class Objects:
 
     def rename_tallies(self, was: int, now: int) -> None:
         """The driver on link ``was`` is on ``now``: its tallies go with it."""
-        row = self._counts.by_owner.pop(was, None)
-        if row is not None:
-            self._counts.by_owner[now] = row
+        self._counts.rename_owner(was, now)
 
     def drop_driver(self, driver: Peer) -> None:
         """A driver is gone: its tasks fail and its references go (no error frames)."""
-        self._counts.by_owner.pop(driver.link, None)
         mine = self.owned_by(driver.link)
         stack = [
             (obj.task, "its driver disconnected")
@@ -441,6 +438,7 @@ class Objects:
         for obj in held:
             if obj.oid in self.by_id:
                 self.unref(obj)
+        self._counts.owner_gone(driver.link)  # (after its tasks' failures are counted)
 
     def holder_lost(self, worker: Peer, why: str) -> None:
         """``worker`` is lost for good: what it alone held fails, and what waits on it."""

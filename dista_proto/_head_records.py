@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 NO_ADDRESS: Final = Address("0.0.0.0", 0)
+#: The tallies of a task no intake counts (tests build records directly): never read.
+_UNTALLIED: Final = [0, 0, 0, 0]
 
 
 class Peer:
@@ -195,6 +197,7 @@ class TaskRecord:
         "spare_ns",
         "state",
         "submitted",
+        "tally",
         "task_id",
         "value",
         "waiting",
@@ -214,8 +217,9 @@ class TaskRecord:
         self.oid = oid
         self.task_id = task_id
         #: Its function's ID, for people (labels, tallies): the task ID's low bits, or a
-        #: by-value task's own (`Scheduler.function_of`).
+        #: by-value task's own (`function_id`); and its row of tallies (`Counts`).
         self.function = task_id & TASK_ID_MASK
+        self.tally = _UNTALLIED  # (until its intake gives it its row)
         self.owner = owner
         self.registry = registry
         self.results = results

@@ -43,6 +43,7 @@ __all__ = ["Scheduler"]
 
 _PENDING: Final = ObjState.PENDING
 _STORED: Final = ObjState.STORED
+_FAILED: Final = ObjState.FAILED
 _QUEUED: Final = TaskState.QUEUED
 _RUNNING: Final = TaskState.RUNNING
 _DROPPED: Final = TaskState.DROPPED
@@ -300,7 +301,7 @@ class Scheduler:
             self._free_copy(worker, oid)
         if task.answers_left == 0:
             first = obj if oid == task.oid else self._objects.by_id.get(task.oid)
-            self._finish_run(task, first is not None and first.state is ObjState.FAILED)
+            self._finish_run(task, first is not None and first.state is _FAILED)
 
     def _free_copy(self, worker: Peer, oid: int) -> None:
         if self._sources is not None:

@@ -143,6 +143,6 @@ class Watching:
             self._scheduler,
             self._objects,
             actors,
-            (counts.by_function, counts.by_owner),
+            (counts.by_function(), counts.by_owner()),
             extra,
         )
