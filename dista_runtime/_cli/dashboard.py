@@ -57,7 +57,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     board = Board()
     try:
         server = serve(board, args.host, args.port, tls.server if tls else None)
-    except OSError as e:
+    except (OSError, OverflowError) as e:  # (OverflowError: a port past 65535)
         report(args, f"dista dashboard: cannot listen on {args.host}:{args.port}: {e}")
         return 1
     head_host, head_port = args.head

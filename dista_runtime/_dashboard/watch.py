@@ -65,6 +65,7 @@ class Watch:
         self._link: _Link | None = None
         self._timer: Any = None
         self._asked = 0.0  # when the question in flight went
+        self._why = ""  # why the head was last out of reach ("" while watched)
 
     def start(self) -> None:
         self._dial()
@@ -100,6 +101,9 @@ class Watch:
             _log.warning("the head's snapshot is not JSON: %s", e)
             return
         self.since = answer.since
+        if self._why:
+            _log.info("watching the head at %s again", self.where)
+            self._why = ""
         rows = [
             Row(r.object_id, r.function, r.submitted, r.dispatched, r.started, r.ended,
                 str(r.address), r.failed)
@@ -116,6 +120,9 @@ class Watch:
         self._link = None
         if self.closed:
             return
+        if why != self._why:  # once per reason, not every few seconds
+            _log.warning("%s; trying again every %g s", why, RETRY_S)
+            self._why = why
         self.sink.unreachable(why)
         if self._timer is not None:
             self._timer.cancel()

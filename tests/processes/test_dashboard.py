@@ -60,7 +60,7 @@ def _metric(text: str, name: str) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def test_plain_http_is_served_on_loopback_only() -> None:
+def test_plain_http_only_on_loopback_and_a_bad_port_is_one_line() -> None:
     done = subprocess.run(
         [*CLI, "dashboard", "--head", "127.0.0.1:1", "--host", "0.0.0.0", "--port", "0"],
         capture_output=True,
@@ -72,6 +72,16 @@ def test_plain_http_is_served_on_loopback_only() -> None:
     assert done.returncode == 2
     assert "refusing to serve plain HTTP on 0.0.0.0" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+    bad = subprocess.run(
+        [*CLI, "dashboard", "--head", "127.0.0.1:1", "--port", "99999"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 1 and "cannot listen on 127.0.0.1:99999" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 def test_a_head_killed_shows_down_then_a_new_one_is_watched(tmp_path: Path) -> None:
