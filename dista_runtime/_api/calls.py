@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from .._session import context as _context
+from .._values import names
 from .._values.codec import encode_call_carrying
 from .._values.ids import BY_VALUE_NAME
 from .._values.ids import task_id as _task_id
@@ -42,11 +43,9 @@ _pickles: OrderedDict[types.FunctionType, tuple[bytes, bytes]] = OrderedDict()
 
 
 def call_name(fn: Callable[..., Any]) -> str:
-    """How errors and the timeline name ``fn``: ``module.qualname`` where it has them."""
-    target = getattr(fn, "func", fn)  # a functools.partial names its function
-    module = getattr(target, "__module__", None) or "?"
-    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
-    return f"{module}.{qualname}"
+    """How errors and the timeline name ``fn``: ``module.qualname`` where it has them (a
+    functools.partial: its function's)."""
+    return names.qualified(fn)
 
 
 def _pickled(fn: Callable[..., Any]) -> tuple[bytes, bytes]:

@@ -26,16 +26,12 @@ __all__ = ["DEFAULT_PORT", "cmd_dashboard"]
 _log = logging.getLogger("dista.dashboard")
 
 
-def _loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
 def cmd_dashboard(args: argparse.Namespace) -> int:
     """Serve the dashboard of the head at ``--head`` until stopped."""
     from .._dashboard.board import Board
     from .._dashboard.server import serve
     from .._dashboard.watch import Watch
-    from .._tls.config import tls_for
+    from .._tls.config import is_loopback, tls_for
     from .process import die_with_parent
 
     die_with_parent(args.parent)  # (started by `dista.init(dashboard=True)`)
@@ -45,7 +41,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     except ValueError as e:
         report(args, f"dista dashboard: {e}")
         return 2
-    if tls is None and not _loopback(args.host):
+    if tls is None and not is_loopback(args.host):
         report(
             args,
             f"dista dashboard: refusing to serve plain HTTP on {args.host}: anyone who "

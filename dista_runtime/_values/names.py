@@ -13,7 +13,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["LABEL_ATTRIBUTE", "MAX_NAMES", "add", "entries", "generation", "label_of"]
+__all__ = [
+    "LABEL_ATTRIBUTE",
+    "MAX_NAMES",
+    "add",
+    "entries",
+    "generation",
+    "label_of",
+    "qualified",
+]
 
 #: The most labels a process keeps (its head keeps as many, from every driver).
 MAX_NAMES: Final = 1 << 16
@@ -32,8 +40,11 @@ def label_of(fn: Callable[..., Any] | type) -> str:
     """``module.qualname`` of a function or class (a partial: of its function), or the
     label it carries (`LABEL_ATTRIBUTE`)."""
     own = getattr(fn, LABEL_ATTRIBUTE, None)
-    if isinstance(own, str):
-        return own
+    return own if isinstance(own, str) else qualified(fn)
+
+
+def qualified(fn: Callable[..., Any] | type) -> str:
+    """``module.qualname`` of a function or class (a partial: of its function)."""
     target = getattr(fn, "func", fn)
     module = getattr(target, "__module__", None) or "?"
     qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
