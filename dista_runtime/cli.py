@@ -240,6 +240,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    # A supervisor's replacement for a worker its head stopped: no head is what it expects.
+    p.add_argument("--after-stop", action="store_true", help=argparse.SUPPRESS)
     add_tls_options(p, "worker", listens=True)
     add_limit_options(p)
     _loop_option(p)
