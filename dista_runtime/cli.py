@@ -321,6 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not apply_logs(args) or not apply_tls(args):
         return 2
+    port = getattr(args, "port", None)
+    if port is not None and not 0 <= port <= 65535:
+        # Checked before anything starts: the bind would raise OverflowError, a traceback.
+        report(args, f"dista {args.command}: --port must be from 0 to 65535, not {port}")
+        return 2
     try:
         code: int = args.func(args)
         sys.stdout.flush()  # here, so that a closed pipe is caught below
