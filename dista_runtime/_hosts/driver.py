@@ -226,7 +226,7 @@ class DriverHost(Engine):
     @property
     def _tls_hint(self) -> str:
         if self.handshakes is not None and self.handshakes.head_failure:
-            return f" (TLS: {self.handshakes.head_failure})"
+            return f" (TLS: {dial_failure(self.handshakes.head_failure, self.tls)})"
         return f"; {refusal_hint(self.tls is not None)}"
 
     def opened(self, link: int) -> None:
