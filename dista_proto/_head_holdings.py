@@ -261,10 +261,10 @@ class Holdings:
 
     def left_draining(self, worker: Peer) -> str:
         """Why what ``worker`` held is lost when it leaves while draining (its drain timed
-        out): for the errors of its objects (`Objects.holder_lost`) and tasks."""
+        out), for its objects' errors."""
         if any(not p.draining and p is not worker for p in self._wire.workers()):
-            return "drained and left before its objects were moved to other workers"
-        return "drained and left, and no other worker could take its objects"
+            return f"{worker.name} was drained and left before its objects were moved"
+        return f"{worker.name} was drained and left, and no other worker could take its objects"
 
     def recheck_draining(self, but: Peer | None = None) -> None:
         """Every draining worker (but ``but``) may be able to leave now."""

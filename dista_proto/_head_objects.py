@@ -445,19 +445,12 @@ class Objects:
         stack: list[tuple[TaskRecord, str]] = []
         objects = self.by_id
         lost = [objects[oid] for oid in worker.holds if oid in objects]
-        # A draining worker's why says it left ("drained and left, ..."); a lost one's is
-        # the binding's (a lost connection, a crash).
-        text = (
-            f"{worker.name} was {why}"
-            if worker.draining
-            else f"{worker.name} disconnected ({why})"
-        )
         for obj in lost:
             if obj.state is not _STORED:
                 continue
             obj.holder = None
             self._counts.move_object(obj, ObjCause.HOLDER_LOST)  # so that it fails below
-            self.fail_results([obj], f"object lost: {text}", stack)
+            self.fail_results([obj], f"object lost: {worker.name} disconnected ({why})", stack)
         worker.holds.clear()
         self.fail_tasks(stack)
 

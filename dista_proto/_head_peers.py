@@ -156,13 +156,15 @@ class Membership:
         Without it the peer may well be alive (a link cut or reset): a worker's stored
         objects wait for it to rejoin with holding, as a silent worker's do (`Holdings`),
         and a driver is away, for a while, rather than gone (`Resume`)."""
-        if why is None and peer.role == Role.WORKER and peer.draining:
-            # Told to leave (SIGTERM), it left: at its drain timeout, with what it held not
-            # adopted. It is not coming back, so what it held fails now, saying why.
-            why = self._holdings.left_draining(peer)
-        elif why is None:
+        if why is None:
             if peer.role == Role.WORKER:
-                self._holdings.to_limbo(peer, f"{peer.name} disconnected (connection lost)")
+                # A draining worker gone was most likely told to leave and left at its drain
+                # timeout: its objects' errors say so. Its link may also have been cut
+                # (it rejoins, draining still), so they wait for it as any worker's do.
+                gone = f"{peer.name} disconnected (connection lost)"
+                if peer.draining:
+                    gone = self._holdings.left_draining(peer)
+                self._holdings.to_limbo(peer, gone)
             elif self._resume.went_away(peer):
                 return
         self.lose(peer, why or "connection lost")
