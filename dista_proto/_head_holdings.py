@@ -259,6 +259,13 @@ class Holdings:
             # drivers to claim what it holds, which is then adopted.)
             self._wire.links.send(worker.link, Stop())
 
+    def left_draining(self, worker: Peer) -> str:
+        """Why what ``worker`` held is lost when it leaves while draining (its drain timed
+        out), for its objects' errors."""
+        if any(not p.draining and p is not worker for p in self._wire.workers()):
+            return f"{worker.name} was drained and left before its objects were moved"
+        return f"{worker.name} was drained and left, and no other worker could take its objects"
+
     def recheck_draining(self, but: Peer | None = None) -> None:
         """Every draining worker (but ``but``) may be able to leave now."""
         for peer in self._wire.draining_workers():

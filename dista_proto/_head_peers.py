@@ -158,7 +158,13 @@ class Membership:
         and a driver is away, for a while, rather than gone (`Resume`)."""
         if why is None:
             if peer.role == Role.WORKER:
-                self._holdings.to_limbo(peer, f"{peer.name} disconnected (connection lost)")
+                # A draining worker gone was most likely told to leave and left at its drain
+                # timeout: its objects' errors say so. Its link may also have been cut
+                # (it rejoins, draining still), so they wait for it as any worker's do.
+                gone = f"{peer.name} disconnected (connection lost)"
+                if peer.draining:
+                    gone = self._holdings.left_draining(peer)
+                self._holdings.to_limbo(peer, gone)
             elif self._resume.went_away(peer):
                 return
         self.lose(peer, why or "connection lost")

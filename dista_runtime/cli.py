@@ -240,6 +240,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--parent", type=int, help=argparse.SUPPRESS)
     p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    # A supervisor's replacement for a worker its head stopped: no head is what it expects.
+    p.add_argument("--after-stop", action="store_true", help=argparse.SUPPRESS)
     add_tls_options(p, "worker", listens=True)
     add_limit_options(p)
     _loop_option(p)
@@ -318,6 +320,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if not apply_logs(args) or not apply_tls(args):
+        return 2
+    port = getattr(args, "port", None)
+    if port is not None and not 0 <= port <= 65535:
+        # Checked before anything starts: the bind would raise OverflowError, a traceback.
+        report(args, f"dista {args.command}: --port must be from 0 to 65535, not {port}")
         return 2
     try:
         code: int = args.func(args)

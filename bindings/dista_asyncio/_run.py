@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import threading
 from collections.abc import Callable
 from typing import Final, TypeVar
 
 from dista_runtime.binding import Latch, Loop
+from dista_runtime.binding import LoopThread as _RuntimeLoopThread
 
 from ._loop import AsyncioLoop, new_event_loop
 
@@ -79,32 +79,37 @@ def _cancel_left(running: asyncio.AbstractEventLoop) -> None:
     running.run_until_complete(asyncio.wait(left, timeout=_CANCEL_S))
 
 
-class LoopThread:
-    """A loop on a daemon thread, serving blocking callers (`dista.init`)."""
-
-    def __init__(self, name: str = "dista-io") -> None:
-        self._loop = new_event_loop()
-        self.loop = AsyncioLoop(self._loop)
-        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._thread.start()
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        self._loop.run_forever()
+class _Served(AsyncioLoop):
+    """An `AsyncioLoop` that a `LoopThread` serves: `stop` ends its ``run_forever``."""
 
     def stop(self) -> None:
-        if self._loop.is_closed():
-            return
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        if not self._thread.is_alive():
-            # What the engines left (a connection accepted in the last turn, its transport
-            # still to be made; a dial in its handshake) ends before the loop closes.
-            with contextlib.suppress(Exception):
-                _cancel_left(self._loop)
-                for _ in range(2):
-                    self._loop.run_until_complete(asyncio.sleep(0))
-            self._loop.close()
+        self.loop.stop()
+
+
+def _serve(started: Latch[_Served]) -> None:
+    """Run a new loop on this thread (a `LoopThread`'s) until it is stopped, then cancel
+    what the engines left (a connection accepted in the last turn, a dial in its
+    handshake) and close it, here: from the thread that stops it, which may be inside
+    the caller's own running loop (``dista.init()`` in ``asyncio.run``), asyncio refuses
+    to run this one, and the coroutine handed to it was never awaited."""
+    running = new_event_loop()
+    asyncio.set_event_loop(running)
+    started.set(_Served(running))
+    try:
+        running.run_forever()
+        with contextlib.suppress(Exception):
+            _cancel_left(running)
+            for _ in range(2):  # the transports' last callbacks
+                running.run_until_complete(asyncio.sleep(0))
+    finally:
+        running.close()
+
+
+class LoopThread(_RuntimeLoopThread[_Served]):
+    """A loop on a daemon thread of its own, serving blocking callers (`dista.init`)."""
+
+    def __init__(self, name: str = "dista-io") -> None:
+        super().__init__(_serve, name)
 
 
 def background(*, loop: str = "asyncio") -> LoopThread:

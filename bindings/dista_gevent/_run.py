@@ -65,6 +65,14 @@ class SharedHub:
     def stop(self) -> None:
         self.loop.closed = True
 
+    def call_blocking(self, call: Callable[[], object]) -> None:
+        """Run ``call`` where it may wait: a signal handler runs on the hub, which may not
+        (gevent's BlockingSwitchOutError), so there in a greenlet of its own."""
+        if gevent.getcurrent() is get_hub():
+            gevent.spawn(call)
+        else:
+            call()
+
 
 def background(*, loop: str = "gevent") -> SharedHub | LoopThread[GeventLoop]:
     """The hub serving blocking callers (``loop``: the name it was chosen by): the caller's

@@ -63,19 +63,20 @@ def init(
         tls_for("worker")
         names, _ = _registry.snapshot()
         local = LocalCluster(workers or os.cpu_count() or 1, _registry.modules(names), loop=name)
+    served = background(name)
     try:
         if local is not None:
             listener = local.take_listener()
-            context = connect_local(background(name), listener, local.address, timeout, local)
+            context = connect_local(served, listener, local.address, timeout, local)
         else:
             assert address is not None
-            context = connect_blocking(background(name), *parse_head(address), timeout)
+            context = connect_blocking(served, *parse_head(address), timeout)
     except BaseException:
         if local is not None:
             local.close(0)
         raise
     _context.install(context)
-    _cluster = Cluster(context, local)
+    _cluster = Cluster(context, local, served)
     if dashboard:
         _start_dashboard(_cluster)
     if local is not None:
@@ -116,14 +117,26 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     then die of the signal as the default action would have (status 143 in a shell)."""
     global _cluster
     cluster, _cluster = _cluster, None
-    if cluster is not None:
-        local = cluster.local
-        # On another thread, bounded: this one may hold a lock the shutdown needs.
-        done = threading.Thread(target=cluster.shutdown, name="dista-sigterm", daemon=True)
-        done.start()
-        done.join(_SIGTERM_GRACE_S)
-        if local is not None:
-            local.close(0)  # kills what is left and removes the socket directory
+    if cluster is None or cluster.background is None:
+        _die_of(signum)
+    else:
+        # Where the loop lets it wait: a monkey-patched gevent process runs this handler
+        # on its hub, which may not block (BlockingSwitchOutError).
+        cluster.background.call_blocking(lambda: _shut_down(cluster, signum))
+
+
+def _shut_down(cluster: Cluster, signum: int) -> None:
+    local = cluster.local
+    # On another thread, bounded: this one may hold a lock the shutdown needs.
+    done = threading.Thread(target=cluster.shutdown, name="dista-sigterm", daemon=True)
+    done.start()
+    done.join(_SIGTERM_GRACE_S)
+    if local is not None:
+        local.close(0)  # kills what is left and removes the socket directory
+    _die_of(signum)
+
+
+def _die_of(signum: int) -> None:
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 

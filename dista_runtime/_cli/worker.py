@@ -134,7 +134,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     try:
         reason = run_role(args, start)
     except ConnectionError as e:
-        _log.error("dista worker: %s", e)
+        # A replacement for a worker its head stopped finds no head when the head stopped
+        # on purpose (`dista stop`): its supervisor says so in one line, not each child.
+        _log.log(logging.DEBUG if args.after_stop else logging.ERROR, "dista worker: %s", e)
         if workers and workers[0].stopped_early:
             return 0  # SIGTERM while it waited for its head: stopped as asked
         return EXIT_NO_HEAD
@@ -367,6 +369,7 @@ def _lone_worker(args: argparse.Namespace) -> int:
 #: error it reported (1, 2), Ctrl-C (130). Any other end (a signal, a crash) is replaced.
 _LEFT_ON_PURPOSE: Final = frozenset({0, 1, 2, 69, 130})
 #: What a replacement started after the head stopped a worker is given: no wait for a head
-#: that is likely gone on purpose (its supervisor then stops at once, saying so). A later
-#: ``--wait-for-head`` wins over the child command's first.
-_NO_WAIT: Final = ("--wait-for-head", "0")
+#: that is likely gone on purpose (its supervisor then stops at once, saying so; the child
+#: says nothing, ``--after-stop``). A later ``--wait-for-head`` wins over the child
+#: command's first.
+_NO_WAIT: Final = ("--wait-for-head", "0", "--after-stop")

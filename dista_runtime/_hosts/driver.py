@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 import dista_proto as dp
 
@@ -29,6 +29,10 @@ from .reconnect import Reconnect
 from .vitals import Vitals
 
 __all__ = ["DriverHost"]
+
+#: How long a peer that took our connection may stay silent after our hello before we say
+#: it is not a Dista head: a head welcomes at once (an HTTP server, say, waits for more).
+ANSWER_S: Final = 3.0
 
 
 class DriverHost(Engine):
@@ -75,6 +79,9 @@ class DriverHost(Engine):
         self._io_thread = threading.get_ident()
         self._where = ""
         self._join_timer: Any = None
+        self._answer_timer: Any = None  # until the head's first bytes (`ANSWER_S`)
+        self._answer_s = ANSWER_S
+        self._not_dista = ""  # what the first head's bytes broke, if they were not Dista's
         #: Why its first dial of the head failed, as the loop said it ('' if it did not):
         #: a worker tells a head not there yet from one that will not take it by it.
         self.unreachable = ""
@@ -95,6 +102,7 @@ class DriverHost(Engine):
                 self._fail(str(e))
                 return self.welcomed
         self._join_timer = self.loop.call_later(timeout, self._too_late, timeout)
+        self._answer_s = min(ANSWER_S, timeout)
         self.dial(dp.HEAD_LINK, host, port, timeout)
         return self.welcomed
 
@@ -116,6 +124,25 @@ class DriverHost(Engine):
         else:
             self.session.start()
             self.transmit()
+            if not self.welcomed.done():
+                self._answer_timer = self.loop.call_later(self._answer_s, self._silent)
+
+    def _silent(self) -> None:
+        """Connected, our hello sent, and not a byte back: not a Dista head."""
+        self._answer_timer = None
+        if not self.welcomed.done():
+            self._fail(
+                f"{self._where} is not a Dista head: it took the connection but did not "
+                f"answer our hello in {self._answer_s:g} s"
+            )
+            self.close_all()
+
+    def refused(self, link: int, transport: Any, reason: str) -> None:
+        if link == dp.HEAD_LINK and not self.welcomed.done():
+            # Its first bytes are not Dista frames: said once, by `lost`'s failure.
+            self._not_dista = reason.removeprefix("protocol error: ")
+            return
+        super().refused(link, transport, reason)
 
     def _too_late(self, timeout: float) -> None:
         self._join_timer = None
@@ -148,6 +175,9 @@ class DriverHost(Engine):
         if self._join_timer is not None:
             self._join_timer.cancel()
             self._join_timer = None
+        if self._answer_timer is not None:
+            self._answer_timer.cancel()
+            self._answer_timer = None
         self.welcomed.fail(ConnectionError(why))
 
     # -- SessionIO ---------------------------------------------------------------------------
@@ -170,6 +200,9 @@ class DriverHost(Engine):
     # -- Engine ------------------------------------------------------------------------------
 
     def on_updated(self, link: int, nbytes: int) -> None:
+        if self._answer_timer is not None and link == dp.HEAD_LINK:
+            self._answer_timer.cancel()  # it answers: whether it is a head, its bytes say
+            self._answer_timer = None
         super().on_updated(link, nbytes)
         if not self.welcomed.done() and self.session.welcomed.is_set() and not self.session.closed:
             if self._join_timer is not None:
@@ -181,7 +214,10 @@ class DriverHost(Engine):
         super().lost(link)
         if self.session.closed:  # the head connection went
             why = self.session.closed
-            if link == dp.HEAD_LINK and not self.welcomed.done() and "refused" not in why:
+            if link == dp.HEAD_LINK and self._not_dista and not self.welcomed.done():
+                why = f"{self._where} is not a Dista head: what it sent is not Dista's "
+                why += f"protocol ({self._not_dista})"
+            elif link == dp.HEAD_LINK and not self.welcomed.done() and "refused" not in why:
                 why = f"the head at {self._where} closed the connection before welcoming us"
                 why += self._tls_hint
             self._fail(why)
@@ -190,7 +226,7 @@ class DriverHost(Engine):
     @property
     def _tls_hint(self) -> str:
         if self.handshakes is not None and self.handshakes.head_failure:
-            return f" (TLS: {self.handshakes.head_failure})"
+            return f" (TLS: {dial_failure(self.handshakes.head_failure, self.tls)})"
         return f"; {refusal_hint(self.tls is not None)}"
 
     def opened(self, link: int) -> None:

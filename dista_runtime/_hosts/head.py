@@ -94,6 +94,7 @@ class HeadHost(Engine):
         self._pids: dict[int, int] = {}  # link -> its peer's PID, when why_lost is given
         self._holding: set[int] = set()  # links not read while the core holds their frames
         self._soon: set[int] = set()  # links whose next pass is asked for the next turn
+        self._told_to_stop: set[int] = set()  # workers' links left for them to close
         #: Told how many actors are alive whenever that grows (a local cluster starts a
         #: worker for each, so that actors never take the workers tasks run on).
         self.on_actors: Callable[[int], object] | None = None
@@ -165,6 +166,7 @@ class HeadHost(Engine):
         self._check_held(link)
 
     def lost(self, link: int) -> None:
+        self._told_to_stop.discard(link)
         self._holding.discard(link)
         self._soon.discard(link)
         pid = self._pids.pop(link, None)
@@ -198,6 +200,20 @@ class HeadHost(Engine):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
 
+    def _close(self, d: dp.Close) -> None:
+        link = d.link
+        if self.head.stopping and self.head.worker_address(link) is not None:
+            # A worker told to stop closes its end once it has read the stop. Closing ours
+            # first would fail the write of a result it has under way before it reads the
+            # stop, and it would take that for a lost head and try to reconnect (Ctrl-C of
+            # a busy local cluster: "lost the head", then killed after the close grace).
+            # Left open, bounded by `_flush`'s deadline.
+            self.closing(link, d.reason)
+            if link in self.transports:
+                self._told_to_stop.add(link)
+            return
+        super()._close(d)
+
     def stop(self, why: str) -> None:
         """Stop the head and its workers (a signal, a closing local cluster); on the loop."""
         self.head.stop(why, now())
@@ -219,9 +235,10 @@ class HeadHost(Engine):
         self._flush(time.monotonic() + _FLUSH_S)
 
     def _flush(self, deadline: float) -> None:
-        """Let the stop and error frames go before the connections drop."""
-        if time.monotonic() < deadline and any(
-            t.get_write_buffer_size() for t in self.transports.values()
+        """Let the stop and error frames go before the connections drop, and the workers
+        told to stop close their ends first."""
+        if time.monotonic() < deadline and (
+            self._told_to_stop or any(t.get_write_buffer_size() for t in self.transports.values())
         ):
             self.loop.call_later(_FLUSH_POLL_S, self._flush, deadline)
             return

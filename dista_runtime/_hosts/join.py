@@ -55,9 +55,16 @@ _JOIN_POLL_S: Final = 0.002
 class Cluster:
     """What `init` returns: the connection (and the local cluster, if it started one)."""
 
-    def __init__(self, context: _context.Context, local: LocalCluster | None) -> None:
+    def __init__(
+        self,
+        context: _context.Context,
+        local: LocalCluster | None,
+        background: Background | None = None,
+    ) -> None:
         self.context = context
         self.local = local
+        #: The loop serving this process's blocking calls, when `init` started one.
+        self.background = background
         #: The dashboard's URL, with ``init(dashboard=True)`` (else None).
         self.dashboard_url: str | None = None
 

@@ -168,6 +168,8 @@ class WorkerHost(Engine):
             self.ready.set((address.host, address.port))
 
     def _head_lost(self, decision: dp.HeadLost) -> None:
+        if self.exited.done():
+            return  # it is leaving (a drain that timed out): its own close, not a lost head
         if self.client is not None:
             self.client.close()  # its tasks were interrupted; a new one comes on rejoin
             self.client = None
@@ -234,10 +236,12 @@ class WorkerHost(Engine):
 
     def _drain_late(self, timeout: float) -> None:
         left = len(self.core.store)
-        self.exit(
+        why = (
             f"drain timed out after {timeout:g} s ({DRAIN_ENV}) with {left} objects not "
             "adopted (the head's status says why: no other worker?)"
         )
+        self.log.warning("dista worker: leaving: %s", why)  # on purpose, and said once
+        self.exit(why)
 
     def _gave_up(self, why: str) -> None:
         """The head could not be reached again in time (`_reconnect`)."""

@@ -238,6 +238,13 @@ class Background(Protocol):
         """End the loop (and its thread, if it has one of its own)."""
         ...
 
+    def call_blocking(self, call: Callable[[], object]) -> None:
+        """Run ``call``, which blocks (it joins threads, waits for latches), from a signal
+        handler: there, when it runs on a thread that may block (the loop has a thread of
+        its own); else where the loop lets it wait (gevent's hub runs a monkey-patched
+        process's handlers, and may not block: a greenlet of its own)."""
+        ...
+
 
 class Backend(ABC):
     """One binding, as the runtime uses it: a class of static methods (the binding's own

@@ -46,6 +46,10 @@ class LoopThread(Generic[L]):
         self.loop: L = started.wait()
         self._stopped = False
 
+    def call_blocking(self, call: Callable[[], object]) -> None:
+        """Run ``call`` here: the loop is on a thread of its own, so this one may block."""
+        call()
+
     def stop(self) -> None:
         """End the loop and its thread (waiting for it a few seconds at most); once."""
         if self._stopped:

@@ -222,11 +222,23 @@ def refusal_hint(with_tls: bool) -> str:
     )
 
 
+#: What OpenSSL says when the answer to its hello is not TLS at all (a plain TCP peer).
+_NOT_TLS: Final = ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG")
+
+
 def dial_failure(error: str | BaseException, tls: TLS | None) -> str:
     """Why a dial of the head failed, as messages say it: ``error``, and when the head's
     certificate failed this process's verification, what that means and what to fix (one
     cluster's processes each took another `dista certs` directory's CA)."""
     text = str(error)
+    if tls is not None and any(symptom in text for symptom in _NOT_TLS):
+        # The peer answered our TLS hello with bytes that are not TLS: a plain head (the
+        # reverse case, a plain process and a TLS head, gets `refusal_hint`).
+        return (
+            f"{text}; the head does not run TLS (or this is not a Dista head): start it "
+            "with this cluster's certificates (--tls-dir DIR or DISTA_TLS_DIR), or run "
+            "this process without them"
+        )
     verify = isinstance(error, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in text
     # An expired or not yet valid certificate says so itself, and is no CA mismatch.
     if not verify or "expired" in text or "not yet valid" in text:
