@@ -3,7 +3,7 @@
     python healthcheck.py [ROLE]    # exit 0 healthy, 1 not (ROLE: head, worker, dashboard)
 
 The role and its ports come from PID 1's command line (`dista head --port 7420`, also behind
-a wrapper such as ``sigkill-on-term``); ROLE overrides the role. What each role must show:
+a wrapper such as ``tini``); ROLE overrides the role. What each role must show:
 
 - head: a socket listening on its port (default 7420). Read from the kernel's table, not
   dialed: a bare TCP connect to a TLS head is a failed handshake, and the head logs each.

@@ -152,12 +152,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--recovery-grace",
         type=float,
-        default=dp.RECOVERY_GRACE_NS / 1e9,
+        default=None,
         metavar="SECONDS",
         help="how long what a lost peer left behind waits for it to come back: a worker's "
         "stored objects (it may rejoin with them), a driver's tasks and objects (it may "
-        "resume), and after a head restart, claims and holdings for each other (default "
-        f"{dp.RECOVERY_GRACE_NS / 1e9:g})",
+        "resume), and after a head restart, claims and holdings for each other (default: "
+        f"DISTA_RECOVERY_GRACE, else {dp.RECOVERY_GRACE_NS / 1e9:g})",
+    )
+    p.add_argument(
+        "--on-sigterm",
+        choices=("stop", "restart"),
+        default=os.environ.get("DISTA_HEAD_ON_SIGTERM", "stop"),
+        help="what SIGTERM means: 'stop' the cluster (workers exit, actors end: as Ctrl-C "
+        "and 'dista stop' do), or 'restart': this head leaves and the cluster runs on, "
+        "drivers and workers resuming with the next head on the same address (an "
+        "orchestrator moving the head's pod or unit). Default: DISTA_HEAD_ON_SIGTERM, "
+        "else stop",
     )
     add_tls_options(p, "head", listens=True)
     add_limit_options(p)

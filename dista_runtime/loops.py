@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import Final, TypeVar
@@ -107,11 +108,20 @@ def run(
     start: Callable[[Loop], Latch[T]],
     stop: Callable[[], object] | None = None,
     loop: str | None = None,
+    *,
+    on_sigterm: Callable[[], object] | None = None,
 ) -> T:
     """A role's main on loop ``loop`` (see `choose`): ``start`` begins it on the loop, and
-    the loop runs until the latch it gives is settled; SIGINT and SIGTERM call ``stop``."""
+    the loop runs until the latch it gives is settled; SIGINT and SIGTERM call ``stop``
+    (SIGTERM calls ``on_sigterm`` instead, if given)."""
     name = choose(loop)
-    return backend(name).run(start, stop, loop=name)
+    if stop is None:
+        return backend(name).run(start, None, loop=name)
+    stops: dict[int, Callable[[], object]] = {
+        signal.SIGINT: stop,
+        signal.SIGTERM: on_sigterm or stop,
+    }
+    return backend(name).run(start, lambda signum: stops[signum](), loop=name)
 
 
 def background(loop: str | None = None) -> Background:

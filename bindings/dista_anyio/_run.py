@@ -48,12 +48,13 @@ async def wait(latch: Latch[T], timeout: float | None = None) -> T:
 
 def run(
     start: Callable[[Loop], Latch[T]],
-    stop: Callable[[], object] | None = None,
+    stop: Callable[[int], object] | None = None,
     *,
     loop: str = "anyio",
 ) -> T:
     """A role's main: a new loop of the backend ``loop`` names runs until the latch
-    ``start`` gives is settled; SIGINT and SIGTERM call ``stop`` on it (without ``stop``,
+    ``start`` gives is settled; SIGINT and SIGTERM call ``stop`` on it with the signal's
+    number (without ``stop``,
     Ctrl-C raises KeyboardInterrupt)."""
 
     async def main() -> Latch[T]:
@@ -61,7 +62,7 @@ def run(
         async with anyio.create_task_group() as group:
             running = AnyioLoop(group)
             if threading.current_thread() is threading.main_thread():  # signals go there
-                interrupt = stop or (lambda: latch.fail(KeyboardInterrupt()))
+                interrupt = stop or (lambda _: latch.fail(KeyboardInterrupt()))
                 signals = (signal.SIGINT, signal.SIGTERM) if stop else (signal.SIGINT,)
                 await group.start(_on_signals, interrupt, *signals)
             try:
@@ -78,8 +79,8 @@ def run(
 async def _on_signals(call: Any, *signals: signal.Signals, task_status: TaskStatus[None]) -> None:
     with anyio.open_signal_receiver(*signals) as received:
         task_status.started()  # the signals are ours from now on
-        async for _ in received:
-            call()
+        async for signum in received:
+            call(signum)
 
 
 def _serve(loop: str) -> Callable[[Latch[AnyioLoop]], None]:

@@ -139,7 +139,7 @@ class _Listener:
         except OSError as e:  # ssl.SSLError, a reset, the handshake's timeout
             conn.close()  # a transport that was made has closed it already
             if secure is not None:
-                secure.failed(ACCEPT_LATER, peer, str(e) or type(e).__name__)
+                secure.failed(ACCEPT_LATER, peer, e)
 
     def close(self) -> None:
         if self._rest is not None:

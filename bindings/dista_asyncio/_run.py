@@ -37,19 +37,20 @@ def _wake(future: asyncio.Future[None]) -> None:
 
 def run(
     start: Callable[[Loop], Latch[T]],
-    stop: Callable[[], object] | None = None,
+    stop: Callable[[int], object] | None = None,
     *,
     loop: str = "asyncio",
 ) -> T:
     """A role's main: a new loop (uvloop when installed) runs until the latch ``start``
-    gives is settled; SIGINT and SIGTERM call ``stop`` on it (without: KeyboardInterrupt).
+    gives is settled; SIGINT and SIGTERM call ``stop`` on it with the signal's number
+    (without: KeyboardInterrupt).
     ``loop`` is the name it was chosen by (`dista_runtime.loops`): always asyncio here."""
     running = new_event_loop()
 
     async def main() -> T:
         if stop is not None:
             for sig in (signal.SIGINT, signal.SIGTERM):
-                running.add_signal_handler(sig, stop)
+                running.add_signal_handler(sig, stop, sig)
         return await wait(start(AsyncioLoop(running)))
 
     try:

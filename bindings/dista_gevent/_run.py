@@ -39,15 +39,15 @@ def wait(latch: Latch[T], timeout: float | None = None) -> T:
 
 def run(
     start: Callable[[Loop], Latch[T]],
-    stop: Callable[[], object] | None = None,
+    stop: Callable[[int], object] | None = None,
     *,
     loop: str = "gevent",
 ) -> T:
     """A role's main on this thread's hub: until the latch ``start`` gives is settled.
-    SIGINT and SIGTERM call ``stop`` in a greenlet (without it, Ctrl-C raises
+    SIGINT and SIGTERM call ``stop`` in a greenlet, with the signal's number (without it, Ctrl-C raises
     KeyboardInterrupt). ``loop`` is the name it was chosen by: always gevent here."""
     signals = (signal.SIGINT, signal.SIGTERM) if stop is not None else ()
-    handlers = [gevent.signal_handler(s, stop) for s in signals]
+    handlers = [gevent.signal_handler(s, stop, s) for s in signals]
     try:
         return wait(start(GeventLoop()))
     finally:

@@ -138,6 +138,17 @@ def apply_tls(args: argparse.Namespace) -> bool:
     except ValueError as e:
         report(args, f"dista {args.command}: {e}")
         return False
+    if role == "worker":
+        try:
+            tls_for("driver")
+        except ValueError as e:
+            # Checked here, not when the first task needs it: a traceback at start else.
+            report(
+                args,
+                f"dista worker: {e} (a worker's tasks open sessions to the head as drivers "
+                "do: it needs the driver pair beside its own)",
+            )
+            return False
     return True
 
 

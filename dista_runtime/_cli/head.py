@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 import logging
 
+import dista_proto as dp
+
+from .._hosts.liveness import RECOVERY_ENV, seconds_env
 from .._net.contract import Loop
 from .._net.latch import Latch
 from .flags import bind_ok
@@ -26,8 +29,19 @@ def cmd_head(args: argparse.Namespace) -> int:
 
     if not settings_ok("head", args.liveness_timeout):
         return 2
+    if args.recovery_grace is None:
+        try:
+            args.recovery_grace = seconds_env(RECOVERY_ENV, dp.RECOVERY_GRACE_NS / 1e9)
+        except ValueError as e:
+            _log.error("dista head: %s", e)
+            return 2
     if args.recovery_grace < 0:
         _log.error("dista head: --recovery-grace must be at least 0 seconds")
+        return 2
+    if args.on_sigterm not in ("stop", "restart"):  # from DISTA_HEAD_ON_SIGTERM
+        _log.error(
+            "dista head: DISTA_HEAD_ON_SIGTERM must be stop or restart, not %r", args.on_sigterm
+        )
         return 2
     if not bind_ok("dista head", args.host):
         return 2
@@ -52,6 +66,15 @@ def cmd_head(args: argparse.Namespace) -> int:
             _log.info("dista head: mutual TLS (%s)", head.tls.where)
         return head.closed
 
-    reason = run_role(args, start, lambda: heads[0].stop("stopped by a signal"))
+    def leave() -> None:
+        _log.info("dista head: SIGTERM: leaving; the cluster runs on for the next head")
+        heads[0].leave("left on SIGTERM (--on-sigterm restart)")
+
+    reason = run_role(
+        args,
+        start,
+        lambda: heads[0].stop("stopped by a signal"),
+        leave if args.on_sigterm == "restart" else None,
+    )
     _log.info("dista head: %s", reason)
     return 0

@@ -50,11 +50,17 @@ def tune_process() -> None:
     gc.set_threshold(20_000, 20, 50)
 
 
-def run_role(args: argparse.Namespace, start: Callable[[Loop], Latch[T]], stop: Any = None) -> T:
-    """Run a role on the loop ``--loop`` names (or ``DISTA_LOOP``, or the detected one)."""
+def run_role(
+    args: argparse.Namespace,
+    start: Callable[[Loop], Latch[T]],
+    stop: Any = None,
+    on_sigterm: Callable[[], object] | None = None,
+) -> T:
+    """Run a role on the loop ``--loop`` names (or ``DISTA_LOOP``, or the detected one):
+    SIGINT and SIGTERM call ``stop`` (SIGTERM ``on_sigterm``, if given)."""
     from ..loops import run
 
-    return run(start, stop, args.loop)
+    return run(start, stop, args.loop, on_sigterm=on_sigterm)
 
 
 def settings_ok(role: str, liveness: float | None = None) -> bool:

@@ -219,6 +219,16 @@ class HeadHost(Engine):
         self.head.stop(why, now())
         self.transmit()
 
+    def leave(self, why: str) -> None:
+        """Exit without stopping the cluster: no stop to anyone, every connection closed,
+        as a crash would leave them (`dista head --on-sigterm restart`: an orchestrator
+        moving the head's pod). Drivers and workers reconnect to the next head on this
+        address and rebuild it; whatever was in flight is retried there."""
+        if self.listener is not None:
+            self.listener.close()
+        self.close_all()
+        self.drained.add_callback(lambda _: self.closed.set(why))
+
     def _await_fate(self, link: int, pid: int, deadline: float) -> None:
         """Lose ``link`` once ``why_lost`` knows how its process ended, or at ``deadline``."""
         assert self.why_lost is not None

@@ -14,6 +14,7 @@ __all__ = [
     "LIVENESS_ENV",
     "MIN_LIVENESS_S",
     "RECONNECT_ENV",
+    "RECOVERY_ENV",
     "check_all",
     "check_liveness",
     "drain_timeout",
@@ -35,6 +36,9 @@ DRAIN_ENV: Final = "DISTA_DRAIN_TIMEOUT"
 #: Seconds a driver or worker dials a lost head again before it gives up.
 RECONNECT_ENV: Final = "DISTA_RECONNECT_TIMEOUT"
 DEFAULT_RECONNECT_S: Final = 60.0
+#: Seconds what a lost peer left behind waits for it at the head (`dista head
+#: --recovery-grace`, which wins over it).
+RECOVERY_ENV: Final = "DISTA_RECOVERY_GRACE"
 DEFAULT_DRAIN_S: Final = 120.0
 
 

@@ -166,9 +166,11 @@ class Secure(Protocol):
         closing ``stream`` before any frame is read if its role may not be here."""
         ...
 
-    def failed(self, link: int, peername: Any, why: str) -> None:
+    def failed(self, link: int, peername: Any, why: str | BaseException) -> None:
         """The handshake of a connection from ``peername`` failed (``link`` is
-        `dista_runtime._net.streams.ACCEPT_LATER` for one accepted but not yet counted)."""
+        `dista_runtime._net.streams.ACCEPT_LATER` for one accepted but not yet counted),
+        as ``why`` says (the loop's exception, whose kind tells a probe's bare connect and
+        close from a failure worth a warning)."""
         ...
 
 
@@ -259,12 +261,13 @@ class Backend(ABC):
     @abstractmethod
     def run(
         start: Callable[[Loop], Latch[T]],
-        stop: Callable[[], object] | None = None,
+        stop: Callable[[int], object] | None = None,
         *,
         loop: str,
     ) -> T:
         """A role's main: a loop runs until the latch ``start`` gives is settled; SIGINT
-        and SIGTERM call ``stop`` (without it, Ctrl-C raises KeyboardInterrupt)."""
+        and SIGTERM call ``stop`` with the signal's number (a head tells a stop from a pod
+        being moved by it), on the loop; without it, Ctrl-C raises KeyboardInterrupt."""
 
     @staticmethod
     @abstractmethod

@@ -112,16 +112,29 @@ class Handshakes:
         )
         stream.close()
 
-    def failed(self, link: int, peername: Any, why: str) -> None:
+    def failed(self, link: int, peername: Any, why: str | BaseException) -> None:
         """A handshake with ``peername`` failed (``link`` is `ACCEPT_LATER` for one that
-        came in and was not counted yet)."""
+        came in and was not counted yet). One that came in and closed before its hello
+        (an orchestrator's TCP probe, a port scan) is logged at DEBUG only."""
+        text = _reason(why)
         if link == dp.HEAD_LINK:
-            self.head_failure = why
+            self.head_failure = text
+        if link != dp.HEAD_LINK and isinstance(why, (ConnectionResetError, ssl.SSLEOFError)):
+            self._log.debug(
+                "dista %s: %s closed before its TLS hello", self._name, peer_name(peername)
+            )
+            return
         self._failures.note(
             self._log,
-            f"dista {self._name}: TLS handshake with %s failed: {why}",
+            f"dista {self._name}: TLS handshake with %s failed: {text}",
             peer_name(peername),
         )
+
+
+def _reason(why: str | BaseException) -> str:
+    if isinstance(why, ssl.SSLError) and why.reason:
+        return why.reason
+    return why if isinstance(why, str) else str(why) or type(why).__name__
 
 
 class Side:
@@ -164,5 +177,5 @@ class Side:
     def secured(self, link: int, stream: Stream) -> None:
         self._handshakes.secured(link, stream, dialed=not self.server_side)
 
-    def failed(self, link: int, peername: Any, why: str) -> None:
+    def failed(self, link: int, peername: Any, why: str | BaseException) -> None:
         self._handshakes.failed(link, peername, why)

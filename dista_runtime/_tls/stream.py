@@ -177,7 +177,7 @@ class TLSStream(SocketStream):
             return False
         except ssl.SSLError as e:
             self._send_tls()  # the alert, so that the peer learns why
-            self._fail(e.reason or str(e))
+            self._fail(e)
             self.close()
             return False
         self.handshaken = True
@@ -192,7 +192,7 @@ class TLSStream(SocketStream):
         self._secure.secured(self.link, self)
         return not (self._closing or self.ended)
 
-    def _fail(self, why: str) -> None:
+    def _fail(self, why: str | BaseException) -> None:
         self._over()
         self._secure.failed(self.link, self._peer, why)
 

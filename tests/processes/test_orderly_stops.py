@@ -223,6 +223,29 @@ def test_a_port_out_of_range_is_one_line(command: str) -> None:
     assert len(lines) == 1 and "--port must be from 0 to 65535, not 99999" in lines[0], lines
 
 
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        ({"DISTA_RECOVERY_GRACE": "soon"}, "DISTA_RECOVERY_GRACE must be a number of seconds"),
+        ({"DISTA_HEAD_ON_SIGTERM": "reboot"}, "DISTA_HEAD_ON_SIGTERM must be stop or restart"),
+    ],
+)
+def test_a_bad_head_setting_in_the_environment_is_one_line(
+    setting: dict[str, str], said: str
+) -> None:
+    done = subprocess.run(
+        [*CLI, "head", "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=env(**setting),
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], lines
+
+
 # -- 7. init() against a port that is not a Dista head --------------------------------------
 
 

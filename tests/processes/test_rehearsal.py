@@ -2,7 +2,8 @@
 namespace of its own as a pod would be (tests/processes/support/netns.py), every link
 mutual TLS: workers started before their head wait for it; a rolling restart of every
 worker (SIGTERM one at a time, a new one started in its place) under a running workload;
-the head's pod killed (SIGKILL) and a new head started on the same address; a scale-down
+the head's pod killed (SIGKILL, or SIGTERM to a head run with ``--on-sigterm restart`` as
+the manifests run it) and a new head started on the same address; a scale-down
 that drains the removed workers. Through each, the driver checks every result and both
 checkpointed actors' answers, in order (tests/processes/support/rehearsal_driver.py).
 
@@ -50,6 +51,7 @@ class Cluster:
         name = f"head{self.started}"
         self.started += 1
         argv = [*CLI, "head", "--host", self.head_host.address, "--port", str(PORT)]
+        argv += ["--on-sigterm", "restart"]  # as deployed: a pod's SIGTERM moves the head
         self.head = self.net.spawn(self.head_host, name, argv, self.env, ROOT)
         listening = netns.wait_until(lambda: "listening on" in self.head_output(), 20)
         assert listening, self.why("the head did not listen within 20 s")
@@ -174,17 +176,23 @@ def test_workers_wait_for_their_head_then_a_rolling_restart_loses_nothing(
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
 def test_the_head_pod_killed_and_rescheduled_drivers_and_workers_resume(
-    cluster: Cluster,
+    cluster: Cluster, how: str
 ) -> None:
+    """SIGKILL: its node died. SIGTERM: the pod was deleted, evicted or rolled, and the
+    head (``--on-sigterm restart``) leaves at once, exit 0, the cluster running on."""
     cluster.start_head()
     for host in cluster.hosts:
         cluster.start_worker(host)
     cluster.wait_workers(WORKERS)
     driver = cluster.run_driver("driver", 5_000)
     assert cluster.head is not None
-    cluster.head.popen.send_signal(signal.SIGKILL)
-    cluster.head.popen.wait(10)
+    cluster.head.popen.send_signal(getattr(signal, how))
+    code = cluster.head.popen.wait(10)
+    if how == "SIGTERM":
+        assert code == 0, cluster.why(f"the head exited {code} on SIGTERM")
+        assert "leaving; the cluster runs on" in cluster.head_output()
     cluster.start_head()  # the same Service address
     summary = cluster.finish(driver)
     assert summary["wrong"] == 0 and summary["actors_in_order"], summary

@@ -339,3 +339,41 @@ def test_a_driver_dialing_the_machines_address_fetches_from_a_loopback_worker(
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all right" in done.stdout
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "gevent", "anyio"])
+def test_a_bare_tcp_probe_is_no_warning_and_a_stranger_still_is(
+    tls_dir: Path, procs: Procs, loop: str
+) -> None:
+    """An orchestrator's TCP probe connects and closes without a TLS hello every few
+    seconds: the head says nothing about it at WARNING. A peer that speaks something else
+    (an HTTP request) is still a failed handshake it warns about."""
+    head = start_head(procs, tls_dir, loop)
+    for _ in range(5):
+        socket.create_connection(head, timeout=10).close()
+    with socket.create_connection(head, timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        assert sock.recv(100) == b""  # closed on it
+    assert "drivers: 0" in status(head, tls_dir)  # the head is up and answers
+    log = procs.log("head")
+    assert log.count("TLS handshake with") == 1, log
+    assert "HTTP_REQUEST" in log
+
+
+def test_a_worker_without_the_driver_pair_is_one_line(tls_dir: Path, tmp_path: Path) -> None:
+    """A worker's tasks open sessions to the head as drivers do: without the driver pair,
+    it says so at start (exit 2), not in a traceback when the first task needs it."""
+    for name in ("ca.pem", "worker.pem", "worker.key"):
+        (tmp_path / name).write_bytes((tls_dir / name).read_bytes())
+    done = subprocess.run(
+        [*CLI, "worker", "--no-supervise", "--head", "127.0.0.1:9", "--tls-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert len(lines) == 1 and "driver.pem does not exist" in lines[0], lines
+    assert "needs the driver pair" in lines[0]

@@ -287,13 +287,13 @@ class ContractEngine(Engine):
         self.bare = ContractCore()
         super().__init__(loop, self.bare)
         self.dials: dict[int, str] = {}
-        self.tls_failures: list[str] = []
+        self.tls_failures: list[str | BaseException] = []
         self.identities: dict[int, PeerIdentity] = {}  # link -> the certificate it showed
         self.use_tls(tls)
         if self.handshakes is not None:  # every failed handshake is recorded, then logged
             log_failure = self.handshakes.failed
 
-            def failed(link: int, peername: Any, why: str) -> None:
+            def failed(link: int, peername: Any, why: str | BaseException) -> None:
                 self.tls_failures.append(why)
                 log_failure(link, peername, why)
 
