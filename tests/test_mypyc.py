@@ -77,6 +77,7 @@ def test_the_compiled_core_passes_the_core_tests(tmp_path: Path) -> None:
             "-m",
             "pytest",
             "-q",
+            *("-n", "0"),  # no parallel workers of its own (pyproject's addopts has -n 2)
             "-p",
             "no:cacheprovider",
             "--import-mode=append",  # the compiled copy first on the path, not the checkout

@@ -27,6 +27,9 @@ import pytest
 
 from tests.processes.support import netns
 
+# The network namespaces are the machine's: one such test at a time (pytest-xdist).
+pytestmark = pytest.mark.xdist_group("netns")
+
 
 def write_tls(folder: Path) -> Path:
     pytest.importorskip("cryptography", reason="dista certs needs the tls extra")
