@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.processes.test_tls import CLI, env
+from tests.processes.test_tls import CLI, cli, env
 from tests.support.processes import Procs
 
 _TASKS = "tests.processes.support.stops_tasks"
@@ -210,16 +210,8 @@ def test_a_worker_drained_with_nowhere_to_go_says_so(procs: Procs) -> None:
 
 @pytest.mark.parametrize("command", ["head", "dashboard"])
 def test_a_port_out_of_range_is_one_line(command: str) -> None:
-    done = subprocess.run(
-        [*CLI, command, "--port", "99999"],
-        capture_output=True,
-        text=True,
-        env=env(),
-        timeout=30,
-        check=False,
-    )
-    assert done.returncode == 2
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    code, lines = cli([command, "--port", "99999"])
+    assert code == 2
     assert len(lines) == 1 and "--port must be from 0 to 65535, not 99999" in lines[0], lines
 
 
@@ -233,16 +225,8 @@ def test_a_port_out_of_range_is_one_line(command: str) -> None:
 def test_a_bad_head_setting_in_the_environment_is_one_line(
     setting: dict[str, str], said: str
 ) -> None:
-    done = subprocess.run(
-        [*CLI, "head", "--port", "0"],
-        capture_output=True,
-        text=True,
-        env=env(**setting),
-        timeout=30,
-        check=False,
-    )
-    assert done.returncode == 2
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    code, lines = cli(["head", "--port", "0"], **setting)
+    assert code == 2
     assert len(lines) == 1 and said in lines[0], lines
 
 
@@ -267,18 +251,21 @@ except Exception as e:
     return float(found.group(1)), found.group(2)
 
 
-@pytest.fixture
-def silent_server() -> Iterator[int]:
-    """A TCP server that takes connections and says nothing."""
+def _tcp_server(answer: bytes | None) -> Iterator[int]:
+    """A TCP server's port: it takes connections and writes ``answer`` to each (None:
+    says nothing), until the test ends."""
     server = socket.create_server(("127.0.0.1", 0))
     taken: list[socket.socket] = []
 
     def accept() -> None:
         while True:
             try:
-                taken.append(server.accept()[0])
+                conn = server.accept()[0]
             except OSError:
                 return
+            taken.append(conn)
+            if answer is not None:
+                conn.sendall(answer)
 
     threading.Thread(target=accept, daemon=True).start()
     try:
@@ -287,6 +274,12 @@ def silent_server() -> Iterator[int]:
         server.close()
         for conn in taken:
             conn.close()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP server that takes connections and says nothing."""
+    yield from _tcp_server(None)
 
 
 @pytest.fixture
@@ -303,25 +296,7 @@ def http_server() -> Iterator[int]:
 @pytest.fixture
 def chatty_server() -> Iterator[int]:
     """A TCP server that answers whatever it is sent with an HTTP error."""
-    server = socket.create_server(("127.0.0.1", 0))
-    taken: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                conn = server.accept()[0]
-            except OSError:
-                return
-            taken.append(conn)
-            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        server.close()
-        for conn in taken:
-            conn.close()
+    yield from _tcp_server(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
 
 
 @pytest.mark.parametrize("server", ["silent_server", "http_server", "chatty_server"])

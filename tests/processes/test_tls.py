@@ -43,6 +43,15 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
+def cli(argv: list[str], **environ: str) -> tuple[int, list[str]]:
+    """``dista ARGV`` run to its end: its exit status and the lines it wrote (both
+    streams), for the commands that must fail in one line."""
+    done = subprocess.run(
+        [*CLI, *argv], capture_output=True, text=True, env=env(**environ), timeout=30, check=False
+    )
+    return done.returncode, (done.stdout + done.stderr).strip().splitlines()
+
+
 @pytest.fixture(scope="module")
 def tls_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tls")
@@ -365,15 +374,9 @@ def test_a_worker_without_the_driver_pair_is_one_line(tls_dir: Path, tmp_path: P
     it says so at start (exit 2), not in a traceback when the first task needs it."""
     for name in ("ca.pem", "worker.pem", "worker.key"):
         (tmp_path / name).write_bytes((tls_dir / name).read_bytes())
-    done = subprocess.run(
-        [*CLI, "worker", "--no-supervise", "--head", "127.0.0.1:9", "--tls-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env(),
-        timeout=30,
-        check=False,
+    code, lines = cli(
+        ["worker", "--no-supervise", "--head", "127.0.0.1:9", "--tls-dir", str(tmp_path)]
     )
-    assert done.returncode == 2
-    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert code == 2
     assert len(lines) == 1 and "driver.pem does not exist" in lines[0], lines
     assert "needs the driver pair" in lines[0]
