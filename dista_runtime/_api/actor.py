@@ -48,6 +48,7 @@ from .._values.registry import (
     pickle_function,
     register_actor,
 )
+from .arity import Arity, method_arities
 from .ref import ObjectRef
 
 if TYPE_CHECKING:
@@ -74,6 +75,10 @@ _LOOKUP_ANSWER: Final = struct.Struct(f"<QQ{ACTOR_CAPABILITY_SIZE}s")
 _RESERVED: Final = frozenset({"remote", "options", "checkpoint", "checkpoint_async", "kill"})
 
 
+#: Each actor class defined in this process (by its type name): its methods' `Arity`.
+_ARITIES: dict[str, dict[str, Arity]] = {}
+
+
 class CheckpointWarning(UserWarning):
     """An actor's checkpoint could not be written; the actor goes on without it."""
 
@@ -98,6 +103,7 @@ class ActorType:
         self.importable = importable(cls)
         self.type_id = name_hash(self.name)
         self.methods = method_table(cls)
+        _ARITIES[self.name] = self.arities = method_arities(cls)
         self._pickled: tuple[bytes, bytes] | None = None
         if self.importable:
             register_actor(self.name, cls)
@@ -106,6 +112,7 @@ class ActorType:
     def create(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], name: str = ""
     ) -> ActorHandle[Any]:
+        self.arities["__init__"].check(args, kwargs)  # before anything is sent
         context = _context.session()
         argument, inputs = encode_call(args, kwargs, ObjectRef, self.name)
         prefix = b""
@@ -250,6 +257,11 @@ class ActorMethod(Generic[P, R]):
 
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> ObjectRef[R]:
         handle = self._handle
+        arity = _ARITIES.get(handle._type_name)
+        if arity is not None:  # the class is known here: a call that cannot bind fails now
+            checked = arity.get(self._name)
+            if checked is not None:
+                checked.check(args, kwargs)
         session = handle._bound()
         what = f"{handle._type_name.rpartition(':')[2]}.{self._name}"
         argument, inputs, handles = encode_call_carrying(args, kwargs, ObjectRef, what)

@@ -27,6 +27,7 @@ from .._values.codec import encode_call_carrying
 from .._values.ids import BY_VALUE_NAME
 from .._values.ids import task_id as _task_id
 from .._values.registry import by_value_argument, importable, pickle_function, register
+from .arity import Arity
 from .labels import label
 from .ref import ObjectRef
 
@@ -46,6 +47,7 @@ class _Remote:
         if num_returns < 1:
             raise ValueError(f"num_returns must be at least 1, not {num_returns}")
         self._fn = fn
+        self._arity = Arity(fn, f"{getattr(fn, '__qualname__', fn)}.remote")
         self.num_returns = num_returns
         self.max_retries = max_retries
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -74,6 +76,7 @@ class _Remote:
     ) -> tuple[int, Session, tuple[object, ...]]:
         """Queue the call; its first result ID, the session that owns it, and the actor
         handles among its arguments (its refs keep them)."""
+        self._arity.check(args, kwargs)  # a call that cannot bind fails here, not at get()
         session = _context.session()
         argument, inputs, handles = encode_call_carrying(args, kwargs, ObjectRef, self.name)
         if self.name in session.names:
