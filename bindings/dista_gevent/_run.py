@@ -60,7 +60,7 @@ class SharedHub:
     runtime's waits cooperate). `stop` leaves the hub running: it is the caller's."""
 
     def __init__(self) -> None:
-        self.loop = GeventLoop()
+        self.loop: GeventLoop = GeventLoop()
 
     def stop(self) -> None:
         self.loop.closed = True
