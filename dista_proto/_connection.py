@@ -89,6 +89,8 @@ class Connection:
         # kind may not come), so a header is checked, kind and length, with one lookup, and
         # nothing is sized from a length before it passed (`dista_proto._state`).
         self.their_role: Role | None
+        self.our_state: ConnectionState
+        self.their_state: ConnectionState
         self.their_role, self.our_state, self.their_state, self._limits, self._allowed_out = start(
             our_role
         )

@@ -64,9 +64,9 @@ class Credentials:
 
     def __init__(self, key: bytes, *, epoch: int, stable: bool) -> None:
         self._key = key
-        self.epoch = epoch
+        self.epoch: int = epoch
         #: The key outlives this head (a TLS key file): another head's secrets can be checked.
-        self.stable = stable
+        self.stable: bool = stable
 
     def secret(self, epoch: int, number: int, identity: bytes) -> bytes:
         """The secret of driver ``number`` first numbered under ``epoch``, certificate

@@ -108,8 +108,8 @@ class Driver:
             raise ValueError(f"a Driver is a driver or a client, not {role.name.lower()}")
         self.role: Final = role
         self.registry_hash = registry_hash
-        self.number = 0
-        self.epoch = 0
+        self.number: int = 0
+        self.epoch: int = 0
         #: Once welcomed, a `STATS_NO_REPLY` keepalive this often (0: none), against idle-outs.
         self.keepalive_ns = keepalive_ns
         self._keepalive_at = 0
@@ -117,14 +117,14 @@ class Driver:
         #: token drawn from it our fetches. False speaks only the page.
         self.ask_secret = ask_secret
         #: Our welcome's secret (b"" from a head giving none), kept for our resumes.
-        self.secret = b""
+        self.secret: bytes = b""
         self._next = 1
         self._links = Links()
         #: What it says of itself after each hello: task names, labels; and vitals.
         self.telling: Final = Telling(self._links, task_names)
         self._fetcher = Fetcher(self._links, part, allocate, mapping)
         self._located: dict[int, Address] = {}
-        self.closed_reason = ""
+        self.closed_reason: str = ""
         #: What a new head needs to hear to resume this driver (`_ledger`).
         self._ledger = Ledger()
         #: Actor calls kept for it, and the checkpoint asks (`_driver_actors`).
@@ -135,12 +135,12 @@ class Driver:
         self._relocating: dict[int, tuple[Address, str]] = {}
         self._requests = [0, 0]  # stats and timeline requests not answered
         #: Whether the head link is up (False from a lost head until `start` again).
-        self.connected_to_head = False
+        self.connected_to_head: bool = False
         self._resuming = False
         self._head_epoch = 0  # the epoch of the head that last welcomed us
         #: Times this driver resumed after losing its head (answers after the first are
         #: dropped from then on: a new head may run a task again).
-        self.resumes = 0
+        self.resumes: int = 0
         #: The head's frames by type -> their handler (a frame of another kind is ignored).
         self._on_head: Final[dict[type[Event], Callable[[Any], None]]] = {
             Result: self._on_result,

@@ -29,7 +29,7 @@ class Durations:
     __slots__ = ("_average", "short_ns")
 
     def __init__(self, short_ns: int = SHORT_NS) -> None:
-        self.short_ns = short_ns
+        self.short_ns: int = short_ns
         self._average: dict[int, int] = {}
 
     def record(self, task_id: int, elapsed_ns: int) -> None:

@@ -27,15 +27,7 @@ from ._conventions import (
     hosted_calls,
 )
 from ._encode import actor_call_frame
-from ._events import (
-    ActorKill,
-    ActorRestore,
-    Checkpointed,
-    Error,
-    Event,
-    Result,
-    Stored,
-)
+from ._events import ActorKill, ActorRestore, Checkpointed, Error, Event, Result, Stored
 from ._head_actor_access import ActorAccess
 from ._head_actor_covers import CoveredCalls, read_covers
 from ._head_actor_hosts import Hosts
@@ -93,14 +85,16 @@ class Actors:
         #: Where each answered call no checkpoint covers yet ran (its place in its actor's
         #: order): an answer given again (a reconnect, a claim) says it too.
         self.answered_at: dict[int, int] = {}
-        self.checkpoints = Checkpoints(wire, keep_bytes, self.answered_at)
-        self.covers = CoveredCalls(wire, objects, counts, self.answered_at)  # after a restart
-        self.access = ActorAccess(wire, records)  # who may call and kill which actor
-        self.placement = Placement(wire, counts, scheduler)
-        self.hosts = Hosts(wire, counts, recovery_grace_ns, records)  # rejoiners' live actors
+        self.checkpoints: Checkpoints = Checkpoints(wire, keep_bytes, self.answered_at)
+        #: Calls the checkpoint a restored actor came back from includes (after a restart).
+        self.covers: CoveredCalls = CoveredCalls(wire, objects, counts, self.answered_at)
+        self.access: ActorAccess = ActorAccess(wire, records)  # who may call and kill which actor
+        self.placement: Placement = Placement(wire, counts, scheduler)
+        #: The live actors of rejoining workers.
+        self.hosts: Hosts = Hosts(wire, counts, recovery_grace_ns, records)
         self._dead: deque[int] = deque()  # ended actors whose records stay, oldest first
-        self.stores = Stores(wire, self.hosts.holds)  # numbered builds; forgets
-        self.replays = Replays(wire, self.hosts.grace, self.send_calls)  # their order
+        self.stores: Stores = Stores(wire, self.hosts.holds)  # numbered builds; forgets
+        self.replays: Replays = Replays(wire, self.hosts.grace, self.send_calls)  # their order
         #: A driver left: the actors it made that others still hold (`ActorNames`).
         self.keeps: Callable[[Peer], set[int]] = lambda driver: set()
 

@@ -82,7 +82,7 @@ class Ahead:
         self._send_run = send_run
         #: Per worker, the tasks running there whose dependents did not fit (by result ID).
         self._frontier: dict[Peer, dict[int, TaskRecord]] = {}
-        self.count = 0  # tasks sent ahead
+        self.count: int = 0  # tasks sent ahead
 
     def sent(self, task: TaskRecord, worker: Peer) -> None:
         """``task`` was sent to ``worker``: send ahead what waits only on it, and so on."""

@@ -67,8 +67,8 @@ class Answers:
         self.bound = bound
         #: What the pass under way has spent; past ``bound``, ``over`` is set and the pass
         #: stops after the frame that spent it (`Head._received` reads ``over``).
-        self.spent = 0
-        self.over = False
+        self.spent: int = 0
+        self.over: bool = False
         self._held: dict[int, list[Event]] = {}  # link -> frames not handled yet
         self._packed: bytes | None = None  # everyone's timeline, for this pass's requests
         self._tally: dict[int, list[int]] = {}  # link -> [requests, bytes answered]

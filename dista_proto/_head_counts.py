@@ -85,11 +85,11 @@ class Counts:
     __slots__ = ("actor_calls", "actors_alive", "held_bytes", "pending", "rows", "running")
 
     def __init__(self) -> None:
-        self.pending = 0
-        self.running = 0
-        self.held_bytes = 0
-        self.actors_alive = 0
-        self.actor_calls = 0
+        self.pending: int = 0
+        self.running: int = 0
+        self.held_bytes: int = 0
+        self.actors_alive: int = 0
+        self.actor_calls: int = 0
         #: Per function ID and owner link (the key ``owner << 64 | function``): a
         #: `Tally`-indexed list of counts since the head started. A task holds its row
         #: from its intake on (`row`, `TaskRecord.tally`): its tallies look nothing up

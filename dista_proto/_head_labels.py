@@ -27,7 +27,7 @@ class LabelTable:
     __slots__ = ("_by_id", "_order", "cap")
 
     def __init__(self, cap: int = MAX_KNOWN_LABELS) -> None:
-        self.cap = cap
+        self.cap: int = cap
         self._by_id: dict[int, str] = {}
         self._order: list[int] = []
 

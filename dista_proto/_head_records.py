@@ -71,52 +71,52 @@ class Peer:
     )
 
     def __init__(self, link: int) -> None:
-        self.link = link
+        self.link: int = link
         self.role: Role | None = None  # until hello
-        self.registry = 0
-        self.number = 0  # drivers and clients
-        self.address = NO_ADDRESS  # workers
+        self.registry: int = 0
+        self.number: int = 0  # drivers and clients
+        self.address: Address = NO_ADDRESS  # workers
         #: A worker that runs by-value code of any registry (`HELLO_ANY_REGISTRY`).
-        self.any_registry = False
+        self.any_registry: bool = False
         #: A worker with a checkpoint store (`HELLO_CHECKPOINTS`): it may restore actors.
-        self.checkpoints = False
+        self.checkpoints: bool = False
         #: A worker that runs tasks ahead (`HELLO_RUNS_AHEAD`, `dista_proto._head_ahead`).
-        self.runs_ahead = False
+        self.runs_ahead: bool = False
         #: It said which tasks it imports (task-names, `Registries`).
-        self.names_sent = False
-        self.host = ""  # the IPv4 address it connects from, for fetch grants (`Head.peer`)
-        self.pid = 0  # its process ID and resident bytes, from its vitals (0: not said)
-        self.rss = 0
-        self.free = 0  # worker slots not running a task
-        self.spare = 0  # prefetch slots, for tasks known to be short, not running one
-        self.prefetched = 0  # estimated ns of the tasks in its prefetch slots
-        self.idle = False  # in its registry's idle deque
-        self.draining = False
-        self.blocked = 0  # of its running tasks, those blocked reading others (slot lent)
+        self.names_sent: bool = False
+        self.host: str = ""  # the IPv4 address it connects from, for fetch grants (`Head.peer`)
+        self.pid: int = 0  # its process ID and resident bytes, from its vitals (0: not said)
+        self.rss: int = 0
+        self.free: int = 0  # worker slots not running a task
+        self.spare: int = 0  # prefetch slots, for tasks known to be short, not running one
+        self.prefetched: int = 0  # estimated ns of the tasks in its prefetch slots
+        self.idle: bool = False  # in its registry's idle deque
+        self.draining: bool = False
+        self.blocked: int = 0  # of its running tasks, those blocked reading others (slot lent)
         self.running: dict[int, TaskRecord] = {}  # first result ID -> task, workers
         self.holds: set[int] = set()  # stored objects, workers
         #: The actor this worker hosts, or is kept free for (it runs no tasks meanwhile).
         self.actor: ActorRecord | None = None
-        self.heard = 0  # when the head last read from it (workers: liveness)
+        self.heard: int = 0  # when the head last read from it (workers: liveness)
         #: A driver that said hello with a resume pair and has not sent resumed yet.
-        self.resuming = False
+        self.resuming: bool = False
         #: A driver's: the epoch of the head that first numbered it.
-        self.epoch = 0
+        self.epoch: int = 0
         #: A driver resuming on a new connection to this same head: the objects it held
         #: and the actors it owned on the old one that its resume has not named yet (at
         #: resumed, those it released or killed meanwhile go).
         self.unconfirmed: set[int] | None = None
-        self.why = ""  # what a draining worker waits for (status)
+        self.why: str = ""  # what a draining worker waits for (status)
         #: The role words of the peer's certificate (`Head.authenticated`); None: plain TCP,
         #: unrestricted.
         self.roles: frozenset[str] | None = None
         #: The SHA-256 of its certificate, and its subject for logs (b"", "": plain TCP).
-        self.identity = b""
-        self.subject = ""
+        self.identity: bytes = b""
+        self.subject: str = ""
         #: A driver's secret (`dista_proto._credentials`) and the fetch token drawn from
         #: it; b"" for a driver that did not ask for one (it fetches by host grants).
-        self.secret = b""
-        self.token = b""
+        self.secret: bytes = b""
+        self.token: bytes = b""
 
     @property
     def name(self) -> str:
@@ -158,19 +158,19 @@ class TrackedObject:
     )
 
     def __init__(self, oid: int, owner: int, task: TaskRecord | None) -> None:
-        self.oid = oid
-        self.owner = owner  # the owning driver's link
-        self.held = True  # the driver's reference, until release
-        self.refs = 1  # the driver's, plus one per unsettled task taking it as input
-        self.state = ObjState.PENDING
+        self.oid: int = oid
+        self.owner: int = owner  # the owning driver's link
+        self.held: bool = True  # the driver's reference, until release
+        self.refs: int = 1  # the driver's, plus one per unsettled task taking it as input
+        self.state: ObjState = ObjState.PENDING
         self.value: Bytes = b""
-        self.size = 0
+        self.size: int = 0
         self.holder: Peer | None = None
-        self.error = ""
+        self.error: str = ""
         self.waiters: list[TaskRecord] | None = None
-        self.task = task  # the producing task, until it settles
+        self.task: TaskRecord | None = task  # the producing task, until it settles
         #: Its task's function ID, for people (a dashboard's largest objects); 0: none.
-        self.maker = task.function if task is not None else 0
+        self.maker: int = task.function if task is not None else 0
 
 
 class TaskRecord:
@@ -214,33 +214,34 @@ class TaskRecord:
         event: Task | TaskMany | None,
         now: int,
     ) -> None:
-        self.oid = oid
-        self.task_id = task_id
+        self.oid: int = oid
+        self.task_id: int = task_id
         #: Its function's ID, for people (labels, tallies): the task ID's low bits, or a
         #: by-value task's own (`function_id`); and its row of tallies (`Counts`).
-        self.function = task_id & TASK_ID_MASK
-        self.tally = _UNTALLIED  # (until its intake gives it its row)
-        self.owner = owner
-        self.registry = registry
-        self.results = results
-        self.event = event  # forwarded as is; None for a task-after
+        self.function: int = task_id & TASK_ID_MASK
+        self.tally: list[int] = _UNTALLIED  # (until its intake gives it its row)
+        self.owner: int = owner
+        self.registry: int = registry
+        self.results: int = results
+        self.event: Task | TaskMany | None = event  # forwarded as is; None for a task-after
         self.inputs: tuple[TrackedObject, ...] = ()
-        self.gather = False
-        self.many = False  # a task-after with MANY: task-inputs carries the result count
+        self.gather: bool = False
+        self.many: bool = False  # a task-after with MANY: task-inputs carries the result count
         self.value: Bytes | None = None
-        self.waiting = 0
-        self.state = TaskState.NEW
+        self.waiting: int = 0
+        self.state: TaskState = TaskState.NEW
         self.worker: Peer | None = None
-        self.retries = 0
-        self.answers_left = 0
+        self.retries: int = 0
+        self.answers_left: int = 0
         #: Of a task-many's results, those the current attempt answered (None: none yet).
         self.answered: set[int] | None = None
-        self.submitted = now
-        self.queued = 0
-        self.dispatched = 0
+        self.submitted: int = now
+        self.queued: int = 0
+        self.dispatched: int = 0
         self.span: tuple[int, int, int] = (0, 0, 0)
-        self.slot = Slot.NONE  # the slot of its worker it holds
-        self.spare_ns = 0  # its estimate, counted in its worker's `prefetched` in a spare slot
+        self.slot: Slot = Slot.NONE  # the slot of its worker it holds
+        #: Its estimate, counted in its worker's `prefetched` in a spare slot.
+        self.spare_ns: int = 0
         #: Other workers its stored inputs were on when it was sent (task-inputs): they
         #: fetch from there, so a draining one waits for it before it leaves.
         self.sources: tuple[Peer, ...] = ()
@@ -257,15 +258,15 @@ class CallRecord:
     __slots__ = ("argument", "method", "oid", "owner", "position", "seq", "state")
 
     def __init__(self, seq: int, oid: int, method: int, argument: Bytes, owner: int) -> None:
-        self.seq = seq  # its place in the actor's calls, from 1
-        self.oid = oid
-        self.method = method
-        self.argument = argument
-        self.owner = owner  # the caller's link
-        self.state = CallState.NEW
+        self.seq: int = seq  # its place in the actor's calls, from 1
+        self.oid: int = oid
+        self.method: int = method
+        self.argument: Bytes = argument
+        self.owner: int = owner  # the caller's link
+        self.state: CallState = CallState.NEW
         #: Where a head before this one ran it (its answer said, a resume says again): the
         #: replay after a restore from a checkpoint follows these (0: none known).
-        self.position = 0
+        self.position: int = 0
 
 
 class ActorRecord:
@@ -315,24 +316,24 @@ class ActorRecord:
     )
 
     def __init__(self, create: ActorCreate, owner: int, registry: int, now: int) -> None:
-        self.actor_id = create.object_id
-        self.type_id = create.task_id
-        self.create = ActorCreate(create.object_id, create.task_id, create.argument)
-        self.every = create.checkpoint_every or 0
-        self.owner = owner
-        self.registry = registry
-        self.state = ActorState.NEW
-        self.why = ""
+        self.actor_id: int = create.object_id
+        self.type_id: int = create.task_id
+        self.create: ActorCreate = ActorCreate(create.object_id, create.task_id, create.argument)
+        self.every: int = create.checkpoint_every or 0
+        self.owner: int = owner
+        self.registry: int = registry
+        self.state: ActorState = ActorState.NEW
+        self.why: str = ""
         #: Why a driver's kill ends it (with `KILL_AFTER_CALLS`, once its calls are
         #: answered), or "": a killed actor's drivers hear its end once the removal of its
         #: checkpoints has arrived (`Stores.ended`).
-        self.ending = ""
-        self.since = now  # waiting since
+        self.ending: str = ""
+        self.since: int = now  # waiting since
         self.worker: Peer | None = None
-        self.announced = False  # the owner got its created answer
+        self.announced: bool = False  # the owner got its created answer
         #: Restore from the newest checkpoint there is (`RESTORE_NEWEST`): the actor was
         #: created again by a driver resuming after a head restart.
-        self.restoring = False
+        self.restoring: bool = False
         #: Per caller's number, the newest call ID the head took: a resuming caller's
         #: calls up to it are ones this head has already.
         self.newest_from: dict[int, int] = {}
@@ -343,33 +344,33 @@ class ActorRecord:
         #: their answer, sent again on every start (`_head_actor_covers.py`): not numbered.
         self.restored_covers: dict[int, int] = {}
         #: The most calls a live copy rejoining workers reported has seen (`Hosts.claim`).
-        self.ran = 0
+        self.ran: int = 0
         self.unnumbered: dict[int, CallRecord] = {}
-        self.seq = 0  # calls received
-        self.sent = 0  # calls sent to its current worker
-        self.asked_at = 0  # the calls the newest checkpoint request covers
-        self.covered = -1  # the calls the checkpoint it restores from covers (-1: none)
+        self.seq: int = 0  # calls received
+        self.sent: int = 0  # calls sent to its current worker
+        self.asked_at: int = 0  # the calls the newest checkpoint request covers
+        self.covered: int = -1  # the calls the checkpoint it restores from covers (-1: none)
         self.pending: dict[int, list[tuple[int, int]]] = {}  # calls -> drivers' asks
-        self.checkpoints = 0  # written
-        self.failure = ""  # why the last checkpoint failed ("" if it did not)
-        self.warned = ""  # the failure its callers were last warned of
-        self.kept_bytes = 0
-        self.lossy = False  # calls were cut past the budget: no exact rebuild
+        self.checkpoints: int = 0  # written
+        self.failure: str = ""  # why the last checkpoint failed ("" if it did not)
+        self.warned: str = ""  # the failure its callers were last warned of
+        self.kept_bytes: int = 0
+        self.lossy: bool = False  # calls were cut past the budget: no exact rebuild
         #: Moving off a draining worker: the checkpoints asked so that one covers what it
         #: saw (0: not moving); calls wait meanwhile.
-        self.moving = 0
+        self.moving: int = 0
         #: Its replay after a head restart waits for a call that ran at a place a caller
         #: not back yet may bring (`Actors.hold_gap`): calls wait meanwhile.
-        self.gapped = False
+        self.gapped: bool = False
         #: Per caller link, (number, ID) of its newest call cut past the budget and not
         #: covered yet: it still hears covered once a checkpoint includes it.
         self.cut: dict[int, tuple[int, int]] = {}
         #: Per caller's number, its newest call a checkpoint includes (covered said so):
         #: said again to a caller resuming on this head (the first may have been lost).
         self.covered_of: dict[int, int] = {}
-        self.restarts = 0
-        self.lost = ""  # the last worker it lost, and why
-        self.losses = 0  # workers lost in a row without an answer in between
+        self.restarts: int = 0
+        self.lost: str = ""  # the last worker it lost, and why
+        self.losses: int = 0  # workers lost in a row without an answer in between
         self.callers: set[int] = {owner}  # links that sent it calls
         #: Its creator's capability (its actor-open), None until then (`ActorAccess`).
         self.capability: bytes | None = None

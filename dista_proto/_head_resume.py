@@ -105,7 +105,7 @@ class Resume:
         self._positions: dict[int, int] = {}
         #: For people: drivers resumed here, and the heads before whose drivers did (the
         #: head restarts this head has seen).
-        self.resumes = 0
+        self.resumes: int = 0
         self.epochs_before: set[int] = set()
 
     def watching(self) -> bool:

@@ -80,17 +80,17 @@ class Scheduler:
         # of their driver's registry, or on those that accept by-value code of any.
         self.portable = portable_tasks
         self.accepting: set[Peer] = set()  # connected, undrained workers of any registry
-        self.durations = Durations()
-        self.timeline = TimelineLog(timeline_cap, wall_offset_ns)
+        self.durations: Durations = Durations()
+        self.timeline: TimelineLog = TimelineLog(timeline_cap, wall_offset_ns)
         self.ready: dict[int, FairQueue[TaskRecord]] = {}  # registry -> ready tasks
         self.idle: dict[int, deque[Peer]] = {}  # registry -> workers with a free slot
         self.workers_of: dict[int, set[Peer]] = {}  # registry -> connected, undrained workers
         self.orphaned: dict[int, int] = {}  # registry with no worker -> since when
-        self.registries = Registries()  # which registries' workers serve which drivers
+        self.registries: Registries = Registries()  # which registries' workers serve which drivers
         self._sources: Copies | None = None
         self._kept_for_actor: Callable[[Peer], bool] = _no_actor
-        self.ahead = Ahead(objects, self.durations, self.may_run, self.send_run)
-        self.take_back = TakeBack(wire, counts, self.workers_of, self.ready)
+        self.ahead: Ahead = Ahead(objects, self.durations, self.may_run, self.send_run)
+        self.take_back: TakeBack = TakeBack(wire, counts, self.workers_of, self.ready)
 
     def bind(self, sources: Copies, kept_for_actor: Callable[[Peer], bool]) -> None:
         """Who hears about draining sources and stale copies (`Holdings`), and who says

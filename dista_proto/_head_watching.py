@@ -17,6 +17,7 @@ from typing import Any, Final
 from ._events import Event, HeadStats, Labels, Snapshot, Vitals
 from ._head_answers import Answers
 from ._head_counts import Counts
+from ._head_labels import LabelTable
 from ._head_records import ActorRecord, Peer, TrackedObject
 from ._head_resume import Resume
 from ._head_scheduling import Scheduler
@@ -62,11 +63,11 @@ class Watching:
         self._actor_names = actor_names
         self._liveness_ns = liveness_ns
         self._wall_offset_ns = wall_offset_ns
-        self.labels = wire.labels
+        self.labels: LabelTable = wire.labels
         self._told: dict[int, int] = {}  # observer link -> labels it has had
         #: Checkpoints written, bytes and ns, summed over every worker's vitals (a worker's
         #: own counts restart with it: only what grew since its last vitals is added).
-        self.checkpoints = [0, 0, 0]
+        self.checkpoints: list[int] = [0, 0, 0]
         self._last: dict[int, tuple[int, int, int]] = {}  # worker link -> its last counts
 
     def routes(self, role: Role) -> dict[type[Event], _Route]:

@@ -68,9 +68,9 @@ class Wire:
 
     def __init__(self, epoch: int, partial_cap_bytes: int = PARTIAL_CAP_BYTES) -> None:
         self.epoch: Final = epoch
-        self.links = Links()
+        self.links: Links = Links()
         #: The cap every link's large frames in progress share (`dista_proto._partials`).
-        self.partials = PartialCap(partial_cap_bytes)
+        self.partials: PartialCap = PartialCap(partial_cap_bytes)
         self.peers: dict[int, Peer] = {}  # link -> its peer, from connect until lost
         #: When the first driver of a head before resumed here (None: none yet): by the
         #: recovery grace after it, every one that will has (`Actors` holds replays till).
@@ -80,9 +80,9 @@ class Wire:
         self.stopping = False
         #: For people (a dashboard): peers refused, and the workers that left lately, with
         #: why and when (the newest `DEPARTED_KEPT`).
-        self.refused = 0
+        self.refused: int = 0
         #: What drivers call the IDs the head sees (status, errors, dashboards).
-        self.labels = LabelTable()
+        self.labels: LabelTable = LabelTable()
         self.departed: deque[tuple[Peer, str, int]] = deque(maxlen=DEPARTED_KEPT)
 
     # -- peers -----------------------------------------------------------------------------

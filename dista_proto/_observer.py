@@ -30,7 +30,7 @@ _ANSWERS = (Status, Timeline, Labels, Snapshot)
 class Observer:
     def __init__(self) -> None:
         self._links = Links()
-        self.closed_reason = ""
+        self.closed_reason: str = ""
 
     # -- the binding's side -------------------------------------------------------------------
 

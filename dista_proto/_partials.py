@@ -35,8 +35,8 @@ class PartialCap:
     __slots__ = ("cap", "held")
 
     def __init__(self, cap: int = PARTIAL_CAP_BYTES) -> None:
-        self.cap = cap
-        self.held = 0
+        self.cap: int = cap
+        self.held: int = 0
 
     def reserve(self, size: int) -> str | None:
         """Reserve ``size`` bytes for a frame in progress; None, or why it is refused."""

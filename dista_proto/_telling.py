@@ -37,7 +37,9 @@ class Telling:
         self._links = links
         self._labels: dict[int, str] = {}
         #: Its tasks' name hashes, sent after each hello (task-names); None: none.
-        self.task_names = None if task_names is None else tuple(sorted(set(task_names)))
+        self.task_names: tuple[int, ...] | None = (
+            None if task_names is None else tuple(sorted(set(task_names)))
+        )
 
     def label(self, entries: Iterable[tuple[int, str]]) -> None:
         """Say what these IDs are called (labels longer than `MAX_LABEL` bytes are cut)."""

@@ -75,7 +75,7 @@ class TimelineLog:
         self._wire: dict[bytes, bytes] = {}  # a record's index bytes -> its address's 12
         self._offset = wall_offset_ns
         self._owned: dict[int, int] = {}  # owner link -> how many records it has here
-        self.added = 0  # records ever added: the last one's number
+        self.added: int = 0  # records ever added: the last one's number
 
     def __len__(self) -> int:
         return len(self._records)

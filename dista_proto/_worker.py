@@ -147,9 +147,9 @@ class Worker:
         self._jobs: dict[int, tuple[int, int]] = {}  # first result ID -> (results, arrived)
         self._store_all: set[int] = set()  # tasks whose results are stored whatever their size
         self._inputs = Inputs(address, self.store, self._fetcher.request)
-        self.stopped = False
+        self.stopped: bool = False
         #: Told to stop (SIGTERM): it takes no more work and leaves once the head says stop.
-        self.draining = False
+        self.draining: bool = False
         self.heartbeat_ns = heartbeat_ns
         self._beat_at: int | None = None
         self._hellos = 0  # a hello after the first rejoins, with holding

@@ -73,13 +73,13 @@ class ActorHosting:
     def __init__(self, links: Links) -> None:
         self._links = links
         #: The actor this worker hosts (0: none).
-        self.actor = 0
+        self.actor: int = 0
         #: The calls it has seen in its heads' numbering, with those handed to the binding
         #: (which runs them all, in order, even past a head loss); -1: not known yet (a
         #: restore of the newest checkpoint not answered).
-        self.calls = -1
+        self.calls: int = -1
         #: It rejoined hosting the actor alive, and no head has placed it back yet.
-        self.unplaced = False
+        self.unplaced: bool = False
         #: The actor-build that numbered the next start (`numbered`), if one did.
         self._build: ActorBuild | None = None
         #: Actor work handed to the binding and not reported yet: starts and checkpoints

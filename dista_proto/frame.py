@@ -459,10 +459,10 @@ class Parts(Generic[_Buffer]):
     def __init__(self, allocate: Callable[[int], Any] = bytearray) -> None:
         self._allocate: Callable[[int], _Buffer] = allocate
         self.data: _Buffer = cast(_Buffer, bytearray())
-        self.size = -1  # unknown until the first part arrives
-        self.received = 0
+        self.size: int = -1  # unknown until the first part arrives
+        self.received: int = 0
         #: Where the next reserved part starts (the end of what is received or reserved).
-        self.reserved = 0
+        self.reserved: int = 0
         self._reserved: deque[memoryview] = deque()  # reserved, not yet added, in order
 
     def add(self, payload: Bytes) -> bool:

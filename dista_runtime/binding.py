@@ -24,6 +24,8 @@ from ._net.contract import (
     Listener,
     Loop,
     Secure,
+    Start,
+    Stop,
     Timer,
     Tls,
 )
@@ -54,7 +56,9 @@ __all__ = [
     "LoopThread",
     "Secure",
     "SocketListener",
+    "Start",
     "Steps",
+    "Stop",
     "TaskLoop",
     "Timer",
     "Tls",

@@ -112,7 +112,7 @@ class DistaBackend(AutoBatchingMixin, ParallelBackendBase):  # type: ignore[misc
     ) -> None:
         super().__init__(nesting_level=nesting_level, inner_max_num_threads=inner_max_num_threads)
         self.workers = workers
-        self.shared = Shared(SHARE_ABOVE)
+        self.shared: Shared = Shared(SHARE_ABOVE)
         self.parallel: Any = None
         self._lock = threading.Lock()
         self._jobs: set[Job] = set()

@@ -106,8 +106,11 @@ def test_the_runtime_reads_the_wall_clock_in_one_place() -> None:
 
 
 #: The most lines of code a binding may have (not counting blank lines, comments and
-#: docstrings): a binding adapts a loop; what is not about its loop is the runtime's.
-BINDING_LINES = 250
+#: docstrings): a binding adapts a loop; what is not about its loop is the runtime's. Its
+#: `Backend`'s static methods are declared with the contract's types (each a ``def`` that
+#: calls the binding's function: pyright's --verifytypes counts a ``staticmethod(f)``
+#: assigned in the class as an untyped override), about ten lines of each binding's.
+BINDING_LINES = 260
 
 
 def code_lines(path: Path) -> int:

@@ -12,9 +12,14 @@ The roles themselves are the runtime's; this adapts anyio's loop to its contract
 "trio" (anyio on trio).
 """
 
-from dista_runtime.binding import AsyncBackend
+from collections.abc import Coroutine
+from contextlib import AbstractAsyncContextManager
+from typing import Any, ClassVar, TypeVar
 
-from . import _run
+from dista_runtime import Cluster
+from dista_runtime.binding import AsyncBackend, Latch, Loop, LoopThread, Start, Stop
+
+from . import _connect, _run
 from ._connect import connect
 from ._loop import AnyioLoop
 from ._run import background, run, wait
@@ -22,15 +27,31 @@ from ._run import background, run, wait
 __all__ = ["AnyioBackend", "AnyioLoop", "background", "backend_class"]
 __all__ += ["connect", "run", "wait"]
 
+T = TypeVar("T")
+
 
 class AnyioBackend(AsyncBackend):
     """Dista on anyio: this package's functions, as `dista_runtime.loops` uses them."""
 
-    loop_type = AnyioLoop
-    run = staticmethod(_run.run)
-    background = staticmethod(_run.background)
-    wait = staticmethod(_run.wait)
-    connect = staticmethod(connect)
+    loop_type: ClassVar[type[Loop]] = AnyioLoop
+
+    @staticmethod
+    def run(start: Start[T], stop: Stop | None = None, *, loop: str = "anyio") -> T:
+        return _run.run(start, stop, loop=loop)
+
+    @staticmethod
+    def background(*, loop: str = "anyio") -> LoopThread[AnyioLoop]:
+        return _run.background(loop=loop)
+
+    @staticmethod
+    def wait(latch: Latch[T], timeout: float | None = None) -> Coroutine[Any, Any, T]:
+        return _run.wait(latch, timeout)
+
+    @staticmethod
+    def connect(
+        address: str | None = None, *, timeout: float = 10.0, cancel_remote: bool = False
+    ) -> AbstractAsyncContextManager[Cluster]:
+        return _connect.connect(address, timeout=timeout, cancel_remote=cancel_remote)
 
 
 backend_class = AnyioBackend

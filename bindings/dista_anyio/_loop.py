@@ -79,11 +79,11 @@ class AnyioLoop:
         if sniffio.current_async_library() == "trio":
             # run_sync_soon wakes trio through a socket on every call: calls made on its own
             # thread go through a queue instead (a round trip 1.5x asyncio's before, ~1.2x now).
-            self.calls = calls = CallQueue(lambda: pump.wake())
-            pump = Pump(group, None, running(calls))  # what runs them
-            self.call_soon = calls
-            self.after_read = calls.drain  # what a read set going leaves in this turn
-            self.call_soon_threadsafe = partial(soon_threadsafe(), calls)
+            self.calls: CallQueue = CallQueue(lambda: pump.wake())
+            pump = Pump(group, None, running(self.calls))  # what runs them
+            self.call_soon = self.calls
+            self.after_read = self.calls.drain  # what a read set going leaves in this turn
+            self.call_soon_threadsafe = partial(soon_threadsafe(), self.calls)
         else:
             # asyncio runs plain callbacks outside any task, where sniffio (so anyio) finds
             # no async library: ours run in a context that names it, so that they can start

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import anyio
 from anyio.abc import TaskStatus
 
-from dista_runtime.binding import Latch, Loop, LoopThread
+from dista_runtime.binding import Latch, LoopThread, Start, Stop
 
 from ._loop import AnyioLoop, soon_threadsafe
 
@@ -46,12 +46,7 @@ async def wait(latch: Latch[T], timeout: float | None = None) -> T:
     return latch.result()
 
 
-def run(
-    start: Callable[[Loop], Latch[T]],
-    stop: Callable[[int], object] | None = None,
-    *,
-    loop: str = "anyio",
-) -> T:
+def run(start: Start[T], stop: Stop | None = None, *, loop: str = "anyio") -> T:
     """A role's main: a new loop of the backend ``loop`` names runs until the latch
     ``start`` gives is settled; SIGINT and SIGTERM call ``stop`` on it with the signal's
     number (without ``stop``,

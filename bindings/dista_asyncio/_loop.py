@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from dista_runtime.binding import (
@@ -62,7 +62,7 @@ class _Listener:
     def __init__(
         self, loop: asyncio.AbstractEventLoop, sock: socket.socket, engine: Connections, tls: Tls
     ) -> None:
-        self.address = socket_address(sock)
+        self.address: tuple[str, int] = socket_address(sock)
         self._tls = tls
         sock.setblocking(False)
         self._loop = loop
@@ -154,10 +154,13 @@ class AsyncioLoop:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.call_soon = loop.call_soon
-        self.call_soon_threadsafe = loop.call_soon_threadsafe
-        self.call_later = loop.call_later
-        self.create_task = loop.create_task
+        # The loop's own bound methods, not methods calling them: the hot path pays no call.
+        self.call_soon: Callable[..., asyncio.Handle] = loop.call_soon
+        self.call_soon_threadsafe: Callable[..., asyncio.Handle] = loop.call_soon_threadsafe
+        self.call_later: Callable[..., asyncio.TimerHandle] = loop.call_later
+
+    def create_task(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        return self.loop.create_task(coro)
 
     def current_task(self) -> object:
         return asyncio.current_task(self.loop)

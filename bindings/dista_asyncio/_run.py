@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable
 from typing import Final, TypeVar
 
-from dista_runtime.binding import Latch, Loop
+from dista_runtime.binding import Latch, Start, Stop
 from dista_runtime.binding import LoopThread as _RuntimeLoopThread
 
 from ._loop import AsyncioLoop, new_event_loop
@@ -35,12 +34,7 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def run(
-    start: Callable[[Loop], Latch[T]],
-    stop: Callable[[int], object] | None = None,
-    *,
-    loop: str = "asyncio",
-) -> T:
+def run(start: Start[T], stop: Stop | None = None, *, loop: str = "asyncio") -> T:
     """A role's main: a new loop (uvloop when installed) runs until the latch ``start``
     gives is settled; SIGINT and SIGTERM call ``stop`` on it with the signal's number
     (without: KeyboardInterrupt).

@@ -32,27 +32,50 @@ The roles themselves are the runtime's; this adapts gevent's hub to its contract
 
 from __future__ import annotations
 
-from dista_runtime.binding import Backend
+from contextlib import AbstractContextManager
+from typing import ClassVar, TypeVar
 
-from . import _run
+from dista_runtime import Cluster
+from dista_runtime.binding import Backend, Latch, Loop, LoopThread, Start, Stop
+
+from . import _connect, _run
 from ._connect import connect
 from ._loop import GeventLoop, patched
-from ._run import background, patch, run, wait
+from ._run import SharedHub, background, patch, run, wait
 
 __all__ = ["GeventBackend", "GeventLoop", "background", "backend_class", "connect", "patch"]
 __all__ += ["patched", "run", "wait"]
+
+T = TypeVar("T")
 
 
 class GeventBackend(Backend):
     """Dista on gevent: this package's functions, as `dista_runtime.loops` uses them
     (and `patch`, which ``dista worker --greenlets`` calls first)."""
 
-    loop_type = GeventLoop
-    run = staticmethod(_run.run)
-    background = staticmethod(_run.background)
-    wait = staticmethod(_run.wait)
-    connect = staticmethod(connect)
-    patch = staticmethod(_run.patch)
+    loop_type: ClassVar[type[Loop]] = GeventLoop
+
+    @staticmethod
+    def run(start: Start[T], stop: Stop | None = None, *, loop: str = "gevent") -> T:
+        return _run.run(start, stop, loop=loop)
+
+    @staticmethod
+    def background(*, loop: str = "gevent") -> SharedHub | LoopThread[GeventLoop]:
+        return _run.background(loop=loop)
+
+    @staticmethod
+    def wait(latch: Latch[T], timeout: float | None = None) -> T:
+        return _run.wait(latch, timeout)
+
+    @staticmethod
+    def connect(
+        address: str | None = None, *, timeout: float = 10.0
+    ) -> AbstractContextManager[Cluster]:
+        return _connect.connect(address, timeout=timeout)
+
+    @staticmethod
+    def patch() -> None:
+        _run.patch()
 
 
 backend_class = GeventBackend

@@ -57,7 +57,7 @@ class _Timer:
     def __init__(self, hub: Hub, delay: float, callback: Callable[..., object], args: Any):
         self._watcher = hub.loop.timer(max(0.0, delay))
         self._watcher.start(callback, *args, update=True)
-        self.cancel = self._watcher.close
+        self.cancel: Callable[[], None] = self._watcher.close
 
 
 class GeventLoop:
@@ -69,9 +69,9 @@ class GeventLoop:
     def __init__(self, hub: Hub | None = None) -> None:
         self.hub: Hub = hub if hub is not None else get_hub()
         self._threadsafe = self.hub.loop.run_callback_threadsafe  # safe once the loop is gone
-        self.call_soon = self.hub.loop.run_callback
-        self.closed = False
-        self.runner = GreenletRunner(self.hub) if patched() else None
+        self.call_soon: Callable[..., object] = self.hub.loop.run_callback
+        self.closed: bool = False
+        self.runner: GreenletRunner | None = GreenletRunner(self.hub) if patched() else None
         self._coroutines: Coroutines | None = None
         self._ended: Any = None  # what ends `serve`
         self.after_read: Callable[[], object] | None = None  # nothing to run after a read

@@ -11,7 +11,7 @@ import gevent
 from gevent import monkey
 from gevent.hub import get_hub
 
-from dista_runtime.binding import Latch, Loop, LoopThread
+from dista_runtime.binding import Latch, LoopThread, Start, Stop
 
 from ._loop import GeventLoop, patched
 
@@ -37,12 +37,7 @@ def wait(latch: Latch[T], timeout: float | None = None) -> T:
     return latch.result()
 
 
-def run(
-    start: Callable[[Loop], Latch[T]],
-    stop: Callable[[int], object] | None = None,
-    *,
-    loop: str = "gevent",
-) -> T:
+def run(start: Start[T], stop: Stop | None = None, *, loop: str = "gevent") -> T:
     """A role's main on this thread's hub: until the latch ``start`` gives is settled.
     SIGINT and SIGTERM call ``stop`` in a greenlet, with the signal's number (without it, Ctrl-C raises
     KeyboardInterrupt). ``loop`` is the name it was chosen by: always gevent here."""
@@ -60,7 +55,7 @@ class SharedHub:
     runtime's waits cooperate). `stop` leaves the hub running: it is the caller's."""
 
     def __init__(self) -> None:
-        self.loop = GeventLoop()
+        self.loop: GeventLoop = GeventLoop()
 
     def stop(self) -> None:
         self.loop.closed = True

@@ -312,7 +312,7 @@ class ActorHandle(Generic[T_co]):
         owner: bool = False,
         capability: bytes = b"",
     ) -> None:
-        self.actor_id = actor_id
+        self.actor_id: int = actor_id
         self._any_method = False  # looked up without its class: any public name is a method
         self._capability = capability
         self._type_name = type_name

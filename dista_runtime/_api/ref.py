@@ -28,7 +28,7 @@ class ObjectRef(Generic[T_co]):
     __slots__ = ("__weakref__", "_call", "_keep", "_released", "_session", "object_id")
 
     def __init__(self, object_id: int, session: Session, *, actor_call: bool = False) -> None:
-        self.object_id = object_id
+        self.object_id: int = object_id
         self._session = session
         self._released = False
         #: The result of an actor call, which cannot be cancelled (the module docstring).

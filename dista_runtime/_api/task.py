@@ -50,8 +50,8 @@ class _Remote:
         self._arity = Arity(fn, f"{getattr(fn, '__qualname__', fn)}.remote")
         self.num_returns = num_returns
         self.max_retries = max_retries
-        self.is_async = inspect.iscoroutinefunction(fn)
-        self.name = register(fn) or f"{fn.__module__}:{fn.__qualname__}"
+        self.is_async: bool = inspect.iscoroutinefunction(fn)
+        self.name: str = register(fn) or f"{fn.__module__}:{fn.__qualname__}"
         self._id = _task_id(self.name, max_retries)
         self._by_value_id = _task_id(BY_VALUE_NAME, max_retries)
         self._importable = importable(fn)

@@ -32,7 +32,8 @@ class Coroutines:
         selector: selectors.BaseSelector,
     ) -> None:
         self.loop = loop
-        self.aloop = aloop = asyncio.SelectorEventLoop(selector)
+        aloop = asyncio.SelectorEventLoop(selector)
+        self.aloop: asyncio.SelectorEventLoop = aloop
         self.handles: dict[asyncio.Task[Any], CoroutineTask] = {}
         # Runs until `stop`, then is closed: its thread ends with the owning loop.
         spawn_thread(lambda: [f() for f in (aloop.run_forever, aloop.close)])

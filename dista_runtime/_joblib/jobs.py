@@ -99,8 +99,8 @@ class Job:
 
     def __init__(self, ref: ObjectRef[Any] | None, callback: Callable[[Job], object]) -> None:
         self.ref = ref
-        self.callback = callback
-        self.aborted = False
+        self.callback: Callable[[Job], object] = callback
+        self.aborted: bool = False
         self.value: list[Any] = []
         self.error: BaseException | None = None
 

@@ -67,7 +67,7 @@ class LocalCluster:
         command += ["--parent", str(os.getpid()), "--threads", str(worker_threads)]
         command += [arg for m in modules for arg in ("--import", m)]
         command += ["--loop", loop]
-        self.supervisor = Supervisor(
+        self.supervisor: Supervisor = Supervisor(
             command,
             workers,
             env=_child_env(),

@@ -157,9 +157,9 @@ class Supervisor:
         after_stop: Sequence[str] = (),
         name: str = "dista-supervise",
     ) -> None:
-        self.command = list(command)
-        self.count = count
-        self.env = dict(env) if env is not None else None
+        self.command: list[str] = list(command)
+        self.count: int = count
+        self.env: dict[str, str] | None = dict(env) if env is not None else None
         self.capture = capture
         self.new_session = new_session
         self.on_death = on_death
@@ -167,9 +167,9 @@ class Supervisor:
         self.on_join = on_join
         self.start_failures = start_failures
         self.final_codes = final_codes
-        self.after_stop = list(after_stop)
+        self.after_stop: list[str] = list(after_stop)
         #: Why the pool stopped restarting ('' while it has not).
-        self.failure = ""
+        self.failure: str = ""
         self._head_stopped = False  # a worker exited because the head stopped it
         self._lock = threading.Lock()
         self._children: dict[int, _Child] = {}  # pid -> child, alive as far as we know

@@ -39,6 +39,8 @@ __all__ = [
     "Listener",
     "Loop",
     "Secure",
+    "Start",
+    "Stop",
     "Stream",
     "TaskHandle",
     "Timer",
@@ -230,6 +232,13 @@ class Loop(Protocol):
         ...
 
 
+#: What `Backend.run` is given: it begins a role on the loop, and gives the latch that ends
+#: it.
+Start: TypeAlias = Callable[[Loop], Latch[T]]
+#: What `Backend.run` calls on SIGINT and SIGTERM, with the signal's number.
+Stop: TypeAlias = Callable[[int], object]
+
+
 class Background(Protocol):
     """A loop serving blocking callers (`Backend.background`)."""
 
@@ -259,12 +268,7 @@ class Backend(ABC):
 
     @staticmethod
     @abstractmethod
-    def run(
-        start: Callable[[Loop], Latch[T]],
-        stop: Callable[[int], object] | None = None,
-        *,
-        loop: str,
-    ) -> T:
+    def run(start: Start[T], stop: Stop | None = None, *, loop: str) -> T:
         """A role's main: a loop runs until the latch ``start`` gives is settled; SIGINT
         and SIGTERM call ``stop`` with the signal's number (a head tells a stop from a pod
         being moved by it), on the loop; without it, Ctrl-C raises KeyboardInterrupt."""
@@ -292,9 +296,11 @@ class Backend(ABC):
 
 
 class AsyncBackend(Backend):
-    """A backend whose callers ``await``: `wait` is a coroutine (``await ref``)."""
+    """A backend whose callers ``await``: `wait` gives a coroutine (``await ref``)."""
 
+    # Not ``async def``: pyright types that as returning `types.CoroutineType`, which a
+    # binding's ``wait`` handing on its own function's coroutine is not for mypy.
     @staticmethod
     @abstractmethod
-    async def wait(latch: Latch[T], timeout: float | None = None) -> T:
+    def wait(latch: Latch[T], timeout: float | None = None) -> Coroutine[Any, Any, T]:
         """``latch``'s result, without blocking the running loop."""

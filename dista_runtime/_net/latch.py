@@ -66,11 +66,16 @@ class Handle:
     """A `dista_runtime._net.contract.TaskHandle` for a coroutine a binding runs: ``cancel``
     is the binding's; `ended` runs the done callbacks (given this handle) once."""
 
-    __slots__ = ("_callbacks", "cancel")
+    __slots__ = ("_callbacks", "_cancel")
 
     def __init__(self, cancel: Callable[[], object]) -> None:
-        self.cancel = cancel
+        self._cancel = cancel
         self._callbacks: list[Callable[[Any], object]] | None = []
+
+    # A method, not the callable in a slot: pyright takes a slot's callable for a method
+    # to bind, and then no `Handle` for a `TaskHandle` (nor the anyio loop for a `Loop`).
+    def cancel(self) -> object:
+        return self._cancel()
 
     def add_done_callback(self, callback: Callable[[Any], object], /) -> None:
         if self._callbacks is None:

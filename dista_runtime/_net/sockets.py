@@ -122,9 +122,9 @@ class SocketStream:
         self._queue: deque[Bytes] = deque()
         self._size = 0
         self._paused = False  # the engine was told this link is over the mark
-        self.reading = True
+        self.reading: bool = True
         self._closing = False
-        self.ended = False
+        self.ended: bool = False
         self._peer: Any = peer_of(sock)
 
     # -- the engine's side (Stream) ----------------------------------------------------------

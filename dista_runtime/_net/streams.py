@@ -56,9 +56,9 @@ class Link:
     __slots__ = ("engine", "link", "tls", "transport")
 
     def __init__(self, engine: Connections, link: int, tls: Secure | None = None) -> None:
-        self.engine = engine
-        self.link = link
-        self.tls = tls
+        self.engine: Connections = engine
+        self.link: int = link
+        self.tls: Secure | None = tls
         self.transport: Any = None
 
     def connection_made(self, transport: Any) -> None:

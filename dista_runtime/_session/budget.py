@@ -53,9 +53,9 @@ class InflightBudget:
 
     def __init__(self, limit: int = DEFAULT_INFLIGHT_BYTES) -> None:
         #: The budget in bytes; 0: no backpressure.
-        self.limit = limit
+        self.limit: int = limit
         #: How many times a submitter had to wait (shown to tests and benchmarks).
-        self.waits = 0
+        self.waits: int = 0
         self._waiters: list[tuple[int, Callable[[], None]]] = []
 
     def room(self, in_flight: int, nbytes: int, in_io_thread: bool) -> threading.Event | None:

@@ -87,7 +87,7 @@ class Session:
         self._stats_waiters: deque[Callable[[dp.HeadStats | None], None]] = deque()
         self._timeline_waiters: deque[Callable[[tuple[dp.TimelineRecord, ...] | None], None]]
         self._timeline_waiters = deque()
-        self.welcomed = threading.Event()
+        self.welcomed: threading.Event = threading.Event()
         self.closed: str = ""
         #: A cancelled ``await ref`` cancels the ref's task as well (``connect(...,
         #: cancel_remote=True)``); otherwise it only stops waiting.
@@ -95,9 +95,9 @@ class Session:
         #: Backpressure: submitters wait while the core keeps this many argument bytes
         #: for unfinished work (`dista_runtime._session.budget`); ``budget.limit`` is set
         #: by the host (``DISTA_DRIVER_INFLIGHT_BYTES``).
-        self.budget = InflightBudget()
+        self.budget: InflightBudget = InflightBudget()
         #: Its actors: created, called, checkpointed and killed through this part.
-        self.actors = SessionActors(
+        self.actors: SessionActors = SessionActors(
             core=core,
             io=io,
             lock=self._lock,

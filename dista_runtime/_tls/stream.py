@@ -257,7 +257,7 @@ class SocketListener:
         self, loop: TaskLoop, engine: Connections, sock: socket.socket, tls: Secure | None
     ) -> None:
         sock.setblocking(False)
-        self.address = socket_address(sock)
+        self.address: tuple[str, int] = socket_address(sock)
         self._loop, self._engine, self._sock, self._tls = loop, engine, sock, tls
         self._errors = AcceptErrors(engine, loop.call_later)
         self._unattached = 0
