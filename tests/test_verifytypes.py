@@ -23,7 +23,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("dista_proto", "dista_runtime", "dista_asyncio", "dista_anyio", "dista_gevent")
 #: What the build reads: pyproject.toml names the readme, setup.py is the build script.
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "dista_proto", "dista_runtime", "bindings")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "MANIFEST.in", "build_backend")
+SOURCES += ("dista_proto", "dista_runtime", "bindings")
 
 #: Diagnostics no annotation of ours can remove, by symbol: `DistaBackend`'s bases are
 #: joblib's, and joblib ships no type information (no py.typed), which --verifytypes does
