@@ -28,7 +28,16 @@ from ._api.objects import (
     wait,
 )
 from ._api.ref import ObjectRef
-from ._api.task import RemoteFunction, RemoteFunction2, RemoteFunction3, RemoteFunctionN, task
+from ._api.remote_function import (
+    RemoteFunction,
+    RemoteFunction2,
+    RemoteFunction3,
+    RemoteFunction4,
+    RemoteFunction5,
+    RemoteFunction6,
+    RemoteFunctionN,
+)
+from ._api.task import task
 from ._api.trace import chrome_trace, write_chrome_trace
 from ._errors import CheckpointError, DistaError, GetTimeoutError, TaskCancelledError, TaskError
 from ._pools import Executor, Pool
@@ -53,6 +62,9 @@ __all__ = [
     "RemoteFunction",
     "RemoteFunction2",
     "RemoteFunction3",
+    "RemoteFunction4",
+    "RemoteFunction5",
+    "RemoteFunction6",
     "RemoteFunctionN",
     "TaskCancelledError",
     "TaskError",

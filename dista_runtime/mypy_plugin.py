@@ -70,8 +70,10 @@ from ._mypy.tasks import (
     DECORATOR_CALLS,
     REMOTE_METHODS,
     TASK,
+    TASK_REMOTES,
     _check_values,
     _generic_task,
+    _remote_attribute,
     _remote_signature,
 )
 
@@ -105,6 +107,8 @@ class DistaPlugin(Plugin):
         return None
 
     def get_attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Type] | None:
+        if fullname in TASK_REMOTES:
+            return _remote_attribute
         owner, _, name = fullname.rpartition(".")
         if owner == HANDLE:
             return functools.partial(_handle_method, name=name)

@@ -169,7 +169,10 @@ def check_remote(r: ObjectRef[int], s: ObjectRef[str], f: ObjectRef[float]) -> N
     assert_type(dista.task(undecorated).remote(r), ObjectRef[int])
     assert_type(split.remote(r), tuple[ObjectRef[int], ObjectRef[str]])
     assert_type(three.remote(), tuple[ObjectRef[int], ObjectRef[str], ObjectRef[bytes]])
-    assert_type(five.remote(), tuple[ObjectRef[Any], ...])
+    assert_type(
+        five.remote(),
+        tuple[ObjectRef[int], ObjectRef[int], ObjectRef[int], ObjectRef[int], ObjectRef[int]],
+    )
     n, label = split.remote(1)
     assert_type(add.remote(n, 1), ObjectRef[int])
     assert_type(fetch.remote(label), ObjectRef[bytes])
@@ -198,7 +201,10 @@ def check_options(r: ObjectRef[int], s: ObjectRef[str]) -> None:
     pair = one.options(num_returns=2).remote(1)  # (typing only: one returns no pair)
     assert_type(pair, tuple[ObjectRef[Any], ObjectRef[Any]])
     assert_type(split.options(name="s").remote(r), tuple[ObjectRef[int], ObjectRef[str]])
-    assert_type(five.options(max_retries=0).remote(), tuple[ObjectRef[Any], ...])
+    assert_type(
+        five.options(max_retries=0).remote(),
+        tuple[ObjectRef[int], ObjectRef[int], ObjectRef[int], ObjectRef[int], ObjectRef[int]],
+    )
     add.options(name="x").remote(s, 2)  # type: ignore[arg-type]
     add.options(retries=1)  # type: ignore[call-overload]
 
@@ -281,7 +287,7 @@ def check_local(r: ObjectRef[int]) -> None:
     assert_type(add(1, 2), int)
     assert_type(split(1), tuple[int, str])
     assert_type(three(), tuple[int, str, bytes])
-    assert_type(five(), tuple[Any, ...])
+    assert_type(five(), tuple[int, int, int, int, int])
     add(r, 2)  # type: ignore[arg-type]
 
 
@@ -315,7 +321,7 @@ def check_api(r1: ObjectRef[int], r2: ObjectRef[int], s: ObjectRef[str]) -> None
     mixed: list[object] = dista.get(split.remote(1))  # mypy: list[object], pyright: a union
     mixed = dista.get(three.remote())
     del mixed
-    assert_type(dista.get(five.remote()), list[Any])
+    assert_type(dista.get(five.remote()), list[int])
     done, pending = dista.wait([r1, r2], num_returns=1, timeout=5.0)
     assert_type(done, list[ObjectRef[int]])
     assert_type(pending, list[ObjectRef[int]])

@@ -5,7 +5,6 @@ checked against the constructor, ``handle.method`` typed from the class (see
 from __future__ import annotations
 
 from mypy import errorcodes
-from mypy.checker import TypeChecker
 from mypy.nodes import (
     MDEF,
     Decorator,
@@ -18,7 +17,6 @@ from mypy.nodes import (
 )
 from mypy.plugin import (
     AttributeContext,
-    CheckerPluginInterface,
     ClassDefContext,
     MethodContext,
     MethodSigContext,
@@ -40,8 +38,8 @@ from mypy.types import (
 from mypy.typevars import fill_typevars_with_any
 
 from .tasks import (
-    OBJECT_REF,
     _check_declared,
+    _object_ref_of,
     _widen_signature,
 )
 
@@ -53,14 +51,6 @@ CREATE_CALL = f"{CREATE}.__call__"
 OPTIONS = "dista_runtime._api.actor._Options"
 # What `ActorHandle` itself answers to (`dista_runtime._api.actor._RESERVED`).
 RESERVED = frozenset({"remote", "options", "checkpoint", "checkpoint_async", "kill"})
-
-
-def _object_ref_of(api: CheckerPluginInterface) -> TypeInfo | None:
-    """The `ObjectRef` class, from the checker's modules (where no ref is at hand)."""
-    modules = api.modules if isinstance(api, TypeChecker) else {}
-    module = modules.get(OBJECT_REF.rpartition(".")[0])
-    found = module.names.get("ObjectRef") if module is not None else None
-    return found.node if found is not None and isinstance(found.node, TypeInfo) else None
 
 
 def _add_remote(ctx: ClassDefContext) -> bool:

@@ -6,21 +6,27 @@ from __future__ import annotations
 import itertools
 
 from mypy import errorcodes
+from mypy.checker import TypeChecker
 from mypy.messages import format_type
 from mypy.nodes import (
     ARG_STAR,
     ARG_STAR2,
     CallExpr,
+    Context,
     DictExpr,
     Expression,
     FuncItem,
     ListExpr,
+    MemberExpr,
+    NameExpr,
     SetExpr,
     StarExpr,
     TupleExpr,
     TypeInfo,
 )
 from mypy.plugin import (
+    AttributeContext,
+    CheckerPluginInterface,
     FunctionContext,
     MethodContext,
     MethodSigContext,
@@ -47,15 +53,16 @@ from mypy.types import (
 )
 
 OBJECT_REF = "dista_runtime._api.ref.ObjectRef"
+REMOTE_CALL = "dista_runtime._api.call_types.RemoteCall"
 
 TASK = "dista_runtime._api.task.task"
-SINGLE_RESULT = frozenset({"dista_runtime._api.task.RemoteFunction"})
+SINGLE_RESULT = frozenset({"dista_runtime._api.remote_function.RemoteFunction"})
 MULTI_RESULT = frozenset(
-    {"dista_runtime._api.task.RemoteFunction2", "dista_runtime._api.task.RemoteFunction3"}
+    f"dista_runtime._api.remote_function.RemoteFunction{k}" for k in range(2, 7)
 )
 DECORATOR_CALLS = frozenset(
     f"dista_runtime._api.task.{cls}.__call__"
-    for cls in ("_Decorator", "_Decorator2", "_Decorator3")
+    for cls in ("_Decorator", *(f"_Decorator{k}" for k in range(2, 7)))
 )
 # Generic parameters split into overloads up to this many (2**MAX_SPLIT signatures).
 MAX_SPLIT = 3
@@ -84,15 +91,14 @@ INVARIANT: dict[str, str] = {
     "builtins.dict": "typing.Mapping",
     "typing.MutableMapping": "typing.Mapping",
 }
-REMOTE_METHODS = frozenset(
-    {
-        *(
-            f"dista_runtime._api.task.{cls}.remote"
-            for cls in ("RemoteFunction", "RemoteFunction2", "RemoteFunction3", "RemoteFunctionN")
-        ),
-        "dista_runtime._api.actor.ActorMethod.remote",
-    }
+#: The tasks' ``.remote``: declared as `call_types.RemoteCall` (overloaded per number of
+#: arguments, for checkers without this plugin); the plugin makes each the task's exact
+#: signature (`_remote_attribute`), which it then widens like any other (`_remote_signature`).
+TASK_REMOTES = frozenset(
+    f"dista_runtime._api.remote_function.RemoteFunction{k}.remote"
+    for k in ("", "2", "3", "4", "5", "6", "N")
 )
+REMOTE_METHODS = TASK_REMOTES | {"dista_runtime._api.actor.ActorMethod.remote"}
 
 
 def _object_ref(ret_type: Type, ctx: MethodSigContext | MethodContext) -> TypeInfo:
@@ -413,3 +419,55 @@ def _generic_task(ctx: FunctionContext | MethodContext) -> Type:
         results = list(ret.items)
     params = Parameters(fn.arg_types, fn.arg_kinds, fn.arg_names, variables=fn.variables)
     return default.copy_modified(args=[params, *results])
+
+
+def _remote_attribute(ctx: AttributeContext) -> Type:
+    """``task.remote`` as the task's own signature, named for it in messages.
+
+    The declared type is a `call_types.RemoteCall[P, R]` (or ``RemoteCallMany[P, O]``),
+    whose overloads would each be widened, and whose mismatch would read "no overload
+    variant of __call__"; the call is checked against this instead, and the signature hook
+    widens it."""
+    task = get_proper_type(ctx.type)
+    declared = get_proper_type(ctx.default_attr_type)
+    if not (
+        isinstance(task, Instance)
+        and isinstance(declared, Instance)
+        and len(task.args) >= 1
+        and len(declared.args) == 2
+    ):
+        return ctx.default_attr_type
+    params = get_proper_type(task.args[0])
+    if not isinstance(params, Parameters):
+        return ctx.default_attr_type
+    result = declared.args[1]
+    if declared.type.fullname == REMOTE_CALL:
+        ref = _object_ref_of(ctx.api)
+        if ref is None:
+            return ctx.default_attr_type
+        result = Instance(ref, [result])
+    return CallableType(
+        params.arg_types,
+        params.arg_kinds,
+        params.arg_names,
+        result,
+        ctx.api.named_generic_type("builtins.function", []),
+        name=f"{_task_name(ctx.context)}.remote",
+        variables=params.variables,
+    )
+
+
+def _task_name(context: Context) -> str:
+    """What the source calls the task (``add`` in ``add.remote``), for messages."""
+    target = context.expr if isinstance(context, MemberExpr) else None
+    if isinstance(target, NameExpr | MemberExpr):
+        return target.name
+    return "task"
+
+
+def _object_ref_of(api: CheckerPluginInterface) -> TypeInfo | None:
+    """The `ObjectRef` class, from the checker's modules (where no ref is at hand)."""
+    modules = api.modules if isinstance(api, TypeChecker) else {}
+    module = modules.get(OBJECT_REF.rpartition(".")[0])
+    found = module.names.get("ObjectRef") if module is not None else None
+    return found.node if found is not None and isinstance(found.node, TypeInfo) else None
