@@ -16,6 +16,7 @@ from __future__ import annotations
 from dista_proto import HeadStats, TimelineRecord
 
 from ._api.actor import ActorHandle, ActorMethod, CheckpointWarning, actor, get_actor
+from ._api.actor_base import Actor, ActorOptions
 from ._api.cluster import Cluster, init, local_pids, shutdown
 from ._api.objects import (
     as_completed,
@@ -48,7 +49,9 @@ from .logs import install_default as _install_log_handler
 _install_log_handler()
 
 __all__ = [
+    "Actor",
     "ActorHandle",
+    "ActorOptions",
     "ActorMethod",
     "CheckpointError",
     "CheckpointWarning",

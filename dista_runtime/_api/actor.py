@@ -49,6 +49,7 @@ from .._values.registry import (
     register_actor,
 )
 from .arity import Arity, method_arities
+from .call_types import ActorCall
 from .ref import ObjectRef
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 P = ParamSpec("P")
 R = TypeVar("R")
+#: The class itself, as its checker types it (a `dista.Actor` subclass keeps its typed
+#: ``remote`` through ``dista.actor(Cls)``, which ``type[T]`` would lose under mypy).
+C = TypeVar("C", bound=type)
 
 #: A lookup's answer: the actor's ID, its type ID, its capability (Dista's actor-lookup).
 _LOOKUP_ANSWER: Final = struct.Struct(f"<QQ{ACTOR_CAPABILITY_SIZE}s")
@@ -91,7 +95,11 @@ class ActorType:
             raise TypeError(f"checkpoint_every must be an int, not {checkpoint_every!r}")
         if checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be 0 (never) or more, not {checkpoint_every}")
-        clash = _RESERVED & set(vars(cls))
+        clash = {
+            name
+            for name in _RESERVED & set(vars(cls))
+            if not isinstance(vars(cls)[name], _Create | _Options)  # ours: decorated again
+        }
         if clash:
             raise TypeError(
                 f"actor class {cls.__qualname__} defines {sorted(clash)}, which actor handles "
@@ -102,8 +110,9 @@ class ActorType:
         self.name = f"{cls.__module__}:{cls.__qualname__}"
         self.importable = importable(cls)
         self.type_id = name_hash(self.name)
-        self.methods = method_table(cls)
-        _ARITIES[self.name] = self.arities = method_arities(cls)
+        self.methods = {k: v for k, v in method_table(cls).items() if k not in _RESERVED}
+        arities = method_arities(cls)
+        _ARITIES[self.name] = self.arities = {k: arities[k] for k in arities if k not in _RESERVED}
         self._pickled: tuple[bytes, bytes] | None = None
         if self.importable:
             register_actor(self.name, cls)
@@ -221,7 +230,7 @@ def get_actor(
 
 
 @overload
-def actor(cls: type[T], /) -> type[T]: ...
+def actor(cls: C, /) -> C: ...
 @overload
 def actor(*, checkpoint_every: int = 0) -> Callable[[type[T]], type[T]]: ...
 def actor(
@@ -335,6 +344,22 @@ class ActorHandle(Generic[T_co]):
                 f"{', '.join(sorted(self._methods)) or 'none'})"
             )
         return ActorMethod(self, name, found[0])
+
+    if TYPE_CHECKING:  # to checkers, typed from the method itself (call_types.ActorCall)
+
+        @property
+        def remote(self) -> ActorCall[T_co]: ...
+    else:
+
+        def remote(self, method, /, *args, **kwargs):
+            """``h.remote(Counter.add, 5)``: ``h.add.remote(5)``, typed under any checker."""
+            name = getattr(method, "__name__", None)
+            if not isinstance(name, str) or not callable(method):
+                raise TypeError(
+                    f"handle.remote takes a method of the actor's class (Counter.add), "
+                    f"not {method!r}"
+                )
+            return self.__getattr__(name).remote(*args, **kwargs)
 
     def _bound(self) -> Session:
         """The session calls go through: the creator's, or this process's (a task's)."""

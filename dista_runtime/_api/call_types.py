@@ -18,13 +18,15 @@ instantiates.
 
 from __future__ import annotations
 
-from typing import Any, Final, ParamSpec, Protocol, TypeVar, overload
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar, overload
 
 from .ref import ObjectRef
 
 __all__ = [
     "MAX_ARITY",
     "RemoteCall",
+    "ActorCall",
     "RemoteCallMany",
 ]
 
@@ -121,6 +123,7 @@ B3 = TypeVar("B3")
 B4 = TypeVar("B4")
 B5 = TypeVar("B5")
 T = TypeVar("T")
+S_co = TypeVar("S_co", covariant=True)
 O = TypeVar("O")
 R = TypeVar("R")
 
@@ -232,3 +235,135 @@ class RemoteCallMany(Protocol[P, O_co]):
     ) -> O: ...
     @overload
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> O_co: ...
+
+
+class ActorCall(Protocol[S_co]):
+    """What `ActorHandle.remote` is to checkers: ``h.remote(Counter.add, 5)`` calls the method
+    ``add`` of the actor with its own parameters (a ref where a value is expected in the
+    first `MAX_ARITY` places), an ``async def`` one too, and gives ``ObjectRef[R]``. Any
+    checker types it from the method itself: no plugin, no attribute of the handle."""
+
+    @overload
+    def __call__(self, method: Callable[[S_co], Coroutine[Any, Any, R]], /) -> ObjectRef[R]: ...
+    @overload
+    def __call__(self, method: Callable[[S_co], R], /) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self, method: Callable[[S_co, B0], Coroutine[Any, Any, R]], a0: ObjectRef[B0] | B0, /
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self, method: Callable[[S_co, B0], R], a0: ObjectRef[B0] | B0, /
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[[S_co, B0, B1], Coroutine[Any, Any, R]],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        /,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[[S_co, B0, B1], R],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        /,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[[S_co, B0, B1, B2], Coroutine[Any, Any, R]],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        /,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[[S_co, B0, B1, B2], R],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        /,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[[S_co, B0, B1, B2, B3], Coroutine[Any, Any, R]],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        /,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[[S_co, B0, B1, B2, B3], R],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        /,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[[S_co, B0, B1, B2, B3, B4], Coroutine[Any, Any, R]],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        a4: ObjectRef[B4] | B4,
+        /,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[[S_co, B0, B1, B2, B3, B4], R],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        a4: ObjectRef[B4] | B4,
+        /,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[[S_co, B0, B1, B2, B3, B4, B5], Coroutine[Any, Any, R]],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        a4: ObjectRef[B4] | B4,
+        a5: ObjectRef[B5] | B5,
+        /,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[[S_co, B0, B1, B2, B3, B4, B5], R],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        a4: ObjectRef[B4] | B4,
+        a5: ObjectRef[B5] | B5,
+        /,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self,
+        method: Callable[Concatenate[S_co, P], Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> ObjectRef[R]: ...
+    @overload
+    def __call__(
+        self, method: Callable[Concatenate[S_co, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> ObjectRef[R]: ...
