@@ -28,7 +28,7 @@ from ._api.objects import (
     timeline_async,
     wait,
 )
-from ._api.ref import ObjectRef
+from ._api.ref import ObjectRef, value_of
 from ._api.remote_function import (
     RemoteFunction,
     RemoteFunction2,
@@ -84,6 +84,7 @@ __all__ = [
     "stats",
     "stats_async",
     "task",
+    "value_of",
     "timeline",
     "timeline_async",
     "wait",

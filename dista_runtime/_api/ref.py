@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 if TYPE_CHECKING:
     from .._session.session import Session
 
-__all__ = ["ObjectRef"]
+__all__ = ["ObjectRef", "value_of"]
 
+T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
 
@@ -109,3 +110,17 @@ class ObjectRef(Generic[T_co]):
             f"{self!r} cannot be pickled on its own: pass refs as task arguments (at any "
             "depth) and the task receives their values; do not return refs from tasks"
         )
+
+
+def value_of(ref: ObjectRef[T]) -> T:
+    """``ref``, typed as its value: for a ref where a checker cannot see that a ref is taken.
+
+    A task or actor call receives the value of each ref among its arguments, at any depth;
+    checkers without Dista's mypy plugin see that only in the first six positional places.
+    Elsewhere (a keyword, a list) ``add.remote(1, b=dista.value_of(ref))`` says it: the
+    checker still checks the ref's own type (an ``ObjectRef[str]`` given for an ``int`` is an
+    error), and at run time this returns the ref itself, which the call reads as usual."""
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"value_of takes an ObjectRef, not {type(ref).__name__}")
+    value: T = ref  # type: ignore[assignment]  # the ref stands for its value in a call
+    return value
