@@ -1,19 +1,20 @@
-"""The shapes `.remote` is typed by, so refs pass where values are expected, with no plugin.
+"""The shapes ``.remote`` is typed by, so refs pass where values are expected, with no plugin.
 
 No type system maps each parameter of a ``ParamSpec`` to ``T | ObjectRef[T]`` (PEP 612 has
-no such operator), so the ``.remote`` of tasks and the handles' `ActorHandle.remote` are
-overloaded per number of positional arguments, one to `MAX_ARITY`: the object is matched
-against ``_TakesN`` (its ``__call__`` takes N positional arguments ``A0..`` and gives ``R``),
-which binds each ``Ai`` to the declared parameter type, and the call then accepts
-``ObjectRef[Ai] | Ai`` in that place (refs first: a generic task given a ref solves its type
-variable to the value's type, not to the ref's). ``_GivesN`` adds ``_results``: what a call
-returns (`RemoteFunction2` and up: a tuple of refs). The last overload of each is the exact
-``ParamSpec`` one, for keywords, ``*args`` and more than `MAX_ARITY` arguments: a ref there
-is an error unless mypy runs with ``dista_runtime.mypy_plugin``, or it is wrapped in
-`dista_runtime.value_of`.
+no such operator), so `RemoteCall` (a task's ``.remote`` as checkers see it) is overloaded
+per number of positional arguments, one to `MAX_ARITY`: the overload for N arguments matches
+the task against ``_TakesN`` (its ``_signature``, the function's own, takes N positional
+arguments ``A0..`` and gives ``R``), which binds each ``Ai`` to the declared parameter type;
+the call then accepts ``ObjectRef[Ai] | Ai`` in that place (the ref first: a generic task
+given a ref solves its type variable to the value's type, not to the ref's). `RemoteCallMany`
+does the same for tasks with several results, whose ``_results`` (``_GivesN``) says what a
+call gives. The last overload of each is the exact ``ParamSpec`` one, for keywords, ``*args``
+and more than `MAX_ARITY` arguments: a ref there is an error unless mypy runs with
+``dista_runtime.mypy_plugin`` (which replaces the overloads by the task's exact signature),
+or the ref is wrapped in `dista_runtime.value_of`. `ActorCall` types
+``handle.remote(Cls.method, ...)`` from the method, the same way.
 
-Only checkers read these: at run time the classes are plain ``Protocol`` classes nobody
-instantiates.
+Only checkers read these: they are ``Protocol`` classes nothing instantiates.
 """
 
 from __future__ import annotations
