@@ -226,6 +226,12 @@ def _bare_var(t: Type, own: set[TypeVarId]) -> bool:
 
 def _remote_signature(ctx: MethodSigContext) -> FunctionLike:
     sig = ctx.default_signature
+    if sig.name is None or sig.name.startswith("remote"):  # an actor's: name the call
+        callee = ctx.context.callee if isinstance(ctx.context, CallExpr) else None
+        method = callee.expr if isinstance(callee, MemberExpr) else None
+        if isinstance(method, MemberExpr):  # ``h.add.remote``: "h.add.remote" in messages
+            handle = method.expr.name if isinstance(method.expr, NameExpr) else "handle"
+            sig = sig.copy_modified(name=f"{handle}.{method.name}.remote")
     return _widen_signature(sig, _object_ref(sig.ret_type, ctx))
 
 

@@ -138,3 +138,50 @@ def test_plugin_accepts_right_refs_and_rejects_wrong_ones(tmp_path: Path) -> Non
     # Nested refs: the covariant reading of list[int], then the exact check of the values.
     assert 'expected "Sequence[int | ObjectRef[int]] | ObjectRef[list[int]]"' in stdout, stdout
     assert 'expected "list[int]" (refs read as their values)' in stdout, stdout
+
+
+NAMED = """\
+import dista_runtime as dista
+from dista_runtime import ObjectRef
+
+@dista.task
+def add(a: int, b: int) -> int:
+    return a + b
+
+@dista.actor
+class Counter:
+    def bump(self, k: int) -> int:
+        return k
+
+def calls(s: ObjectRef[str]) -> None:
+    add.remote("x", 2)
+    add.remote(1)
+    h = Counter.remote()
+    h.bump.remote(s)
+    h.bump.remote(1, j=2)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_messages_name_the_task_or_method_and_its_declared_types(tmp_path: Path) -> None:
+    checked = tmp_path / "named.py"
+    checked.write_text(NAMED)
+    config = tmp_path / "mypy.ini"
+    config.write_text(CONFIG)
+    stdout, _, status = mypy_api.run(
+        ["--config-file", str(config), "--cache-dir", str(tmp_path / "cache"), str(checked)]
+    )
+    assert status == 1
+    for said in (
+        (
+            'Argument 1 to "add.remote" has incompatible type "str"; expected "int | ObjectRef[int]"'
+        ),
+        'Missing positional argument "b" in call to "add.remote"',
+        (
+            'Argument 1 to "h.bump.remote" has incompatible type "ObjectRef[str]"; '
+            'expected "int | ObjectRef[int]"'
+        ),
+        'Unexpected keyword argument "j" for "h.bump.remote"',
+    ):
+        assert said in stdout, stdout
+    assert "RemoteFunction" not in stdout and "ActorMethod" not in stdout, stdout
