@@ -1,9 +1,9 @@
-"""typing/check_typed.py, a typed consumer module, under the three checkers users run:
-pyright --strict (the file says so), mypy --strict with Dista's plugin (the project's
-configuration), and mypy --strict without it. Each must find no error but the expected ones,
-and every expected one (``# type: ignore`` lines: pyright's
-``reportUnnecessaryTypeIgnoreComment`` and mypy's ``warn_unused_ignores`` fail the run if a
-wrong call stops being an error)."""
+"""The files directly in typing/ under the three checkers users run: pyright --strict (each
+file says so in its first line), mypy --strict with Dista's plugin, and mypy --strict
+without it. Each must find no error but the expected ones, and every expected one
+(``# type: ignore`` lines: pyright's ``reportUnnecessaryTypeIgnoreComment`` and mypy's
+``warn_unused_ignores`` fail the run if a wrong call stops being an error). typing/plugin/
+holds what only the plugin types; the project's own mypy run checks it (test_quality)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULE = ROOT / "typing" / "check_typed.py"
+SHARED = sorted((ROOT / "typing").glob("*.py"))
+STRICT = "# pyright: strict, reportUnnecessaryTypeIgnoreComment=true"
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -24,13 +25,19 @@ def _show(done: subprocess.CompletedProcess[str]) -> str:
     return f"{done.stdout}\n{done.stderr}"
 
 
+def test_each_shared_file_asks_pyright_for_strict_and_needed_ignores() -> None:
+    assert len(SHARED) >= 5
+    for path in SHARED:
+        assert path.read_text().splitlines()[0] == STRICT, path
+
+
 def test_pyright_strict() -> None:
     here = str(Path(sys.executable).parent)
     pyright = shutil.which("pyright", path=here) or shutil.which("pyright")
     if pyright is None:
         pytest.skip("pyright is not installed (the test extra pins it)")
     done = subprocess.run(
-        [pyright, "--pythonpath", sys.executable, str(MODULE)],
+        [pyright, "--pythonpath", sys.executable, *map(str, SHARED)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -50,11 +57,11 @@ def test_mypy_strict(plugin: bool, tmp_path: Path) -> None:
         lines.append("plugins = dista_runtime.mypy_plugin")
     config.write_text("\n".join(lines) + "\n")
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(config), str(MODULE)],
+        [sys.executable, "-m", "mypy", "--config-file", str(config), *map(str, SHARED)],
         cwd=tmp_path,  # not the checkout: its pyproject.toml would turn the plugin on
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 0, _show(done)
-    assert "Success: no issues found in 1 source file" in done.stdout, _show(done)
+    assert f"Success: no issues found in {len(SHARED)} source files" in done.stdout, _show(done)

@@ -1,4 +1,5 @@
-"""The four role machines are each a `dista_proto.Core`: checked by mypy --strict."""
+# pyright: strict, reportUnnecessaryTypeIgnoreComment=true
+"""The four role machines are each a `dista_proto.Core`: checked by every checker (tests/test_typing_checkers.py)."""
 
 from __future__ import annotations
 

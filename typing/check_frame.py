@@ -1,4 +1,5 @@
-"""Public types of dista_proto, checked by mypy --strict."""
+# pyright: strict, reportUnnecessaryTypeIgnoreComment=true
+"""Public types of dista_proto, checked by every checker (tests/test_typing_checkers.py)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 mypy runs in-process on two small modules (the actors in one, the calls in the other, so
 the plugin's ``remote`` is seen across modules, through mypy's cache too), once with the
 plugin and once without, and must report exactly the lines marked for each.
-``typing/check_actors.py`` pins the types themselves (``assert_type``); it is checked with
+``typing/plugin/check_actors.py`` pins the types themselves (``assert_type``); it is checked with
 the rest of ``typing/`` by ``tests/test_quality.py::test_mypy_strict``.
 """
 
@@ -177,8 +177,8 @@ def test_without_the_plugin_methods_are_any_and_create_is_unknown(tmp_path: Path
 
 def test_the_typing_checks_are_in_the_mypy_run() -> None:
     """``test_mypy_strict`` runs bare ``mypy``: the configuration's ``files`` must include
-    ``typing/``, where ``check_actors.py`` is."""
+    ``typing/``, where ``plugin/check_actors.py`` is."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert "typing" in config["files"]
     assert "dista_runtime.mypy_plugin" in config["plugins"]
-    assert (ROOT / "typing" / "check_actors.py").is_file()
+    assert (ROOT / "typing" / "plugin" / "check_actors.py").is_file()
