@@ -47,6 +47,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from mypy.nodes import TypeInfo
 from mypy.plugin import (
     AttributeContext,
     ClassDefContext,
@@ -78,6 +79,8 @@ from ._mypy.tasks import (
 )
 
 __all__ = ["DistaPlugin", "plugin"]
+
+ACTOR_BASE = "dista_runtime._api.actor_base.Actor"
 
 
 class DistaPlugin(Plugin):
@@ -114,12 +117,26 @@ class DistaPlugin(Plugin):
             return functools.partial(_handle_method, name=name)
         return None
 
+    def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
+        # A subclass of `dista.Actor`, at any depth, is an ``@actor`` class: typed the same.
+        if fullname == ACTOR_BASE:
+            return _as_actor
+        base = self.lookup_fully_qualified(fullname)
+        info = base.node if base is not None else None
+        if isinstance(info, TypeInfo) and info.has_base(ACTOR_BASE):
+            return _as_actor
+        return None
+
     def get_class_decorator_hook_2(
         self, fullname: str
     ) -> Callable[[ClassDefContext], bool] | None:
         if fullname == ACTOR:
             return _add_remote
         return None
+
+
+def _as_actor(ctx: ClassDefContext) -> None:
+    _add_remote(ctx)
 
 
 def plugin(version: str) -> type[Plugin]:

@@ -48,7 +48,7 @@ from .._values.registry import (
     pickle_function,
     register_actor,
 )
-from .arity import Arity, method_arities
+from .arity import method_arities
 from .call_types import ActorCall
 from .ref import ObjectRef
 
@@ -79,8 +79,8 @@ _LOOKUP_ANSWER: Final = struct.Struct(f"<QQ{ACTOR_CAPABILITY_SIZE}s")
 _RESERVED: Final = frozenset({"remote", "options", "checkpoint", "checkpoint_async", "kill"})
 
 
-#: Each actor class defined in this process (by its type name): its methods' `Arity`.
-_ARITIES: dict[str, dict[str, Arity]] = {}
+#: Each actor class defined in this process, by its type name (handles check calls with it).
+_DEFINED: dict[str, ActorType] = {}
 
 
 class CheckpointWarning(UserWarning):
@@ -112,7 +112,8 @@ class ActorType:
         self.type_id = name_hash(self.name)
         self.methods = {k: v for k, v in method_table(cls).items() if k not in _RESERVED}
         arities = method_arities(cls)
-        _ARITIES[self.name] = self.arities = {k: arities[k] for k in arities if k not in _RESERVED}
+        self.arities = {k: arities[k] for k in arities if k not in _RESERVED}
+        _DEFINED[self.name] = self
         self._pickled: tuple[bytes, bytes] | None = None
         if self.importable:
             register_actor(self.name, cls)
@@ -266,9 +267,9 @@ class ActorMethod(Generic[P, R]):
 
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> ObjectRef[R]:
         handle = self._handle
-        arity = _ARITIES.get(handle._type_name)
-        if arity is not None:  # the class is known here: a call that cannot bind fails now
-            checked = arity.get(self._name)
+        known = _DEFINED.get(handle._type_name)
+        if known is not None:  # the class is known here: a call that cannot bind fails now
+            checked = known.arities.get(self._name)
             if checked is not None:
                 checked.check(args, kwargs)
         session = handle._bound()
@@ -354,10 +355,18 @@ class ActorHandle(Generic[T_co]):
         def remote(self, method, /, *args, **kwargs):
             """``h.remote(Counter.add, 5)``: ``h.add.remote(5)``, typed under any checker."""
             name = getattr(method, "__name__", None)
+            known = _DEFINED.get(self._type_name)
             if not isinstance(name, str) or not callable(method):
+                mine = f"{known.cls.__qualname__}.method" if known else "Counter.add"
                 raise TypeError(
-                    f"handle.remote takes a method of the actor's class (Counter.add), "
-                    f"not {method!r}"
+                    f"h.remote takes a method of the actor's class ({mine}), not {method!r}"
+                )
+            if known is not None and getattr(known.cls, name, None) != method:
+                # A same-named method of another class would otherwise run this one's.
+                what = getattr(method, "__qualname__", name)
+                raise TypeError(
+                    f"h.remote({what}): not a method of actor {known.cls.__qualname__} "
+                    f"(its methods: {', '.join(sorted(self._methods)) or 'none'})"
                 )
             return self.__getattr__(name).remote(*args, **kwargs)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
+from . import call_types as ct
 from .actor import ActorHandle, actor
 from .ref import ObjectRef
 
@@ -31,8 +32,56 @@ B5 = TypeVar("B5")
 
 
 class ActorOptions(Protocol[P, T_co]):
-    """``Counter.options(...)``: ``.remote(...)`` creates the actor with those options."""
+    """``Counter.options(...)``: ``.remote(...)`` creates the actor with those options, and
+    takes refs as ``Counter.remote`` does (`call_types`)."""
 
+    def _signature(self, *args: P.args, **kwargs: P.kwargs) -> T_co: ...
+
+    @overload
+    def remote(self: ct.Takes1[B0, T], a0: ObjectRef[B0] | B0, /) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: ct.Takes2[B0, B1, T], a0: ObjectRef[B0] | B0, a1: ObjectRef[B1] | B1, /
+    ) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: ct.Takes3[B0, B1, B2, T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        /,
+    ) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: ct.Takes4[B0, B1, B2, B3, T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        /,
+    ) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: ct.Takes5[B0, B1, B2, B3, B4, T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        a4: ObjectRef[B4] | B4,
+        /,
+    ) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: ct.Takes6[B0, B1, B2, B3, B4, B5, T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        a4: ObjectRef[B4] | B4,
+        a5: ObjectRef[B5] | B5,
+        /,
+    ) -> ActorHandle[T]: ...
+    @overload
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> ActorHandle[T_co]: ...
 
 

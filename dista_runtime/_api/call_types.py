@@ -3,11 +3,11 @@
 No type system maps each parameter of a ``ParamSpec`` to ``T | ObjectRef[T]`` (PEP 612 has
 no such operator), so `RemoteCall` (a task's ``.remote`` as checkers see it) is overloaded
 per number of positional arguments, one to `MAX_ARITY`: the overload for N arguments matches
-the task against ``_TakesN`` (its ``_signature``, the function's own, takes N positional
+the task against ``TakesN`` (its ``_signature``, the function's own, takes N positional
 arguments ``A0..`` and gives ``R``), which binds each ``Ai`` to the declared parameter type;
 the call then accepts ``ObjectRef[Ai] | Ai`` in that place (the ref first: a generic task
 given a ref solves its type variable to the value's type, not to the ref's). `RemoteCallMany`
-does the same for tasks with several results, whose ``_results`` (``_GivesN``) says what a
+does the same for tasks with several results, whose ``_results`` (``GivesN``) says what a
 call gives. The last overload of each is the exact ``ParamSpec`` one, for keywords, ``*args``
 and more than `MAX_ARITY` arguments: a ref there is an error unless mypy runs with
 ``dista_runtime.mypy_plugin`` (which replaces the overloads by the task's exact signature),
@@ -26,6 +26,18 @@ from .ref import ObjectRef
 
 __all__ = [
     "MAX_ARITY",
+    "Takes1",
+    "Takes2",
+    "Takes3",
+    "Takes4",
+    "Takes5",
+    "Takes6",
+    "Gives1",
+    "Gives2",
+    "Gives3",
+    "Gives4",
+    "Gives5",
+    "Gives6",
     "RemoteCall",
     "ActorCall",
     "RemoteCallMany",
@@ -45,31 +57,31 @@ R_co = TypeVar("R_co", covariant=True)
 O_co = TypeVar("O_co", covariant=True)
 
 
-class _Takes1(Protocol[A0_contra, R_co]):
+class Takes1(Protocol[A0_contra, R_co]):
     def _signature(self, a0: A0_contra, /) -> R_co: ...
 
 
-class _Takes2(Protocol[A0_contra, A1_contra, R_co]):
+class Takes2(Protocol[A0_contra, A1_contra, R_co]):
     def _signature(self, a0: A0_contra, a1: A1_contra, /) -> R_co: ...
 
 
-class _Takes3(Protocol[A0_contra, A1_contra, A2_contra, R_co]):
+class Takes3(Protocol[A0_contra, A1_contra, A2_contra, R_co]):
     def _signature(self, a0: A0_contra, a1: A1_contra, a2: A2_contra, /) -> R_co: ...
 
 
-class _Takes4(Protocol[A0_contra, A1_contra, A2_contra, A3_contra, R_co]):
+class Takes4(Protocol[A0_contra, A1_contra, A2_contra, A3_contra, R_co]):
     def _signature(
         self, a0: A0_contra, a1: A1_contra, a2: A2_contra, a3: A3_contra, /
     ) -> R_co: ...
 
 
-class _Takes5(Protocol[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, R_co]):
+class Takes5(Protocol[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, R_co]):
     def __call__(
         self, a0: A0_contra, a1: A1_contra, a2: A2_contra, a3: A3_contra, a4: A4_contra, /
     ) -> R_co: ...
 
 
-class _Takes6(Protocol[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, A5_contra, R_co]):
+class Takes6(Protocol[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, A5_contra, R_co]):
     def __call__(
         self,
         a0: A0_contra,
@@ -82,36 +94,36 @@ class _Takes6(Protocol[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, A5
     ) -> R_co: ...
 
 
-class _Gives1(_Takes1[A0_contra, Any], Protocol[A0_contra, O_co]):
+class Gives1(Takes1[A0_contra, Any], Protocol[A0_contra, O_co]):
     def _results(self) -> O_co: ...
 
 
-class _Gives2(_Takes2[A0_contra, A1_contra, Any], Protocol[A0_contra, A1_contra, O_co]):
+class Gives2(Takes2[A0_contra, A1_contra, Any], Protocol[A0_contra, A1_contra, O_co]):
     def _results(self) -> O_co: ...
 
 
-class _Gives3(
-    _Takes3[A0_contra, A1_contra, A2_contra, Any], Protocol[A0_contra, A1_contra, A2_contra, O_co]
+class Gives3(
+    Takes3[A0_contra, A1_contra, A2_contra, Any], Protocol[A0_contra, A1_contra, A2_contra, O_co]
 ):
     def _results(self) -> O_co: ...
 
 
-class _Gives4(
-    _Takes4[A0_contra, A1_contra, A2_contra, A3_contra, Any],
+class Gives4(
+    Takes4[A0_contra, A1_contra, A2_contra, A3_contra, Any],
     Protocol[A0_contra, A1_contra, A2_contra, A3_contra, O_co],
 ):
     def _results(self) -> O_co: ...
 
 
-class _Gives5(
-    _Takes5[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, Any],
+class Gives5(
+    Takes5[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, Any],
     Protocol[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, O_co],
 ):
     def _results(self) -> O_co: ...
 
 
-class _Gives6(
-    _Takes6[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, A5_contra, Any],
+class Gives6(
+    Takes6[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, A5_contra, Any],
     Protocol[A0_contra, A1_contra, A2_contra, A3_contra, A4_contra, A5_contra, O_co],
 ):
     def _results(self) -> O_co: ...
@@ -137,14 +149,14 @@ class RemoteCall(Protocol[P, R_co]):
     def _signature(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
 
     @overload
-    def __call__(self: _Takes1[B0, T], a0: ObjectRef[B0] | B0, /) -> ObjectRef[T]: ...
+    def __call__(self: Takes1[B0, T], a0: ObjectRef[B0] | B0, /) -> ObjectRef[T]: ...
     @overload
     def __call__(
-        self: _Takes2[B0, B1, T], a0: ObjectRef[B0] | B0, a1: ObjectRef[B1] | B1, /
+        self: Takes2[B0, B1, T], a0: ObjectRef[B0] | B0, a1: ObjectRef[B1] | B1, /
     ) -> ObjectRef[T]: ...
     @overload
     def __call__(
-        self: _Takes3[B0, B1, B2, T],
+        self: Takes3[B0, B1, B2, T],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -152,7 +164,7 @@ class RemoteCall(Protocol[P, R_co]):
     ) -> ObjectRef[T]: ...
     @overload
     def __call__(
-        self: _Takes4[B0, B1, B2, B3, T],
+        self: Takes4[B0, B1, B2, B3, T],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -161,7 +173,7 @@ class RemoteCall(Protocol[P, R_co]):
     ) -> ObjectRef[T]: ...
     @overload
     def __call__(
-        self: _Takes5[B0, B1, B2, B3, B4, T],
+        self: Takes5[B0, B1, B2, B3, B4, T],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -171,7 +183,7 @@ class RemoteCall(Protocol[P, R_co]):
     ) -> ObjectRef[T]: ...
     @overload
     def __call__(
-        self: _Takes6[B0, B1, B2, B3, B4, B5, T],
+        self: Takes6[B0, B1, B2, B3, B4, B5, T],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -191,14 +203,14 @@ class RemoteCallMany(Protocol[P, O_co]):
     def _results(self) -> O_co: ...
 
     @overload
-    def __call__(self: _Gives1[B0, O], a0: ObjectRef[B0] | B0, /) -> O: ...
+    def __call__(self: Gives1[B0, O], a0: ObjectRef[B0] | B0, /) -> O: ...
     @overload
     def __call__(
-        self: _Gives2[B0, B1, O], a0: ObjectRef[B0] | B0, a1: ObjectRef[B1] | B1, /
+        self: Gives2[B0, B1, O], a0: ObjectRef[B0] | B0, a1: ObjectRef[B1] | B1, /
     ) -> O: ...
     @overload
     def __call__(
-        self: _Gives3[B0, B1, B2, O],
+        self: Gives3[B0, B1, B2, O],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -206,7 +218,7 @@ class RemoteCallMany(Protocol[P, O_co]):
     ) -> O: ...
     @overload
     def __call__(
-        self: _Gives4[B0, B1, B2, B3, O],
+        self: Gives4[B0, B1, B2, B3, O],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -215,7 +227,7 @@ class RemoteCallMany(Protocol[P, O_co]):
     ) -> O: ...
     @overload
     def __call__(
-        self: _Gives5[B0, B1, B2, B3, B4, O],
+        self: Gives5[B0, B1, B2, B3, B4, O],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -225,7 +237,7 @@ class RemoteCallMany(Protocol[P, O_co]):
     ) -> O: ...
     @overload
     def __call__(
-        self: _Gives6[B0, B1, B2, B3, B4, B5, O],
+        self: Gives6[B0, B1, B2, B3, B4, B5, O],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,

@@ -57,6 +57,8 @@ def get(refs: ObjectRef[Any] | Sequence[ObjectRef[Any]], *, timeout: float | Non
     """The value of one ref, or the values of many in order (a progress line if slow)."""
     if isinstance(refs, ObjectRef):
         return refs.get(timeout)
+    if not isinstance(refs, Sequence) or not all(isinstance(r, ObjectRef) for r in refs):
+        raise TypeError(f"dista.get takes an ObjectRef or a list of them, not {_kinds(refs)}")
     deadline = None if timeout is None else time.monotonic() + timeout
     with Progress(len(refs), "dista: get", stream=sys.stderr) as progress:
         _wait_all(refs, deadline, progress)
@@ -68,6 +70,13 @@ def get(refs: ObjectRef[Any] | Sequence[ObjectRef[Any]], *, timeout: float | Non
             except GetTimeoutError:
                 raise GetTimeoutError(_not_ready(refs, timeout)) from None
     return values
+
+
+def _kinds(refs: object) -> str:
+    if not isinstance(refs, Sequence) or isinstance(refs, str | bytes):
+        return type(refs).__name__
+    found = sorted({type(r).__name__ for r in refs if not isinstance(r, ObjectRef)})
+    return f"a {type(refs).__name__} holding {', '.join(found)}"
 
 
 def _not_ready(refs: Sequence[ObjectRef[Any]], timeout: float | None) -> str:

@@ -8,7 +8,17 @@ and mypy alike. The part that runs is `remote_base.Remote`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Self, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    Self,
+    TypeVar,
+    overload,
+)
 
 from . import call_types as ct
 from .ref import ObjectRef
@@ -117,13 +127,41 @@ class RemoteFunction(Remote, Generic[P, R]):
             return make_ref(oid, s, kept)
 
 
+class _Calls(Protocol[P]):
+    """Anything called with ``P``: a task's own parameters, for `_Many.options`."""
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any: ...
+
+
 class _Many(Remote):
     """A task with several results: ``.remote`` gives a tuple of ``num_returns`` refs."""
 
-    def options(self, *, max_retries: int | Keep | None = KEEP, name: str | None = None) -> Self:
-        """As `RemoteFunction.options`, with its number of results kept."""
-        made: Self = reoptioned(self, None, max_retries, name)
-        return made
+    @overload
+    def options(
+        self,
+        *,
+        num_returns: None = None,
+        max_retries: int | Keep | None = KEEP,
+        name: str | None = None,
+    ) -> Self: ...
+    @overload
+    def options(
+        self: _Calls[P],
+        *,
+        num_returns: int,
+        max_retries: int | Keep | None = KEEP,
+        name: str | None = None,
+    ) -> RemoteFunctionN[P]: ...
+    def options(
+        self,
+        *,
+        num_returns: int | None = None,
+        max_retries: int | Keep | None = KEEP,
+        name: str | None = None,
+    ) -> Any:
+        """As `RemoteFunction.options`: without ``num_returns``, the number of results is
+        kept (and so is the type); with it, the task is typed `RemoteFunctionN`."""
+        return reoptioned(self, num_returns, max_retries, name)
 
     if not TYPE_CHECKING:  # each kind declares its own (call_types.RemoteCallMany)
 

@@ -138,7 +138,7 @@ def _create_signature(ctx: MethodSigContext) -> FunctionLike:
         sig = item.copy_modified(
             ret_type=handle.copy_modified(args=[item.ret_type]),
             fallback=ctx.default_signature.fallback,  # a function now, no longer the class
-            name=f"remote of {cls.name}",  # messages say '"remote" of "Counter"'
+            name=f"{cls.name}.remote",  # messages say '"Counter.remote"'
             definition=None,  # or they would list ``self`` among the parameters
         )
         items += _widen_signature(sig, ref).items

@@ -466,6 +466,9 @@ def _remote_attribute(ctx: AttributeContext) -> Type:
 def _task_name(context: Context) -> str:
     """What the source calls the task (``add`` in ``add.remote``), for messages."""
     target = context.expr if isinstance(context, MemberExpr) else None
+    # ``split.options(...).remote``: the task is what ``options`` was called on.
+    while isinstance(target, CallExpr) and isinstance(target.callee, MemberExpr):
+        target = target.callee.expr
     if isinstance(target, NameExpr | MemberExpr):
         return target.name
     return "task"

@@ -28,6 +28,11 @@ class Account(Ledger, checkpoint_every=0):
         return f"{note}:{self.balance}"
 
 
+class Bank:
+    def deposit(self, amount: int) -> int:
+        return -amount
+
+
 @dista.task(num_returns=4)
 def four(x: int) -> tuple[int, str, int, int]:
     return x, str(x), x + 1, x + 2
@@ -73,8 +78,11 @@ def test_a_subclass_decorated_again_takes_the_decorators_options(cluster: dista.
 
 def test_wrong_calls_say_what_is_wrong(cluster: dista.Cluster) -> None:
     handle = Account.remote()
-    with pytest.raises(AttributeError, match="has no method 'upper'"):
+    with pytest.raises(TypeError, match=r"h.remote\(str.upper\): not a method of actor Account"):
         handle.remote(str.upper)  # type: ignore[arg-type]
+    # A method of another class with the same name is not this actor's (it would run it).
+    with pytest.raises(TypeError, match=r"h.remote\(Bank.deposit\): not a method of actor"):
+        handle.remote(Bank.deposit, 1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="a method of the actor's class"):
         handle.remote(3)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="missing a required argument: 'amount'"):
@@ -90,3 +98,14 @@ def test_tasks_with_four_and_six_results(cluster: dista.Cluster) -> None:
     five = tasks.add.options(num_returns=5)
     assert isinstance(five, dista.RemoteFunction5)
     assert isinstance(six.options(max_retries=0), dista.RemoteFunction6)
+    widened = four.options(num_returns=5)  # a task with several results takes it too
+    assert isinstance(widened, dista.RemoteFunction5)
+    assert widened.num_returns == 5 and four.num_returns == 4
+
+
+@pytest.mark.parametrize(
+    ("given", "said"), [(5, "not int"), ([1, 2], "not a list holding int"), ("ab", "not str")]
+)
+def test_get_of_something_else_says_what_it_takes(given: object, said: str) -> None:
+    with pytest.raises(TypeError, match=f"dista.get takes an ObjectRef or a list of them, {said}"):
+        dista.get(given)  # type: ignore[call-overload]

@@ -159,7 +159,7 @@ def test_with_the_plugin_every_call_is_checked(tmp_path: Path) -> None:
         reported, stdout = _mypy(tmp_path, plugin=True)
         assert reported == _marked("WRONG"), stdout
         # The plugin's own words: the widened constructor, and its handle-method check.
-        assert 'Argument 1 to "remote" of "Counter" has incompatible type "str"; expected' in (
+        assert 'Argument 1 to "Counter.remote" has incompatible type "str"; expected' in (
             stdout
         ), stdout
         assert 'expected "int | ObjectRef[int]"' in stdout, stdout
