@@ -92,8 +92,8 @@ def pipeline() -> None:
     assert_type(text, ObjectRef[str])
     low, high, mean, count = stats.remote(numbers)
     assert_type(mean, ObjectRef[float])
-    # With a keyword in the call, a ref anywhere says so (value_of): see docs/typing.md.
-    assert_type(tag.remote(dista.value_of(n), label="n"), ObjectRef[str])
+    assert_type(tag.remote(n, label="n"), ObjectRef[str])  # a ref, then keywords
+    assert_type(parse.remote(data, strict=False), ObjectRef[list[int]])
     assert_type(tag.remote(1, label=dista.value_of(text)), ObjectRef[str])  # a keyword ref
     assert_type(total.remote([1, dista.value_of(n)]), ObjectRef[int])  # a ref in a list
     assert_type(dista.get(n), int)
@@ -113,6 +113,8 @@ def wrong_tasks(s: ObjectRef[str], n: ObjectRef[int]) -> None:
     fetch.remote("u")  # type: ignore
     split.remote(s)  # type: ignore
     tag.remote(1, "n")  # type: ignore  # label is keyword-only
+    tag.remote(s, label="n")  # type: ignore  # a ref of the wrong type, then keywords
+    tag.remote(n, label=3)  # type: ignore
     tag.remote(1, label=dista.value_of(n))  # type: ignore  # the ref's own type is checked
     stats.remote(n)  # type: ignore
 
@@ -121,11 +123,14 @@ def accounts(owner: ObjectRef[str]) -> None:
     h = Account.remote("ada", 10)
     assert_type(h, ActorHandle[Account])
     assert_type(Account.remote(owner), ActorHandle[Account])  # a ref to the constructor
+    assert_type(Account.remote(owner, balance=5), ActorHandle[Account])
+    assert_type(Account.options(name="ada").remote(owner), ActorHandle[Account])
     assert_type(Account.options(name="ada").remote("ada"), ActorHandle[Account])
     assert_type(dista.actor(Account).remote("bob"), ActorHandle[Account])
     assert_type(h.remote(Account.deposit, 5), ObjectRef[int])
     assert_type(h.remote(Account.deposit, total.remote([1])), ObjectRef[int])  # a ref
     assert_type(h.remote(Account.statement, 1, owner), ObjectRef[str])  # async, a ref
+    assert_type(h.remote(Account.statement, 1, note="n"), ObjectRef[str])
     assert_type(h.remote(Account.audit), ObjectRef[int])  # inherited
     assert_type(h.remote(Account.read, 1), ObjectRef[int])  # overloaded
     assert_type(h.remote(Account.read, "f"), ObjectRef[str])
@@ -142,6 +147,8 @@ def wrong_actors(h: ActorHandle[Account], n: ObjectRef[int]) -> None:
     h.remote(Account.deposit, dista.value_of(h.remote(Account.statement, 1, "")))  # type: ignore
     h.remote(Account.deposit)  # type: ignore
     h.remote(Account.statement, 1)  # type: ignore
+    h.remote(Account.statement, n, note=1)  # type: ignore
+    Account.remote(n, balance=1)  # type: ignore
     h.remote(Account.read, 1.5)  # type: ignore
     h.remote(str.upper)  # type: ignore  # not the actor's method
 

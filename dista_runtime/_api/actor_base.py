@@ -3,26 +3,29 @@
 ``class Counter(dista.Actor)`` is ``@dista.actor class Counter`` (``checkpoint_every`` as a
 class keyword: ``class Counter(dista.Actor, checkpoint_every=100)``), and checkers see what
 the decorator adds at run time: ``Counter.remote(...)`` takes the constructor's parameters
-(a ref where a value is expected in the first six positional places) and gives
-``ActorHandle[Counter]``; ``Counter.options(name=...)`` the same. A method is called through
-the handle with ``h.remote(Counter.add, 5)`` (`ActorHandle.remote`), typed from the method;
-``h.add.remote(5)`` still works, and is typed under mypy with the plugin.
+(a ref where a value is expected in the first six positional places, as for tasks:
+`call_types`) and gives ``ActorHandle[Counter]``; ``Counter.options(name=...).remote(...)``
+the same. A method is called through the handle with ``h.remote(Counter.add, 5)``
+(`ActorHandle.remote`), typed from the method; ``h.add.remote(5)`` still works, and is typed
+under mypy with the plugin (which types a subclass as it types an ``@actor`` class).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
-from . import call_types as ct
+from . import call_shapes as cs
 from .actor import ActorHandle, actor
 from .ref import ObjectRef
 
 __all__ = ["Actor", "ActorOptions"]
 
 P = ParamSpec("P")
+Q = ParamSpec("Q")
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
+
 B0 = TypeVar("B0")
 B1 = TypeVar("B1")
 B2 = TypeVar("B2")
@@ -33,19 +36,19 @@ B5 = TypeVar("B5")
 
 class ActorOptions(Protocol[P, T_co]):
     """``Counter.options(...)``: ``.remote(...)`` creates the actor with those options, and
-    takes refs as ``Counter.remote`` does (`call_types`)."""
+    takes refs as ``Counter.remote`` does."""
 
     def _signature(self, *args: P.args, **kwargs: P.kwargs) -> T_co: ...
 
     @overload
-    def remote(self: ct.Takes1[B0, T], a0: ObjectRef[B0] | B0, /) -> ActorHandle[T]: ...
+    def remote(self: cs.Takes1[B0, T], a0: ObjectRef[B0] | B0, /) -> ActorHandle[T]: ...
     @overload
     def remote(
-        self: ct.Takes2[B0, B1, T], a0: ObjectRef[B0] | B0, a1: ObjectRef[B1] | B1, /
+        self: cs.Takes2[B0, B1, T], a0: ObjectRef[B0] | B0, a1: ObjectRef[B1] | B1, /
     ) -> ActorHandle[T]: ...
     @overload
     def remote(
-        self: ct.Takes3[B0, B1, B2, T],
+        self: cs.Takes3[B0, B1, B2, T],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -53,7 +56,7 @@ class ActorOptions(Protocol[P, T_co]):
     ) -> ActorHandle[T]: ...
     @overload
     def remote(
-        self: ct.Takes4[B0, B1, B2, B3, T],
+        self: cs.Takes4[B0, B1, B2, B3, T],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -62,7 +65,7 @@ class ActorOptions(Protocol[P, T_co]):
     ) -> ActorHandle[T]: ...
     @overload
     def remote(
-        self: ct.Takes5[B0, B1, B2, B3, B4, T],
+        self: cs.Takes5[B0, B1, B2, B3, B4, T],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -72,7 +75,7 @@ class ActorOptions(Protocol[P, T_co]):
     ) -> ActorHandle[T]: ...
     @overload
     def remote(
-        self: ct.Takes6[B0, B1, B2, B3, B4, B5, T],
+        self: cs.Takes6[B0, B1, B2, B3, B4, B5, T],
         a0: ObjectRef[B0] | B0,
         a1: ObjectRef[B1] | B1,
         a2: ObjectRef[B2] | B2,
@@ -80,6 +83,65 @@ class ActorOptions(Protocol[P, T_co]):
         a4: ObjectRef[B4] | B4,
         a5: ObjectRef[B5] | B5,
         /,
+    ) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: cs.Then1[B0, Q, T], a0: ObjectRef[B0] | B0, /, *args: Q.args, **kwargs: Q.kwargs
+    ) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: cs.Then2[B0, B1, Q, T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
+    ) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: cs.Then3[B0, B1, B2, Q, T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
+    ) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: cs.Then4[B0, B1, B2, B3, Q, T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
+    ) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: cs.Then5[B0, B1, B2, B3, B4, Q, T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        a4: ObjectRef[B4] | B4,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
+    ) -> ActorHandle[T]: ...
+    @overload
+    def remote(
+        self: cs.Then6[B0, B1, B2, B3, B4, B5, Q, T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        a4: ObjectRef[B4] | B4,
+        a5: ObjectRef[B5] | B5,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
     ) -> ActorHandle[T]: ...
     @overload
     def remote(self, *args: P.args, **kwargs: P.kwargs) -> ActorHandle[T_co]: ...
@@ -144,9 +206,78 @@ class Actor:
     ) -> ActorHandle[T]: ...
     @overload
     @classmethod
-    def remote(cls: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> ActorHandle[T]: ...
+    def remote(
+        cls: Callable[Concatenate[B0, Q], T],
+        a0: ObjectRef[B0] | B0,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
+    ) -> ActorHandle[T]: ...
+    @overload
     @classmethod
-    def remote(cls, *args: Any, **kwargs: Any) -> Any:
+    def remote(
+        cls: Callable[Concatenate[B0, B1, Q], T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
+    ) -> ActorHandle[T]: ...
+    @overload
+    @classmethod
+    def remote(
+        cls: Callable[Concatenate[B0, B1, B2, Q], T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
+    ) -> ActorHandle[T]: ...
+    @overload
+    @classmethod
+    def remote(
+        cls: Callable[Concatenate[B0, B1, B2, B3, Q], T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
+    ) -> ActorHandle[T]: ...
+    @overload
+    @classmethod
+    def remote(
+        cls: Callable[Concatenate[B0, B1, B2, B3, B4, Q], T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        a4: ObjectRef[B4] | B4,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
+    ) -> ActorHandle[T]: ...
+    @overload
+    @classmethod
+    def remote(
+        cls: Callable[Concatenate[B0, B1, B2, B3, B4, B5, Q], T],
+        a0: ObjectRef[B0] | B0,
+        a1: ObjectRef[B1] | B1,
+        a2: ObjectRef[B2] | B2,
+        a3: ObjectRef[B3] | B3,
+        a4: ObjectRef[B4] | B4,
+        a5: ObjectRef[B5] | B5,
+        /,
+        *args: Q.args,
+        **kwargs: Q.kwargs,
+    ) -> ActorHandle[T]: ...
+    @overload
+    @classmethod
+    def remote(cls: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> ActorHandle[T]: ...
+    @classmethod  # type: ignore[misc]  # mypy cannot match a Concatenate cls to *args
+    def remote(cls: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         # Each subclass has its own (`actor` sets it): only this base class gets here.
         raise TypeError("dista.Actor is a base class: subclass it, and create the subclass")
 
