@@ -53,6 +53,11 @@ def tag(value: int, *, label: str) -> str:
     return f"{label}={value}"
 
 
+@dista.task
+def row(a: int, b: int, c: int, d: int, e: str, f: float, *, g: int = 0) -> str:
+    return e * (a + b + c + d + g) + str(f)
+
+
 class Ledger(dista.Actor):
     def audit(self) -> int:
         return 0
@@ -93,6 +98,8 @@ def pipeline() -> None:
     low, high, mean, count = stats.remote(numbers)
     assert_type(mean, ObjectRef[float])
     assert_type(tag.remote(n, label="n"), ObjectRef[str])  # a ref, then keywords
+    assert_type(row.remote(1, 2, 3, n, text, 1.5), ObjectRef[str])  # refs up to the sixth place
+    assert_type(row.remote(n, n, n, n, text, mean, g=1), ObjectRef[str])
     assert_type(parse.remote(data, strict=False), ObjectRef[list[int]])
     assert_type(tag.remote(1, label=dista.value_of(text)), ObjectRef[str])  # a keyword ref
     assert_type(total.remote([1, dista.value_of(n)]), ObjectRef[int])  # a ref in a list
@@ -117,6 +124,9 @@ def wrong_tasks(s: ObjectRef[str], n: ObjectRef[int]) -> None:
     tag.remote(n, label=3)  # type: ignore
     tag.remote(1, label=dista.value_of(n))  # type: ignore  # the ref's own type is checked
     stats.remote(n)  # type: ignore
+    row.remote(1, 2, 3, 4, n, 1.5)  # type: ignore  # the fifth place takes a str
+    row.remote(1, 2, 3, 4, "e", s)  # type: ignore  # the sixth a float
+    row.remote(1, 2, 3, 4, "e", 1.5, g=s)  # type: ignore  # a str ref for an int, by keyword
 
 
 def accounts(owner: ObjectRef[str]) -> None:
