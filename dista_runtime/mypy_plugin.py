@@ -67,6 +67,11 @@ from ._mypy.actors import (
     _create_signature,
     _handle_method,
 )
+from ._mypy.handle_calls import (
+    HANDLE_REMOTE,
+    handle_remote_attribute,
+    handle_remote_signature,
+)
 from ._mypy.tasks import (
     DECORATOR_CALLS,
     REMOTE_METHODS,
@@ -93,6 +98,8 @@ class DistaPlugin(Plugin):
             return _remote_signature
         if fullname == CREATE_CALL:
             return _create_signature
+        if fullname == HANDLE_REMOTE:
+            return handle_remote_signature
         return None
 
     def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
@@ -112,6 +119,8 @@ class DistaPlugin(Plugin):
     def get_attribute_hook(self, fullname: str) -> Callable[[AttributeContext], Type] | None:
         if fullname in TASK_REMOTES:
             return _remote_attribute
+        if fullname == HANDLE_REMOTE:
+            return handle_remote_attribute
         owner, _, name = fullname.rpartition(".")
         if owner == HANDLE:
             return functools.partial(_handle_method, name=name)

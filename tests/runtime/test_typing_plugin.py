@@ -153,12 +153,24 @@ class Counter:
     def bump(self, k: int) -> int:
         return k
 
-def calls(s: ObjectRef[str]) -> None:
+class Ledger(dista.Actor):
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+
+    def deposit(self, amount: int, *, note: str = "") -> int:
+        return amount
+
+def calls(s: ObjectRef[str], n: ObjectRef[int]) -> None:
     add.remote("x", 2)
     add.remote(1)
     h = Counter.remote()
     h.bump.remote(s)
     h.bump.remote(1, j=2)
+    Ledger.remote(n)
+    ledger = Ledger.remote(owner=s)  # a keyword ref: fine with the plugin
+    ledger.remote(Ledger.deposit, n, note=n)
+    ledger.remote(Ledger.deposit, amount=n)  # fine
+    ledger.remote(Counter.bump, 1)
 """
 
 
@@ -182,6 +194,16 @@ def test_messages_name_the_task_or_method_and_its_declared_types(tmp_path: Path)
             'expected "int | ObjectRef[int]"'
         ),
         'Unexpected keyword argument "j" for "h.bump.remote"',
+        (
+            'Argument 1 to "Ledger.remote" has incompatible type "ObjectRef[int]"; '
+            'expected "str | ObjectRef[str]"'
+        ),
+        (
+            'Argument "note" to "Ledger.deposit.remote" has incompatible type "ObjectRef[int]"; '
+            'expected "str | ObjectRef[str]"'
+        ),
+        '"Counter.bump" is not a method of actor "Ledger": h.remote takes one of its own',
     ):
         assert said in stdout, stdout
     assert "RemoteFunction" not in stdout and "ActorMethod" not in stdout, stdout
+    assert stdout.count(": error:") == 7, stdout  # and none for the keyword refs
