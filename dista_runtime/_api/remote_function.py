@@ -286,7 +286,7 @@ def reoptioned(
     """A copy of ``fn`` with other options (`options`): ``fn`` is left as it is."""
     retries = fn.max_retries if isinstance(max_retries, Keep) else max_retries
     returns = fn.num_returns if num_returns is None else num_returns
-    made = _KINDS.get(returns, RemoteFunctionN)(fn._fn, returns, retries)
+    made: Remote = remote_function(fn._fn, returns, retries)
     made.label = fn.label if name is None else name
     return made
 

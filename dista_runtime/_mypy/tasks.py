@@ -54,6 +54,7 @@ from mypy.types import (
 
 OBJECT_REF = "dista_runtime._api.ref.ObjectRef"
 REMOTE_CALL = "dista_runtime._api.call_types.RemoteCall"
+ACTOR_METHOD = "dista_runtime._api.actor.ActorMethod"
 
 TASK = "dista_runtime._api.task.task"
 SINGLE_RESULT = frozenset({"dista_runtime._api.remote_function.RemoteFunction"})
@@ -226,7 +227,9 @@ def _bare_var(t: Type, own: set[TypeVarId]) -> bool:
 
 def _remote_signature(ctx: MethodSigContext) -> FunctionLike:
     sig = ctx.default_signature
-    if sig.name is None or sig.name.startswith("remote"):  # an actor's: name the call
+    receiver = get_proper_type(ctx.type)
+    if isinstance(receiver, Instance) and receiver.type.fullname == ACTOR_METHOD:
+        # Tasks' are named by `_remote_attribute`; an actor method's call is named here.
         callee = ctx.context.callee if isinstance(ctx.context, CallExpr) else None
         method = callee.expr if isinstance(callee, MemberExpr) else None
         if isinstance(method, MemberExpr):  # ``h.add.remote``: "h.add.remote" in messages
