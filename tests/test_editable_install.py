@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+#: One xdist group with the other CPU-heavy tests and the timing-sensitive ones (test_ahead).
+pytestmark = pytest.mark.xdist_group("cpu")
+
 ROOT = Path(__file__).resolve().parents[1]
 
 USER_MODULE = """\

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+#: One xdist group with the other CPU-heavy tests and the timing-sensitive ones (test_ahead).
+pytestmark = pytest.mark.xdist_group("cpu")
+
 ROOT = Path(__file__).resolve().parent.parent
 _JOBS = max(2, os.cpu_count() or 1)
 COMPILED_SEEDS = {

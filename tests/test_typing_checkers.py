@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = sorted((ROOT / "typing").glob("*.py"))
 STRICT = "# pyright: strict, reportUnnecessaryTypeIgnoreComment=true"
 
-pytestmark = pytest.mark.timeout(300)
+#: One xdist group with the other CPU-heavy tests and the timing-sensitive ones (test_ahead).
+pytestmark = [pytest.mark.timeout(300), pytest.mark.xdist_group("cpu")]
 
 
 def _show(done: subprocess.CompletedProcess[str]) -> str:

@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+#: One xdist group with the other CPU-heavy tests and the timing-sensitive ones (test_ahead).
+pytestmark = pytest.mark.xdist_group("cpu")
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("dista_proto", "dista_runtime", "dista_asyncio", "dista_anyio", "dista_gevent")
 #: What the build reads: pyproject.toml names the readme, setup.py is the build script.

@@ -18,6 +18,10 @@ import dista_runtime as dista
 from tests.processes.support import chain_tasks as ct
 from tests.support.cluster import alive, assert_gone, settle_to_zero, wait_for_workers
 
+#: Never beside the type checkers and the compiled build (one xdist group, run in turn):
+#: they take both cores, and what is sent ahead depends on tasks measured as short.
+pytestmark = pytest.mark.xdist_group("cpu")
+
 
 @pytest.fixture
 def two_workers() -> Iterator[dista.Cluster]:
