@@ -45,14 +45,24 @@ def chain(n: int, **kwargs: float) -> list[dista.ObjectRef[tuple[int, int]]]:
 
 
 def test_a_chain_stays_on_the_worker_that_makes_its_inputs(two_workers: dista.Cluster) -> None:
-    refs = chain(400)
-    values = dista.get(refs, timeout=60)
-    assert [count for count, _ in values] == list(range(401))
-    # Sent ahead, link after link goes where its input is made: one worker runs nearly all.
-    where = [pid for _, pid in values[1:]]
-    busiest = max(where.count(pid) for pid in set(where))
-    assert busiest >= 0.9 * len(where), {pid: where.count(pid) for pid in set(where)}
-    del refs, values
+    # Only links measured as short go ahead (a moving average under 0.5 ms): a worker
+    # descheduled for a few ms by a busy machine makes the next links "not known to be
+    # short" for a while, and those go through the queue to either worker. So the claim is
+    # checked on up to three chains: sending ahead that works keeps one of them on one
+    # worker; sending ahead that does not spreads every one of them over both.
+    seen = []
+    for _ in range(3):
+        refs = chain(400)
+        values = dista.get(refs, timeout=60)
+        assert [count for count, _ in values] == list(range(401))
+        # Sent ahead, link after link goes where its input is made: one worker runs nearly all.
+        where = [pid for _, pid in values[1:]]
+        seen.append({pid: where.count(pid) for pid in set(where)})
+        del refs, values
+        if max(seen[-1].values()) >= 0.9 * len(where):
+            break
+    else:
+        raise AssertionError(f"every chain spread over the workers: {seen}")
     settle_to_zero()
 
 
